@@ -1,0 +1,1 @@
+"""diffract: inspect and track neural-network weights (placeholder, filled by the engine)."""

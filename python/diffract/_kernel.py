@@ -1,0 +1,374 @@
+"""Kernel specs and the registry.
+
+A kernel is a plain function. Its signature declares everything:
+
+* required parameters (no default) are its **inputs**: names of fields, or one of the
+  special inputs ``weights`` (the slice as a float ndarray) and ``slice_info`` (its
+  :class:`~diffract.SliceInfo`); at ``level="model"`` an input receives the list of that
+  field's values over the model's slices (and ``slices`` the list of SliceInfo); at
+  ``level="cross"`` an input named ``ref_<field>`` receives ``<field>`` of the slice with the
+  same name in the reference model (option ``reference``);
+* keyword parameters with defaults are its **options**, changeable at run time.
+
+``@kernel(outputs=(...))`` declares the fields it produces. A kernel with one output returns
+the value; with several it returns a tuple in ``outputs`` order (or a dict keyed by output).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._errors import DependencyCycleError, KernelDefinitionError, UnknownFieldError
+
+Level = Literal["param", "model", "cross"]
+LEVELS: tuple[str, ...] = ("param", "model", "cross")
+
+#: inputs that are not fields: provided by the scheduler
+SPECIAL_INPUTS = frozenset({"weights", "slice_info", "slices"})
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A registered kernel: a function plus its declared inputs, outputs and options."""
+
+    name: str
+    func: Callable[..., Any]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    options: Mapping[str, Any]
+    level: Level = "param"
+    #: outputs kept in memory during a run but not persisted unless asked for by name
+    transient: frozenset[str] = frozenset()
+    #: slices with fewer dimensions are "not applicable" (skipped, not failures)
+    min_ndim: int = 0
+    #: the function takes lists (one entry per slice) and returns a list of results
+    vectorized: bool = False
+    family: str = "custom"
+    doc: str = ""
+    #: per-output one-line descriptions (for the catalog)
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+
+    def field_inputs(self) -> tuple[str, ...]:
+        """Inputs that are fields (not special), with any ``ref_`` prefix removed."""
+        out = []
+        for name in self.inputs:
+            if name in SPECIAL_INPUTS:
+                continue
+            out.append(name[4:] if self.level == "cross" and name.startswith("ref_") else name)
+        return tuple(dict.fromkeys(out))
+
+    def resolve_options(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        opts = dict(self.options)
+        if overrides:
+            opts.update({k: v for k, v in overrides.items() if k in self.options})
+        return opts
+
+    def split_outputs(self, result: Any) -> dict[str, Any]:
+        """Map a call's return value onto the declared outputs."""
+        if len(self.outputs) == 1:
+            if isinstance(result, Mapping) and set(result) == set(self.outputs):
+                return dict(result)
+            return {self.outputs[0]: result}
+        if isinstance(result, Mapping):
+            missing = [o for o in self.outputs if o not in result]
+            if missing:
+                raise KernelDefinitionError(
+                    f"kernel {self.name!r} returned a dict without outputs {missing}"
+                )
+            return {o: result[o] for o in self.outputs}
+        if isinstance(result, tuple) and len(result) == len(self.outputs):
+            return dict(zip(self.outputs, result, strict=True))
+        raise KernelDefinitionError(
+            f"kernel {self.name!r} declares {len(self.outputs)} outputs {self.outputs} but returned "
+            f"{type(result).__name__}; return a tuple in that order or a dict keyed by output"
+        )
+
+
+def _signature_spec(func: Callable[..., Any]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    inputs: list[str] = []
+    options: dict[str, Any] = {}
+    for p in inspect.signature(func).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise KernelDefinitionError(
+                f"kernel {func.__name__!r}: *args/**kwargs are not allowed; name every input and option"
+            )
+        if p.default is p.empty:
+            if p.kind is p.KEYWORD_ONLY:
+                raise KernelDefinitionError(
+                    f"kernel {func.__name__!r}: keyword-only parameter {p.name!r} needs a default "
+                    "(options have defaults; inputs are positional)"
+                )
+            inputs.append(p.name)
+        else:
+            options[p.name] = p.default
+    return tuple(inputs), options
+
+
+def make_kernel(
+    func: Callable[..., Any],
+    *,
+    outputs: str | Iterable[str] | None = None,
+    level: Level = "param",
+    transient: Iterable[str] = (),
+    min_ndim: int = 0,
+    vectorized: bool = False,
+    family: str = "custom",
+    name: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+) -> Kernel:
+    """Build a :class:`Kernel` from a function (see the module docstring for the rules)."""
+    if level not in LEVELS:
+        raise KernelDefinitionError(f"level must be one of {LEVELS}, got {level!r}")
+    kname = name or func.__name__
+    if outputs is None:
+        outs: tuple[str, ...] = (kname,)
+    elif isinstance(outputs, str):
+        outs = (outputs,)
+    else:
+        outs = tuple(outputs)
+    if not outs or len(set(outs)) != len(outs):
+        raise KernelDefinitionError(f"kernel {kname!r}: outputs must be distinct names, got {outs}")
+    for o in outs:
+        if not o.isidentifier():
+            raise KernelDefinitionError(f"kernel {kname!r}: output {o!r} is not an identifier")
+    inputs, options = _signature_spec(func)
+    if level == "param" and "slices" in inputs:
+        raise KernelDefinitionError(f"kernel {kname!r}: 'slices' is only an input at model level")
+    clash = set(inputs) & set(outs)
+    if clash:
+        raise KernelDefinitionError(f"kernel {kname!r}: {sorted(clash)} is both input and output")
+    trans = frozenset(transient)
+    if not trans <= set(outs):
+        raise KernelDefinitionError(f"kernel {kname!r}: transient {sorted(trans - set(outs))} not outputs")
+    return Kernel(
+        name=kname,
+        func=func,
+        inputs=inputs,
+        outputs=outs,
+        options=options,
+        level=level,
+        transient=trans,
+        min_ndim=min_ndim,
+        vectorized=vectorized,
+        family=family,
+        doc=inspect.cleandoc(func.__doc__ or ""),
+        descriptions=dict(descriptions or {}),
+    )
+
+
+class KernelRegistry:
+    """Maps field names to the kernel producing them; checks the graph for cycles."""
+
+    def __init__(self, kernels: Iterable[Kernel] = ()) -> None:
+        self._kernels: dict[str, Kernel] = {}
+        self._producer: dict[str, str] = {}
+        for k in kernels:
+            self.register(k)
+
+    def copy(self) -> KernelRegistry:
+        new = KernelRegistry()
+        new._kernels = dict(self._kernels)
+        new._producer = dict(self._producer)
+        return new
+
+    def register(self, k: Kernel, *, replace: bool = False) -> Kernel:
+        """Add a kernel. Re-registering a field is an error unless ``replace=True``."""
+        if not replace:
+            if k.name in self._kernels:
+                raise KernelDefinitionError(
+                    f"a kernel named {k.name!r} is already registered; pass replace=True to override it"
+                )
+            taken = [o for o in k.outputs if o in self._producer]
+            if taken:
+                raise KernelDefinitionError(
+                    f"kernel {k.name!r}: field(s) {taken} already produced by kernel "
+                    f"{self._producer[taken[0]]!r}; pass replace=True to override"
+                )
+        else:
+            old = self._kernels.pop(k.name, None)
+            if old is not None:
+                for o in old.outputs:
+                    self._producer.pop(o, None)
+            for o in k.outputs:
+                prev = self._producer.get(o)
+                if prev is not None and prev != k.name:
+                    self.unregister(prev)
+        self._kernels[k.name] = k
+        for o in k.outputs:
+            self._producer[o] = k.name
+        try:
+            self.check_acyclic()
+        except DependencyCycleError:
+            self.unregister(k.name)
+            raise
+        return k
+
+    def unregister(self, name: str) -> None:
+        k = self._kernels.pop(name)
+        for o in k.outputs:
+            if self._producer.get(o) == name:
+                del self._producer[o]
+
+    def kernel(self, name: str) -> Kernel:
+        """The kernel registered under ``name`` (a kernel name or one of its fields)."""
+        if name in self._kernels:
+            return self._kernels[name]
+        return self.producer(name)
+
+    def producer(self, field_name: str) -> Kernel:
+        try:
+            return self._kernels[self._producer[field_name]]
+        except KeyError:
+            raise UnknownFieldError(self.unknown_field_message(field_name)) from None
+
+    def unknown_field_message(self, field_name: str) -> str:
+        import difflib
+
+        close = difflib.get_close_matches(field_name, list(self._producer), n=3)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        return (
+            f"unknown field {field_name!r}: no registered kernel produces it.{hint} "
+            "List fields with diffract.fields() or register a kernel with @diffract.kernel."
+        )
+
+    def has_field(self, field_name: str) -> bool:
+        return field_name in self._producer
+
+    def fields(self) -> list[str]:
+        return sorted(self._producer)
+
+    def kernels(self) -> list[Kernel]:
+        return list(self._kernels.values())
+
+    def check_acyclic(self) -> None:
+        """Raise :class:`DependencyCycleError` naming the cycle, if there is one."""
+        state: dict[str, int] = {}
+        stack: list[str] = []
+
+        def visit(kname: str) -> None:
+            state[kname] = 1
+            stack.append(kname)
+            for dep in self._kernels[kname].field_inputs():
+                prod = self._producer.get(dep)
+                if prod is None:
+                    continue
+                if state.get(prod) == 1:
+                    cyc = stack[stack.index(prod):] + [prod]
+                    raise DependencyCycleError(
+                        "kernels depend on each other in a cycle: " + " -> ".join(cyc)
+                    )
+                if state.get(prod) is None:
+                    visit(prod)
+            stack.pop()
+            state[kname] = 2
+
+        for kname in list(self._kernels):
+            if kname not in state:
+                visit(kname)
+
+    def closure(self, fields: Iterable[str]) -> list[Kernel]:
+        """Kernels needed for ``fields``, in dependency order (inputs before users)."""
+        order: list[Kernel] = []
+        seen: set[str] = set()
+
+        def visit(f: str) -> None:
+            k = self.producer(f)
+            if k.name in seen:
+                return
+            seen.add(k.name)
+            for dep in k.field_inputs():
+                visit(dep)
+            order.append(k)
+
+        for f in fields:
+            visit(f)
+        return order
+
+
+_DEFAULT: KernelRegistry | None = None
+
+
+def default_registry() -> KernelRegistry:
+    """The process-wide registry: the built-in kernels plus those the user registered."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        from .kernels import builtin_kernels
+
+        _DEFAULT = KernelRegistry(builtin_kernels())
+    return _DEFAULT
+
+
+def define(
+    func: Callable[..., Any] | None = None,
+    *,
+    outputs: str | Iterable[str] | None = None,
+    level: Level = "param",
+    transient: Iterable[str] = (),
+    min_ndim: int = 0,
+    vectorized: bool = False,
+    family: str = "custom",
+    name: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+):
+    """Decorator: attach a :class:`Kernel` spec to ``func`` as ``func.__diffract_kernel__``
+    without registering it (built-in families are collected explicitly, no import side effects).
+    """
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.__diffract_kernel__ = make_kernel(  # type: ignore[attr-defined]
+            f,
+            outputs=outputs,
+            level=level,
+            transient=transient,
+            min_ndim=min_ndim,
+            vectorized=vectorized,
+            family=family,
+            name=name,
+            descriptions=descriptions,
+        )
+        return f
+
+    return wrap(func) if func is not None else wrap
+
+
+def kernel(
+    func: Callable[..., Any] | None = None,
+    *,
+    outputs: str | Iterable[str] | None = None,
+    level: Level = "param",
+    transient: Iterable[str] = (),
+    min_ndim: int = 0,
+    vectorized: bool = False,
+    family: str = "custom",
+    name: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    registry: KernelRegistry | None = None,
+    replace: bool = False,
+):
+    """Decorator: declare a kernel from a function's signature and register it.
+
+    >>> import diffract
+    >>> @diffract.kernel(outputs="row_count", min_ndim=2)
+    ... def row_count(weights):
+    ...     return weights.shape[0]
+    """
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        define(
+            f,
+            outputs=outputs,
+            level=level,
+            transient=transient,
+            min_ndim=min_ndim,
+            vectorized=vectorized,
+            family=family,
+            name=name,
+            descriptions=descriptions,
+        )
+        (registry or default_registry()).register(f.__diffract_kernel__, replace=replace)
+        return f
+
+    return wrap(func) if func is not None else wrap

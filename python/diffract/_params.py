@@ -1,0 +1,203 @@
+"""Slice identity: ``ParameterType``, ``SliceInfo``, model_id rules and stable uids."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ._errors import RESERVED_MODEL_ID_CHARS, InvalidModelIdError
+
+_TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+
+
+class ParameterType:
+    """The kind of a weight slice: built-in (dense, embedding, conv, norm, bias, other)
+    or custom (``ParameterType.from_string("attention")``).
+
+    Instances are interned: ``ParameterType.from_string("dense") is ParameterType.DENSE``.
+    They compare equal to their string value, so filters accept either form.
+    """
+
+    __slots__ = ("value",)
+    _interned: ClassVar[dict[str, ParameterType]] = {}
+
+    DENSE: ClassVar[ParameterType]
+    EMBEDDING: ClassVar[ParameterType]
+    CONV: ClassVar[ParameterType]
+    NORM: ClassVar[ParameterType]
+    BIAS: ClassVar[ParameterType]
+    OTHER: ClassVar[ParameterType]
+
+    def __new__(cls, value: str) -> ParameterType:
+        return cls.from_string(value)
+
+    @classmethod
+    def from_string(cls, value: str | ParameterType) -> ParameterType:
+        """The type named ``value`` (lower-cased); custom names create a new type."""
+        if isinstance(value, ParameterType):
+            return value
+        if not isinstance(value, str):
+            raise TypeError(
+                f"ParameterType.from_string expects a string, got {type(value).__name__}: {value!r}"
+            )
+        key = value.strip().lower()
+        if not _TYPE_NAME.match(key):
+            raise ValueError(
+                f"invalid parameter type name {value!r}: use lower-case letters, digits, '_' or '-'"
+            )
+        found = cls._interned.get(key)
+        if found is None:
+            found = object.__new__(cls)
+            object.__setattr__(found, "value", key)
+            cls._interned[key] = found
+        return found
+
+    @classmethod
+    def builtin(cls) -> tuple[ParameterType, ...]:
+        """The built-in types, in a fixed order."""
+        return (cls.DENSE, cls.EMBEDDING, cls.CONV, cls.NORM, cls.BIAS, cls.OTHER)
+
+    @classmethod
+    def known(cls) -> tuple[ParameterType, ...]:
+        """Every type created so far in this process (built-in first)."""
+        builtin = cls.builtin()
+        return builtin + tuple(t for t in cls._interned.values() if t not in builtin)
+
+    @property
+    def name(self) -> str:
+        return self.value.upper()
+
+    @property
+    def is_custom(self) -> bool:
+        return self not in self.builtin()
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("ParameterType is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ParameterType):
+            return self is other
+        if isinstance(other, str):
+            return self.value == other.strip().lower()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        if self.is_custom:
+            return f"ParameterType.from_string({self.value!r})"
+        return f"ParameterType.{self.name}"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __reduce__(self):
+        return (ParameterType.from_string, (self.value,))
+
+
+for _name in ("dense", "embedding", "conv", "norm", "bias", "other"):
+    setattr(ParameterType, _name.upper(), ParameterType.from_string(_name))
+
+
+def validate_model_id(model_id: object) -> str:
+    """Return ``model_id`` if it is a valid id, else raise naming the problem."""
+    if not isinstance(model_id, str):
+        raise InvalidModelIdError(
+            f"model_id must be a string, got {type(model_id).__name__}: {model_id!r}"
+        )
+    if not model_id.strip():
+        raise InvalidModelIdError("model_id must be a non-empty string (got an empty one)")
+    for ch in RESERVED_MODEL_ID_CHARS:
+        if ch in model_id:
+            raise InvalidModelIdError(
+                f"model_id {model_id!r} contains the reserved character {ch!r}; "
+                f"the characters {' '.join(RESERVED_MODEL_ID_CHARS)} may not appear in a model_id "
+                "(use '-', '_' or '.' instead)"
+            )
+    if any(ord(c) < 32 for c in model_id):
+        raise InvalidModelIdError(f"model_id {model_id!r} contains a control character")
+    return model_id
+
+
+def make_uid(model_id: str, name: str) -> str:
+    """Stable uid of a slice: the first 16 hex digits of BLAKE2b(model_id NUL name)."""
+    digest = hashlib.blake2b(f"{model_id}\x00{name}".encode(), digest_size=8)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class SliceInfo:
+    """Identity and shape of one stored weight slice (no array data)."""
+
+    model_id: str
+    name: str
+    uid: str
+    type: ParameterType
+    shape: tuple[int, ...]
+    dtype: str
+    index: int = 0
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the slice once converted to float32 for the math (at least its stored size)."""
+        n = 1
+        for d in self.shape:
+            n *= int(d)
+        itemsize = max(4, _itemsize(self.dtype))
+        return n * itemsize
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "model_id": self.model_id,
+            "name": self.name,
+            "uid": self.uid,
+            "type": self.type.value,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+        }
+
+
+def _itemsize(dtype: str) -> int:
+    sizes = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+    if dtype in sizes:
+        return sizes[dtype]
+    import numpy as np
+
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:
+        return 4
+
+
+# --- type inference from names and shapes (used when no module class is known) ----------
+
+_NORM_WORDS = re.compile(r"(^|[._/])(ln|ln_\w+|\w*norm\w*|bn\d*|layer_?norm|rms_?norm|scale)([._/]|$)", re.I)
+_EMBED_WORDS = re.compile(r"(embed|embedding|embeddings|wte|wpe|tok_emb|pos_emb|lookup)", re.I)
+_BIAS_WORDS = re.compile(r"(^|[._/])bias$", re.I)
+_CONV_WORDS = re.compile(r"(^|[._/])conv", re.I)
+
+
+def infer_type(name: str, shape: tuple[int, ...]) -> ParameterType:
+    """Documented name/shape rules, applied in this order:
+
+    1. a name ending in ``bias`` -> BIAS;
+    2. a name with ``norm``/``ln``/``bn``/``scale`` components -> NORM;
+    3. a name with ``embed``/``wte``/``wpe`` -> EMBEDDING;
+    4. ndim >= 3, or a name component starting with ``conv`` -> CONV;
+    5. ndim == 2 -> DENSE; otherwise OTHER.
+    """
+    if _BIAS_WORDS.search(name):
+        return ParameterType.BIAS
+    if _NORM_WORDS.search(name):
+        return ParameterType.NORM
+    if _EMBED_WORDS.search(name):
+        return ParameterType.EMBEDDING
+    if len(shape) >= 3 or (_CONV_WORDS.search(name) and len(shape) >= 2):
+        return ParameterType.CONV
+    if len(shape) == 2:
+        return ParameterType.DENSE
+    return ParameterType.OTHER
