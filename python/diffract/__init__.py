@@ -1,1 +1,91 @@
-"""diffract: inspect and track neural-network weights (placeholder, filled by the engine)."""
+"""diffract: inspect and track neural-network weights.
+
+``import diffract`` is light: NumPy only. Frameworks, h5py, Plotly and widgets load when used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._errors import (
+    ConfigError as ConfigError,
+    DependencyCycleError as DependencyCycleError,
+    DiffractError as DiffractError,
+    DuplicateModelError as DuplicateModelError,
+    ExtractionError as ExtractionError,
+    FieldNotComputedError as FieldNotComputedError,
+    FilterError as FilterError,
+    InvalidModelIdError as InvalidModelIdError,
+    KernelDefinitionError as KernelDefinitionError,
+    StoreCorruptError as StoreCorruptError,
+    StoreError as StoreError,
+    StoreLockedError as StoreLockedError,
+    UnknownFieldError as UnknownFieldError,
+    UnknownModelError as UnknownModelError,
+    UnknownOptionError as UnknownOptionError,
+)
+from ._kernel import Kernel as Kernel, kernel as kernel
+from ._params import ParameterType as ParameterType, SliceInfo as SliceInfo
+from ._tree import (
+    combine as combine,
+    filter as filter,  # noqa: A004 - mirrors equinox.filter
+    is_array as is_array,
+    is_inexact_array as is_inexact_array,
+    partition as partition,
+)
+from .filters import Filter as Filter, FilterChain as FilterChain
+
+if TYPE_CHECKING:
+    from ._run import Failure, ProgressEvent, RunReport
+    from .extract import ModelTree, register_extractor
+    from .session import Scope, Session
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("diffract-lab")
+    except PackageNotFoundError:  # a source tree that is not installed
+        import json
+        from pathlib import Path
+
+        pkg = Path(__file__).resolve().parents[2] / "package.json"
+        return json.loads(pkg.read_text())["version"] if pkg.exists() else "0+unknown"
+
+
+_LAZY = {
+    "Session": ("session", "Session"),
+    "Scope": ("session", "Scope"),
+    "RunReport": ("_run", "RunReport"),
+    "ProgressEvent": ("_run", "ProgressEvent"),
+    "Failure": ("_run", "Failure"),
+    "KernelFailureWarning": ("_run", "KernelFailureWarning"),
+    "ModelTree": ("extract", "ModelTree"),
+    "register_extractor": ("extract", "register_extractor"),
+    "LazyArray": ("_lazy", "LazyArray"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _version()
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'diffract' has no attribute {name!r}")
+
+
+def fields() -> list[str]:
+    """Every field name a registered kernel can compute."""
+    from ._kernel import default_registry
+
+    return default_registry().fields()
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})

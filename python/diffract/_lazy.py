@@ -1,0 +1,189 @@
+"""Array leaves that load on demand, and conversion of any framework's array to NumPy.
+
+``LazyArray`` is how checkpoint files stay unread until a kernel needs one tensor: it knows
+its shape and dtype and holds a loader. ``to_numpy`` turns a NumPy/JAX/PyTorch array or a
+LazyArray into a NumPy array, converting bf16 and fp8 to float32 (exactly representable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._errors import ExtractionError
+
+#: dtypes NumPy lacks; converted to float32 for storage and math
+NON_NUMPY_FLOATS = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+@dataclass(frozen=True, eq=False)
+class LazyArray:
+    """A tensor of a checkpoint file, loaded only when ``load()`` is called."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    loader: Callable[[], np.ndarray]
+    source: str = ""
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def load(self) -> np.ndarray:
+        return self.loader()
+
+    def __repr__(self) -> str:
+        return f"LazyArray(shape={self.shape}, dtype={self.dtype}, source={self.source!r})"
+
+
+def dtype_name(x: Any) -> str:
+    """The dtype of an array-like as a plain string (``"float32"``, ``"bfloat16"``)."""
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        return type(x).__name__
+    return str(dt).replace("torch.", "")
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in getattr(x, "shape", ()))
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A NumPy array with the values of ``x``; bf16/fp8 become float32. No copy when the
+    input is already a NumPy array of a NumPy dtype."""
+    if isinstance(x, LazyArray):
+        x = x.load()
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if t.dtype in (torch.bfloat16,) or "float8" in str(t.dtype):
+            t = t.float()
+        return t.numpy()
+    arr = np.asarray(x)
+    name = str(arr.dtype)
+    if name in NON_NUMPY_FLOATS or name.startswith("float8"):
+        arr = arr.astype(np.float32)
+    return arr
+
+
+# --- safetensors: header parsed here, tensors memory-mapped one at a time ---------------
+# (The safetensors package's NumPy reader cannot return bf16/fp8 without torch; the format
+# is a documented 8-byte little-endian header length, a JSON header and raw little-endian data.)
+
+_ST_DTYPES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
+
+
+def _fp8_table(exp_bits: int, man_bits: int, bias: int, finite_only: bool) -> np.ndarray:
+    table = np.empty(256, dtype=np.float32)
+    for b in range(256):
+        sign = -1.0 if b & 0x80 else 1.0
+        e = (b >> man_bits) & ((1 << exp_bits) - 1)
+        m = b & ((1 << man_bits) - 1)
+        if finite_only:  # e4m3fn: only S.1111.111 is NaN, no infinities
+            if e == (1 << exp_bits) - 1 and m == (1 << man_bits) - 1:
+                table[b] = np.nan
+                continue
+        elif e == (1 << exp_bits) - 1:  # e5m2: IEEE-like inf/nan
+            table[b] = sign * np.inf if m == 0 else np.nan
+            continue
+        if e == 0:
+            table[b] = sign * (m / (1 << man_bits)) * 2.0 ** (1 - bias)
+        else:
+            table[b] = sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+    return table
+
+
+_FP8 = {
+    "float8_e4m3fn": lambda: _fp8_table(4, 3, 7, True),
+    "float8_e5m2": lambda: _fp8_table(5, 2, 15, False),
+}
+
+
+def decode_raw(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Decode little-endian raw bytes (a uint8 view) of ``dtype`` into a NumPy array."""
+    if dtype == "bfloat16":
+        bits = raw.view("<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    if dtype in _FP8:
+        return _FP8[dtype]()[raw].reshape(shape)
+    return raw.view(np.dtype(dtype).newbyteorder("<")).reshape(shape)
+
+
+def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any], int]:
+    """(header dict, data offset) of a safetensors file; a clear error if it is not one."""
+    path = os.fspath(path)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise ExtractionError(f"{path}: not a safetensors file (shorter than 8 bytes)")
+            (n,) = struct.unpack("<Q", head)
+            if n <= 0 or n > min(size - 8, 100_000_000):
+                raise ExtractionError(
+                    f"{path}: not a safetensors file (header length {n} does not fit the file size {size})"
+                )
+            header = json.loads(fh.read(n))
+    except FileNotFoundError:
+        raise ExtractionError(f"checkpoint file not found: {path}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ExtractionError(f"{path}: not a safetensors file (header is not JSON: {exc})") from None
+    if not isinstance(header, dict):
+        raise ExtractionError(f"{path}: not a safetensors file (header is not a JSON object)")
+    return header, 8 + n
+
+
+def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
+    """Every tensor of a safetensors file as a LazyArray reading a memory map of its bytes."""
+    path = os.fspath(path)
+    header, offset = read_safetensors_header(path)
+    size = os.path.getsize(path)
+    out: dict[str, LazyArray] = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _ST_DTYPES[spec["dtype"]]
+            shape = tuple(int(d) for d in spec["shape"])
+            start, end = (int(v) for v in spec["data_offsets"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ExtractionError(f"{path}: tensor {name!r} has a malformed header entry ({exc})") from None
+        if offset + end > size or start > end:
+            raise ExtractionError(
+                f"{path}: tensor {name!r} points past the end of the file (truncated file?)"
+            )
+
+        def load(start=start, end=end, dtype=dtype, shape=shape) -> np.ndarray:
+            if end == start:
+                return np.zeros(shape, dtype=np.float32 if dtype in NON_NUMPY_FLOATS else dtype)
+            raw = np.memmap(path, dtype=np.uint8, mode="r", offset=offset + start, shape=(end - start,))
+            return decode_raw(raw, dtype, shape)
+
+        out[name] = LazyArray(shape=shape, dtype=dtype, loader=load, source=f"{path}::{name}")
+    return out

@@ -1,0 +1,587 @@
+"""The scheduler: plan which (slice, field) values are missing, run kernels chunk by chunk
+under a memory budget, write each chunk atomically, report progress, honour cancel.
+
+Reuse is keyed by presence: a value already in the store is never recomputed (erase it to
+recompute). A kernel that raises on one slice is recorded as a failure for that slice and
+its dependents; the run goes on.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._errors import UnknownOptionError
+from ._kernel import Kernel, KernelRegistry
+from ._params import SliceInfo
+from .store import Batch, Store
+
+DEFAULT_MEMORY_BUDGET = 2 * 1024**3
+#: working memory of a slice during a run, as a multiple of its float32 size (weights,
+#: a float64 copy, Gram matrix, intermediates)
+WORKING_SET_FACTOR = 4
+
+
+class KernelFailureWarning(RuntimeWarning):
+    """Some kernels failed on some parameters (see ``RunReport.failures``)."""
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.I)
+
+
+def parse_bytes(value: int | float | str | None) -> int:
+    """``"2GB"``, ``"512 MiB"``, ``1e9`` -> bytes (powers of 1024 for every unit)."""
+    if value is None:
+        return DEFAULT_MEMORY_BUDGET
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"memory_budget must be positive, got {value}")
+        return int(value)
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        if m:
+            unit = (m.group(2) or "b").lower()[0]
+            mult = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[unit]
+            out = int(float(m.group(1)) * mult)
+            if out > 0:
+                return out
+    raise ValueError(f"memory_budget must be a positive size like '2GB' or a number of bytes, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A kernel that raised on one parameter (or one model, for aggregates)."""
+
+    model_id: str
+    name: str
+    uid: str
+    field: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"{self.model_id}:{self.name} [{self.field}] {self.error}"
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One progress notification. ``stage`` is "start", "kernel", "chunk" or "done"."""
+
+    stage: str
+    chunks_done: int
+    chunks_total: int
+    slices_done: int
+    slices_total: int
+    field: str | None
+    param: str | None
+    elapsed: float
+    eta: float | None
+    failures: int
+    cancelled: bool = False
+
+
+@dataclass
+class RunReport:
+    """What an ``apply`` did."""
+
+    requested: tuple[str, ...]
+    computed: int = 0
+    reused: int = 0
+    not_applicable: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    cancelled: bool = False
+    chunks: int = 0
+    elapsed: float = 0.0
+    kernel_calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.cancelled
+
+    def __str__(self) -> str:
+        head = (
+            f"computed {self.computed} values, reused {self.reused} stored ones, "
+            f"{self.not_applicable} not applicable, {len(self.failures)} failures "
+            f"in {self.chunks} chunk(s), {self.elapsed:.2f}s"
+        )
+        if self.cancelled:
+            head += " (cancelled: finished chunks kept)"
+        return head
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+class _NotApplicable:
+    __slots__ = ()
+
+
+NOT_APPLICABLE = _NotApplicable()
+
+
+class _Failed:
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _as_float_array(arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind == "f" and arr.dtype.itemsize >= 4:
+        return arr
+    if arr.dtype.kind == "c":
+        return arr
+    if arr.dtype.kind == "f":
+        return arr.astype(np.float32)
+    return arr.astype(np.float64)
+
+
+def validate_options(kernels: Iterable[Kernel], options: Mapping[str, Any], kernel_options: Mapping[str, Mapping[str, Any]]) -> None:
+    kernels = list(kernels)
+    known = {o for k in kernels for o in k.options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UnknownOptionError(
+            f"unknown option(s) {unknown} for the kernels of this apply; "
+            f"options they accept: {sorted(known) or 'none'}"
+        )
+    by_name = {k.name: k for k in kernels}
+    for kname, opts in kernel_options.items():
+        if kname not in by_name:
+            raise UnknownOptionError(f"kernel_options names kernel {kname!r}, which this apply does not run; kernels: {sorted(by_name)}")
+        bad = sorted(set(opts) - set(by_name[kname].options))
+        if bad:
+            raise UnknownOptionError(f"kernel {kname!r} has no option(s) {bad}; it accepts {sorted(by_name[kname].options)}")
+
+
+class Runner:
+    """Runs one ``apply``: param-level fields chunk by chunk, then model, then cross level."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: KernelRegistry,
+        *,
+        options: Mapping[str, Any] | None = None,
+        kernel_options: Mapping[str, Mapping[str, Any]] | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        workers: int = 1,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        call_counter: dict[str, int] | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.options = dict(options or {})
+        self.kernel_options = {k: dict(v) for k, v in (kernel_options or {}).items()}
+        self.memory_budget = memory_budget
+        self.workers = max(1, int(workers))
+        self.progress = progress
+        self.cancel = cancel or threading.Event()
+        self.calls = call_counter if call_counter is not None else {}
+        self._applicable_cache: dict[tuple[str, int], bool] = {}
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _opts(self, k: Kernel) -> dict[str, Any]:
+        opts = k.resolve_options(self.options)
+        opts.update(self.kernel_options.get(k.name, {}))
+        return opts
+
+    def _count(self, k: Kernel, n: int = 1) -> None:
+        self.calls[k.name] = self.calls.get(k.name, 0) + n
+
+    # --- the plan --------------------------------------------------------------------------
+    def run(self, fields: Iterable[str], slices: list[SliceInfo], *, scope_key: str | None, model_slices: Mapping[str, list[SliceInfo]]) -> RunReport:
+        fields = tuple(dict.fromkeys(fields))
+        kernels = self.registry.closure(fields)  # raises UnknownFieldError
+        validate_options(kernels, self.options, self.kernel_options)
+        report = RunReport(requested=fields)
+        t0 = time.perf_counter()
+        by_level = {lvl: [f for f in fields if self.registry.producer(f).level == lvl] for lvl in ("param", "model", "cross")}
+        reference = self.options.get("reference")
+        cross_slices: list[SliceInfo] = []
+        if by_level["cross"]:
+            from ._errors import UnknownModelError
+
+            if not reference:
+                raise UnknownOptionError(
+                    f"cross-model field(s) {by_level['cross']} need a reference model: apply(..., reference='<model_id>')"
+                )
+            if not self.store.has_model(reference):
+                raise UnknownModelError(f"reference model {reference!r} is not in the store; stored: {sorted(self.store.models())}")
+            ref_names = {s.name: s for s in self.store.slices(reference)}
+            cross_slices = [s for s in slices if s.model_id != reference and s.name in ref_names]
+            self._ref_names = ref_names
+        # param-level needs: requested param fields, plus param inputs of model/cross kernels
+        param_needed: dict[str, set[str]] = {}
+        param_fields = set(by_level["param"])
+        for lvl in ("model", "cross"):
+            for f in by_level[lvl]:
+                for k in self.registry.closure([f]):
+                    if k.level == "param":
+                        param_fields.update(k.outputs)
+        explicit = set(fields)
+        for s in slices:
+            param_needed[s.uid] = set(param_fields)
+        if cross_slices:
+            for s in cross_slices:
+                ref = self._ref_names[s.name]
+                param_needed.setdefault(ref.uid, set()).update(param_fields)
+        all_slices = {s.uid: s for s in slices}
+        if cross_slices:
+            for s in cross_slices:
+                ref = self._ref_names[s.name]
+                all_slices.setdefault(ref.uid, ref)
+        self._run_param_level(all_slices, param_needed, explicit, report, t0)
+        if not self.cancel.is_set() and by_level["model"]:
+            self._run_model_level(by_level["model"], slices, model_slices, scope_key, report)
+        if not self.cancel.is_set() and by_level["cross"]:
+            self._run_cross_level(by_level["cross"], cross_slices, reference, report)
+        report.elapsed = time.perf_counter() - t0
+        report.kernel_calls = dict(self.calls)
+        report.cancelled = self.cancel.is_set()
+        if report.failures:
+            shown = "\n  ".join(str(f) for f in report.failures[:10])
+            more = f"\n  ... and {len(report.failures) - 10} more" if len(report.failures) > 10 else ""
+            warnings.warn(
+                f"{len(report.failures)} kernel failure(s) (the run went on; see RunReport.failures):\n  {shown}{more}",
+                KernelFailureWarning,
+                stacklevel=3,
+            )
+        return report
+
+    # --- per-parameter level -------------------------------------------------------------
+    def _applicable(self, f: str, ndim: int) -> bool:
+        """Whether ``f`` can exist on a slice of ``ndim`` dims (min_ndim of the whole chain)."""
+        key = (f, ndim)
+        hit = self._applicable_cache.get(key)
+        if hit is None:
+            k = self.registry.producer(f)
+            hit = ndim >= k.min_ndim and all(self._applicable(d, ndim) for d in k.field_inputs() if self.registry.producer(d).level == "param")
+            self._applicable_cache[key] = hit
+        return hit
+
+    def _slice_plan(self, s: SliceInfo, wanted: set[str], explicit: set[str]) -> tuple[list[Kernel], set[str], int, int]:
+        """Kernels to run for one slice, fields to load, counts reused and not applicable."""
+        present = set(self.store.fields_of(s.uid))
+        to_run: dict[str, Kernel] = {}
+        to_load: set[str] = set()
+        reused = 0
+        ndim = len(s.shape)
+        skipped = 0
+        for f in [f for f in wanted if not self._applicable(f, ndim)]:
+            wanted = wanted - {f}
+            skipped += f in explicit
+
+        def need(f: str) -> None:
+            if f in present:
+                to_load.add(f)
+                return
+            k = self.registry.producer(f)
+            if k.name in to_run:
+                return
+            for dep in k.field_inputs():
+                need(dep)
+            to_run[k.name] = k
+
+        for f in sorted(wanted):
+            if f in present:
+                reused += 1
+                continue
+            need(f)
+        order = [k for k in self.registry.closure(wanted) if k.name in to_run] if wanted else []
+        return order, to_load, reused, skipped
+
+    def _chunks(self, slices: list[SliceInfo]) -> list[list[SliceInfo]]:
+        chunks: list[list[SliceInfo]] = []
+        cur: list[SliceInfo] = []
+        used = 0
+        for s in slices:
+            size = s.nbytes * WORKING_SET_FACTOR
+            if cur and used + size > self.memory_budget:
+                chunks.append(cur)
+                cur, used = [], 0
+            cur.append(s)
+            used += size
+        if cur:
+            chunks.append(cur)
+        return chunks
+
+    def _emit(self, stage: str, report: RunReport, t0: float, chunks_done: int, chunks_total: int, done: int, total: int, fld: str | None = None, param: str | None = None) -> None:
+        if self.progress is None:
+            return
+        elapsed = time.perf_counter() - t0
+        eta = (elapsed / done) * (total - done) if done else None
+        self.progress(
+            ProgressEvent(stage, chunks_done, chunks_total, done, total, fld, param, elapsed, eta, len(report.failures), self.cancel.is_set())
+        )
+
+    def _run_param_level(self, all_slices: dict[str, SliceInfo], needed: dict[str, set[str]], explicit: set[str], report: RunReport, t0: float) -> None:
+        plans: dict[str, tuple[list[Kernel], set[str]]] = {}
+        work: list[SliceInfo] = []
+        for uid, wanted in needed.items():
+            if not wanted:
+                continue
+            s = all_slices[uid]
+            order, to_load, reused, skipped = self._slice_plan(s, wanted, explicit)
+            report.reused += reused
+            report.not_applicable += skipped
+            if order:
+                plans[uid] = (order, to_load)
+                work.append(s)
+        work.sort(key=lambda s: (s.model_id, s.index))
+        chunks = self._chunks(work)
+        total = len(work)
+        self._emit("start", report, t0, 0, len(chunks), 0, total)
+        done = 0
+        pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+        try:
+            for ci, chunk in enumerate(chunks):
+                if self.cancel.is_set():
+                    break
+                batch = self._run_chunk(chunk, plans, explicit, report, t0, ci, len(chunks), done, total, pool)
+                self.store.commit(batch)
+                report.computed += len(batch.fields)
+                report.chunks += 1
+                done += len(chunk)
+                self._emit("chunk", report, t0, ci + 1, len(chunks), done, total)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._emit("done", report, t0, report.chunks, len(chunks), done, total)
+
+    def _load_weights(self, s: SliceInfo) -> np.ndarray | _Failed:
+        try:
+            w = _as_float_array(self.store.weights(s.uid))
+        except Exception as exc:
+            return _Failed(_short_error(exc))
+        if not np.all(np.isfinite(w)):
+            n_nan = int(np.isnan(w).sum())
+            n_inf = int(np.isinf(w).sum())
+            return _Failed(f"weights contain {n_nan} NaN and {n_inf} Inf value(s) of {w.size}")
+        return w
+
+    def _run_chunk(self, chunk: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float, ci: int, nchunks: int, done: int, total: int, pool) -> Batch:
+        values: dict[str, dict[str, Any]] = {}
+        for s in chunk:
+            order, to_load = plans[s.uid]
+            vals = values.setdefault(s.uid, {})
+            for f in to_load:
+                vals[f] = self.store.get((s.uid, f))
+            if any("weights" in k.inputs for k in order):
+                vals["weights"] = self._load_weights(s)
+            vals["slice_info"] = s
+        kernels_in_order: list[Kernel] = []
+        for s in chunk:
+            for k in plans[s.uid][0]:
+                if k not in kernels_in_order:
+                    kernels_in_order.append(k)
+        # a global topological order of the kernels of this chunk
+        rank = {k.name: i for i, k in enumerate(self.registry.closure([o for k in kernels_in_order for o in k.outputs]))}
+        kernels_in_order.sort(key=lambda k: rank[k.name])
+        for k in kernels_in_order:
+            targets = [s for s in chunk if k in plans[s.uid][0]]
+            if targets:
+                self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], targets[0].name)
+            ready: list[SliceInfo] = []
+            for s in targets:
+                vals = values[s.uid]
+                if len(s.shape) < k.min_ndim:
+                    for o in k.outputs:
+                        vals[o] = NOT_APPLICABLE
+                    continue
+                blocked = None
+                for inp in k.inputs:
+                    v = vals.get(inp)
+                    if isinstance(v, (_Failed, _NotApplicable)):
+                        blocked = v
+                        break
+                if blocked is not None:
+                    for o in k.outputs:
+                        vals[o] = blocked
+                    continue
+                ready.append(s)
+            if not ready:
+                continue
+            opts = self._opts(k)
+            results = self._call(k, ready, values, opts, pool)
+            for s, res in zip(ready, results, strict=True):
+                vals = values[s.uid]
+                if isinstance(res, _Failed):
+                    for o in k.outputs:
+                        vals[o] = res
+                    continue
+                for o, v in res.items():
+                    vals[o] = v
+        batch = Batch()
+        for s in chunk:
+            vals = values[s.uid]
+            for k in plans[s.uid][0]:
+                for o in k.outputs:
+                    v = vals.get(o)
+                    if isinstance(v, _NotApplicable):
+                        if o in explicit:
+                            report.not_applicable += 1
+                        continue
+                    if isinstance(v, _Failed):
+                        if o in explicit:
+                            report.failures.append(Failure(s.model_id, s.name, s.uid, o, v.message))
+                        continue
+                    if o in k.transient and o not in explicit:
+                        continue
+                    batch.fields[(s.uid, o)] = _normalise(v)
+        # one failure per (slice, root cause) is enough
+        report.failures[:] = _dedupe(report.failures)
+        return batch
+
+    def _call(self, k: Kernel, ready: list[SliceInfo], values, opts, pool) -> list[dict[str, Any] | _Failed]:
+        def one(s: SliceInfo) -> dict[str, Any] | _Failed:
+            vals = values[s.uid]
+            try:
+                out = k.func(*[vals[i] for i in k.inputs], **opts)
+                return k.split_outputs(out)
+            except Exception as exc:  # recorded per parameter, the run goes on
+                return _Failed(_short_error(exc))
+
+        if k.vectorized:
+            try:
+                outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
+                self._count(k, len(ready))
+                if len(outs) != len(ready):
+                    raise ValueError(f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices")
+                return [o if isinstance(o, _Failed) else (_Failed(_short_error(o)) if isinstance(o, BaseException) else k.split_outputs(o)) for o in outs]
+            except Exception:
+                # isolate the failing slice(s): one call per slice
+                res = []
+                for s in ready:
+                    try:
+                        out = k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
+                        res.append(_Failed(_short_error(out)) if isinstance(out, BaseException) else k.split_outputs(out))
+                    except Exception as exc:
+                        res.append(_Failed(_short_error(exc)))
+                    self._count(k)
+                return res
+        self._count(k, len(ready))
+        if pool is not None and len(ready) > 1:
+            return list(pool.map(one, ready))
+        return [one(s) for s in ready]
+
+    # --- model level -----------------------------------------------------------------------
+    def _run_model_level(self, fields: list[str], slices: list[SliceInfo], model_slices: Mapping[str, list[SliceInfo]], scope_key: str | None, report: RunReport) -> None:
+        by_model: dict[str, list[SliceInfo]] = {}
+        for s in slices:
+            by_model.setdefault(s.model_id, []).append(s)
+        batch = Batch()
+        for model_id, ms in sorted(by_model.items()):
+            full = len(ms) == len(model_slices.get(model_id, []))
+            owner = f"@{model_id}" if full or scope_key is None else f"@{model_id}[{scope_key}]"
+            ms = sorted(ms, key=lambda s: s.index)
+            computed: dict[str, Any] = {f: self.store.get((owner, f)) for f in self.store.fields_of(owner)}
+            for k in self.registry.closure(fields):
+                if k.level != "model" or all(o in computed for o in k.outputs):
+                    if k.level == "model" and any(o in fields for o in k.outputs):
+                        report.reused += sum(1 for o in k.outputs if o in fields)
+                    continue
+                args = []
+                use = []
+                per_param = [i for i in k.inputs if i != "slices" and self.registry.producer(i).level == "param"]
+                for s in ms:
+                    if all(self.store.has((s.uid, i)) for i in per_param):
+                        use.append(s)
+                try:
+                    for inp in k.inputs:
+                        if inp == "slices":
+                            args.append(use)
+                        elif self.registry.producer(inp).level == "param":
+                            args.append([self.store.get((s.uid, inp)) for s in use])
+                        else:
+                            args.append(computed[inp])
+                    if not use and per_param:
+                        raise ValueError(f"no slice of the model has {per_param} (not applicable or failed)")
+                    self._count(k)
+                    out = k.split_outputs(k.func(*args, **self._opts(k)))
+                    for o, v in out.items():
+                        computed[o] = v
+                        if o not in k.transient or o in fields:
+                            batch.fields[(owner, o)] = _normalise(v)
+                except Exception as exc:
+                    for o in k.outputs:
+                        if o in fields:
+                            report.failures.append(Failure(model_id, "", owner, o, _short_error(exc)))
+        self.store.commit(batch)
+        report.computed += len(batch.fields)
+
+    # --- cross-model level -------------------------------------------------------------------
+    def _run_cross_level(self, fields: list[str], slices: list[SliceInfo], reference: str, report: RunReport) -> None:
+        batch = Batch()
+        for s in slices:
+            ref = self._ref_names[s.name]
+            owner = f"{s.uid}@{reference}"
+            computed: dict[str, Any] = {f: self.store.get((owner, f)) for f in self.store.fields_of(owner)}
+            for k in self.registry.closure(fields):
+                if k.level != "cross":
+                    continue
+                if all(o in computed for o in k.outputs):
+                    report.reused += sum(1 for o in k.outputs if o in fields)
+                    continue
+                try:
+                    args = []
+                    for inp in k.inputs:
+                        if inp == "slice_info":
+                            args.append(s)
+                        elif inp == "weights":
+                            args.append(_as_float_array(self.store.weights(s.uid)))
+                        elif inp == "ref_weights":
+                            args.append(_as_float_array(self.store.weights(ref.uid)))
+                        elif inp.startswith("ref_"):
+                            args.append(self._value(ref.uid, inp[4:], computed, own=False))
+                        else:
+                            args.append(self._value(s.uid, inp, computed, own=True))
+                    self._count(k)
+                    out = k.split_outputs(k.func(*args, **self._opts(k)))
+                    for o, v in out.items():
+                        computed[o] = v
+                        if o not in k.transient or o in fields:
+                            batch.fields[(owner, o)] = _normalise(v)
+                except Exception as exc:
+                    for o in k.outputs:
+                        if o in fields:
+                            report.failures.append(Failure(s.model_id, s.name, owner, o, _short_error(exc)))
+        self.store.commit(batch)
+        report.computed += len(batch.fields)
+
+    def _value(self, uid: str, f: str, computed: dict[str, Any], *, own: bool) -> Any:
+        if own and f in computed:
+            return computed[f]
+        if not self.store.has((uid, f)):
+            raise LookupError(f"input field {f!r} is missing on slice {uid} (not applicable or failed)")
+        return self.store.get((uid, f))
+
+
+def _normalise(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _dedupe(failures: list[Failure]) -> list[Failure]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in failures:
+        key = (f.uid, f.field)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

@@ -1,0 +1,214 @@
+"""Model objects and checkpoint files -> pytree -> named weight slices.
+
+An *extractor* turns one kind of model into a :class:`ModelTree`: a pytree of array leaves
+plus the types it knows from module classes. Extraction then is Equinox's
+``partition(tree, filter_spec)``: the kept leaves, flattened with their key paths, become
+dotted names. Extractors for a framework only activate when the user has already imported
+that framework (checked in ``sys.modules``), so ``import diffract`` imports none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ExtractionError
+from .._lazy import dtype_name, shape_of
+from .._params import ParameterType, infer_type
+from .._tree import dotted_name, is_array, is_inexact_array, partition, tree_leaves_with_path
+
+
+@dataclass
+class ModelTree:
+    """What an extractor returns: the pytree, known slice types, and provenance."""
+
+    tree: Any
+    types: dict[str, ParameterType] = field(default_factory=dict)
+    framework: str = "numpy"
+    source: str = ""
+    #: True when leaves read from a file that stays on disk (weights need not be copied)
+    file_backed: bool = False
+
+
+@dataclass
+class ExtractedLeaf:
+    name: str
+    array: Any
+    shape: tuple[int, ...]
+    dtype: str
+    type: ParameterType
+
+
+@dataclass
+class Extracted:
+    leaves: list[ExtractedLeaf]
+    skipped: dict[str, str]
+    framework: str
+    source: str
+    file_backed: bool
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """A named rule: ``applies(obj)`` is cheap; ``extract(obj)`` builds the ModelTree."""
+
+    name: str
+    applies: Callable[[Any], bool]
+    extract: Callable[[Any], ModelTree]
+
+
+_USER: list[Extractor] = []
+
+
+def register_extractor(
+    name: str, applies: Callable[[Any], bool], extract: Callable[[Any], ModelTree | Any]
+) -> Extractor:
+    """Register a custom extractor; it is tried before the built-in ones.
+
+    ``extract`` may return a :class:`ModelTree` or any pytree of arrays.
+    """
+    if not callable(applies) or not callable(extract):
+        raise TypeError("register_extractor(name, applies, extract): applies and extract must be callables")
+
+    def wrapped(obj: Any) -> ModelTree:
+        out = extract(obj)
+        return out if isinstance(out, ModelTree) else ModelTree(tree=out, framework=name)
+
+    ex = Extractor(name, applies, wrapped)
+    _USER[:] = [e for e in _USER if e.name != name]
+    _USER.insert(0, ex)
+    return ex
+
+
+def unregister_extractor(name: str) -> None:
+    _USER[:] = [e for e in _USER if e.name != name]
+
+
+def _builtin() -> list[Extractor]:
+    from . import _files, _jax, _keras, _numpy, _onnx, _torch
+
+    return [
+        *_files.EXTRACTORS,
+        *_torch.EXTRACTORS,
+        *_jax.EXTRACTORS,
+        *_keras.EXTRACTORS,
+        *_onnx.EXTRACTORS,
+        *_numpy.EXTRACTORS,
+    ]
+
+
+def extractors() -> list[Extractor]:
+    """User extractors first, then the built-in ones, in the order they are tried."""
+    return [*_USER, *_builtin()]
+
+
+def model_tree(model: Any) -> ModelTree:
+    """The :class:`ModelTree` of ``model`` from the first extractor that applies."""
+    for ex in extractors():
+        try:
+            ok = ex.applies(model)
+        except Exception:  # a probing error means "not mine"
+            ok = False
+        if ok:
+            return ex.extract(model)
+    if isinstance(model, (str, os.PathLike)):
+        raise ExtractionError(
+            f"cannot read {os.fspath(model)!r}: supported checkpoint files are .safetensors "
+            "(or a folder of shards with model.safetensors.index.json), .npz, .pt/.pth/.bin "
+            "(PyTorch, loaded with weights_only=True) and .onnx"
+        )
+    raise ExtractionError(
+        f"cannot extract weights from an object of type {type(model).__module__}.{type(model).__qualname__}: "
+        "pass a dict of arrays, a PyTorch nn.Module or state_dict, a Flax params dict or NNX module, "
+        "an Equinox module, a Keras model, an ONNX ModelProto, a checkpoint path, or register an "
+        "extractor with diffract.register_extractor(name, applies, extract)"
+    )
+
+
+def default_filter_spec(leaf: Any) -> bool:
+    """The default extraction predicate: inexact (floating) arrays with ndim >= 1."""
+    return is_inexact_array(leaf) and len(shape_of(leaf)) >= 1
+
+
+_NUM = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key that orders ``layer.2`` before ``layer.10``."""
+    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(name))
+
+
+def extract(model: Any, filter_spec: Any = None) -> Extracted:
+    """Named weight slices of ``model``: ``partition(tree, filter_spec)`` keeps leaves."""
+    mt = model_tree(model)
+    spec = default_filter_spec if filter_spec is None else filter_spec
+    try:
+        kept, dropped = partition(mt.tree, spec)
+    except ValueError as exc:
+        raise ExtractionError(
+            f"filter_spec does not fit the model's pytree ({exc}); pass a predicate Leaf -> bool, "
+            "a bool, or a prefix tree of bools/predicates with the model's structure"
+        ) from None
+    skipped: dict[str, str] = {}
+    for path, leaf in tree_leaves_with_path(dropped):
+        if leaf is not None:
+            name = dotted_name(path)
+            if not is_array(leaf):
+                skipped[name] = f"not an array ({type(leaf).__name__})"
+            elif not is_inexact_array(leaf):
+                skipped[name] = f"not a floating-point array (dtype {dtype_name(leaf)})"
+            elif len(shape_of(leaf)) == 0:
+                skipped[name] = "0-d (a scalar)"
+            else:
+                skipped[name] = "excluded by filter_spec"
+    leaves: list[ExtractedLeaf] = []
+    for path, leaf in tree_leaves_with_path(kept):
+        if leaf is None:
+            continue
+        name = dotted_name(path)
+        if not name:
+            raise ExtractionError("the model is a single bare array; wrap it in a dict: {'weight': array}")
+        if not is_array(leaf):
+            raise ExtractionError(
+                f"leaf {name!r} is kept by filter_spec but is not an array ({type(leaf).__name__}); "
+                "filter_spec must keep array leaves only"
+            )
+        shape = shape_of(leaf)
+        if len(shape) == 0:
+            raise ExtractionError(
+                f"leaf {name!r} is 0-d (a scalar); weight slices need ndim >= 1. "
+                "Drop it with filter_spec (the default keeps floating arrays with ndim >= 1)"
+            )
+        if 0 in shape:
+            raise ExtractionError(f"leaf {name!r} is empty (shape {shape}); weight slices need data")
+        ptype = mt.types.get(name) or infer_type(name, shape)
+        leaves.append(ExtractedLeaf(name, leaf, shape, dtype_name(leaf), ptype))
+    names = [leaf.name for leaf in leaves]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ExtractionError(f"two leaves flatten to the same dotted name(s) {dup[:5]}")
+    leaves.sort(key=lambda leaf: natural_key(leaf.name))
+    return Extracted(leaves, skipped, mt.framework, mt.source, mt.file_backed)
+
+
+def nest_dotted(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b.c": x}`` -> ``{"a": {"b": {"c": x}}}``; falls back to the flat dict when a
+    name is both a leaf and a prefix of another (so no name is ever lost)."""
+    root: dict[str, Any] = {}
+    for name, value in flat.items():
+        parts = name.split(".")
+        node = root
+        ok = True
+        for p in parts[:-1]:
+            nxt = node.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                ok = False
+                break
+            node = nxt
+        if not ok or (parts[-1] in node and isinstance(node[parts[-1]], dict)) or "" in parts:
+            return dict(flat)
+        node[parts[-1]] = value
+    return root

@@ -1,0 +1,56 @@
+"""Keras 3 (any backend) and tf.keras models: their weights, typed by layer class."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .._params import ParameterType
+from . import Extractor, ModelTree, nest_dotted
+from ._jax import _class_type
+
+
+def _is_keras(obj: Any) -> bool:
+    for modname in ("keras", "tf_keras", "tensorflow"):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        keras = getattr(mod, "keras", mod) if modname == "tensorflow" else mod
+        layer = getattr(getattr(keras, "layers", None), "Layer", None)
+        if layer is not None and isinstance(obj, layer):
+            return True
+    return False
+
+
+def _weight_name(model: Any, weight: Any) -> str:
+    path = getattr(weight, "path", None) or weight.name.split(":")[0]
+    prefix = f"{model.name}/"
+    if path.startswith(prefix):
+        path = path[len(prefix):]
+    return path.replace("/", ".")
+
+
+def _from_keras(model: Any) -> ModelTree:
+    flat: dict[str, Any] = {}
+    types: dict[str, ParameterType] = {}
+    layers = list(model._flatten_layers()) if hasattr(model, "_flatten_layers") else [model]
+    owner: dict[int, Any] = {}
+    for layer in reversed(layers):  # innermost layer wins
+        for w in getattr(layer, "weights", []):
+            owner.setdefault(id(w), layer)
+    for w in model.weights:
+        name = _weight_name(model, w)
+        flat[name] = w.numpy() if hasattr(w, "numpy") else sys.modules["numpy"].asarray(w)
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "bias":
+            types[name] = ParameterType.BIAS
+        elif leaf in ("gamma", "beta", "moving_mean", "moving_variance"):
+            types[name] = ParameterType.NORM
+        else:
+            t = _class_type(owner.get(id(w), model))
+            if t is not None:
+                types[name] = t
+    return ModelTree(tree=nest_dotted(flat), types=types, framework="keras", source=model.name)
+
+
+EXTRACTORS = [Extractor("keras", _is_keras, _from_keras)]

@@ -1,0 +1,653 @@
+"""``Session`` and scopes: the one object the views talk to.
+
+``Session(profile=...)`` opens a store. ``session.filter(...)`` returns a :class:`Scope`
+exposing the same namespaces (``models``, ``compute``, ``results``, ``viz``, ``utils``)
+limited to the selection; the session itself is the unfiltered scope.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._errors import (
+    DuplicateModelError,
+    ExtractionError,
+    FieldNotComputedError,
+    StoreError,
+    UnknownModelError,
+)
+from ._kernel import KernelRegistry, default_registry
+from ._params import ParameterType, SliceInfo, make_uid, validate_model_id
+from ._run import ProgressCallback, ProgressEvent, RunReport, Runner, parse_bytes
+from .export import KEY_COLUMNS, to_format
+from .filters import Filter, FilterChain
+from .store import Batch, Store, open_store
+
+
+class _Namespace:
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    @property
+    def _session(self) -> Session:
+        return self._scope._session
+
+    @property
+    def _store(self) -> Store:
+        return self._scope._session.store
+
+
+# ------------------------------------------------------------------------------------------
+# models
+# ------------------------------------------------------------------------------------------
+
+
+class Models(_Namespace):
+    """Add, list and remove models; list the slices of the scope."""
+
+    def add(
+        self,
+        model: Any,
+        model_id: str,
+        filter_spec: Any = None,
+        *,
+        replace: bool = False,
+        copy_weights: bool | None = None,
+    ) -> list[SliceInfo]:
+        """Extract ``model``'s weight slices and store them under ``model_id``.
+
+        ``filter_spec`` is an Equinox-style filter (predicate, bool, or prefix tree of them)
+        choosing the leaves to keep; default: floating arrays with ndim >= 1. Adding an id that
+        exists is an error unless ``replace=True`` (which also drops that model's fields).
+        Checkpoint files are referenced, not copied, unless ``copy_weights=True``.
+        """
+        from .extract import extract
+
+        session = self._session
+        session._check_writable()
+        validate_model_id(model_id)
+        store = self._store
+        store.refresh()
+        if store.has_model(model_id) and not replace:
+            raise DuplicateModelError(
+                f"model_id {model_id!r} is already stored; pass replace=True to replace it "
+                "(its fields are dropped), or choose another id"
+            )
+        ex = extract(model, filter_spec)
+        if not ex.leaves:
+            reasons = "; ".join(f"{n}: {r}" for n, r in list(ex.skipped.items())[:5])
+            raise ExtractionError(
+                f"no weight slices in the model given for {model_id!r}"
+                + (f" (skipped leaves: {reasons})" if reasons else " (it has no array leaves)")
+            )
+        copy = (not ex.file_backed) if copy_weights is None else bool(copy_weights)
+        slices: list[SliceInfo] = []
+        weights: dict[str, Any] = {}
+        for i, leaf in enumerate(ex.leaves):
+            uid = make_uid(model_id, leaf.name)
+            meta: dict[str, Any] = {}
+            if not copy:
+                from ._lazy import LazyArray
+
+                if not isinstance(leaf.array, LazyArray):
+                    raise ExtractionError("copy_weights=False needs a checkpoint file; in-memory models are always copied")
+                meta["external"] = _external_ref(ex.source, leaf.name)
+            slices.append(SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, meta))
+            if copy:
+                weights[uid] = leaf.array
+        info = {
+            "framework": ex.framework,
+            "source": ex.source,
+            "added": time.time(),
+            "n_slices": len(slices),
+            "skipped": ex.skipped,
+            "weights": "copied" if copy else "referenced",
+        }
+        store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
+        return slices
+
+    def remove(self, model_id: str) -> None:
+        """Remove a model, its slices and every field computed on it."""
+        self._session._check_writable()
+        self._require(model_id)
+        self._store.commit(Batch(remove_models=[model_id]))
+
+    def _require(self, model_id: str) -> None:
+        self._store.refresh()
+        if not self._store.has_model(model_id):
+            raise UnknownModelError(f"no model {model_id!r} in the store; stored models: {sorted(self._store.models())}")
+
+    def ids(self) -> list[str]:
+        """Model ids in this scope (sorted as strings: zero-pad numeric suffixes)."""
+        self._store.refresh()
+        chain = self._scope._chain
+        return [m for m in self._store.models() if chain.matches_model(m) and (chain.is_empty or self._scope._has_slices(m))]
+
+    def info(self, model_id: str) -> dict[str, Any]:
+        """What was recorded when the model was added (framework, source, skipped leaves...)."""
+        self._require(model_id)
+        return self._store.models()[model_id]
+
+    def slices(self) -> list[SliceInfo]:
+        """The slices of this scope, ordered by model id then depth."""
+        return self._scope._slices()
+
+    def weights(self, uid_or_name: str, model_id: str | None = None) -> np.ndarray:
+        """The stored weights of one slice, by uid or (name, model_id)."""
+        s = self._scope._find(uid_or_name, model_id)
+        return _read_weights(self._store, s)
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def __contains__(self, model_id: object) -> bool:
+        return model_id in self.ids()
+
+    def __repr__(self) -> str:
+        return f"<models: {self.ids()}>"
+
+
+def _external_ref(source: str, name: str) -> dict[str, Any]:
+    st = os.stat(source)
+    return {"path": source, "tensor": name, "size": st.st_size, "mtime": st.st_mtime}
+
+
+_EXTERNAL_CACHE: dict[tuple[str, int, float], dict[str, Any]] = {}
+
+
+def _read_weights(store: Store, s: SliceInfo) -> np.ndarray:
+    ext = s.meta.get("external")
+    if not ext:
+        return store.weights(s.uid)
+    from ._lazy import to_numpy
+    from ._tree import dotted_name, tree_leaves_with_path
+    from .extract import model_tree
+
+    path = ext["path"]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise StoreError(f"the checkpoint behind {s.model_id}:{s.name} is gone: {path}; restore it or re-add the model") from None
+    if st.st_size != ext["size"] or abs(st.st_mtime - ext["mtime"]) > 1e-6:
+        raise StoreError(
+            f"the checkpoint behind {s.model_id}:{s.name} changed since it was added ({path}); "
+            "re-add the model with replace=True"
+        )
+    key = (path, st.st_size, st.st_mtime)
+    leaves = _EXTERNAL_CACHE.get(key)
+    if leaves is None:
+        leaves = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(model_tree(path).tree)}
+        if len(_EXTERNAL_CACHE) > 8:
+            _EXTERNAL_CACHE.clear()
+        _EXTERNAL_CACHE[key] = leaves
+    return to_numpy(leaves[ext["tensor"]])
+
+
+# ------------------------------------------------------------------------------------------
+# compute
+# ------------------------------------------------------------------------------------------
+
+
+class _StoreView:
+    """The store as the runner sees it, with external (referenced) weights resolved."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def weights(self, uid: str) -> np.ndarray:
+        return _read_weights(self._store, self._store.slice(uid))
+
+
+class Compute(_Namespace):
+    """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
+
+    def apply(
+        self,
+        *fields: str,
+        progress: bool | ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        workers: int | None = None,
+        memory_budget: int | str | None = None,
+        kernel_options: dict[str, dict[str, Any]] | None = None,
+        **options: Any,
+    ) -> RunReport:
+        """Compute ``fields`` (and what they depend on) where they are not stored yet.
+
+        ``options`` set kernel options by name for every kernel of this run that has them
+        (``kernel_options={"kernel": {...}}`` targets one kernel); they override
+        :meth:`configure`. ``progress``: None (auto: a widget in a notebook, a bar in a
+        terminal), True (terminal bar), False, or a callback receiving ProgressEvent.
+        """
+        session = self._session
+        session._check_writable()
+        if not fields:
+            raise ValueError("apply() needs at least one field name, e.g. apply('frob_norm')")
+        for f in fields:
+            if not isinstance(f, str):
+                raise TypeError(f"field names must be strings, got {type(f).__name__}: {f!r}")
+            session.registry.producer(f)  # unknown field: clear error before any work
+        merged_opts = {**session._options, **options}
+        merged_kopts = {k: dict(v) for k, v in session._kernel_options.items()}
+        for k, v in (kernel_options or {}).items():
+            merged_kopts.setdefault(k, {}).update(v)
+        closure = {k.name for k in session.registry.closure(fields)}
+        merged_kopts = {k: v for k, v in merged_kopts.items() if k in closure}
+        merged_opts = {k: v for k, v in merged_opts.items() if k in options or any(k in kk.options for kk in session.registry.closure(fields))}
+        self._store.refresh()
+        cancel = cancel or threading.Event()
+        session._cancel = cancel
+        callback, finish = _progress_callback(progress, fields)
+        runner = Runner(
+            _StoreView(self._store),
+            session.registry,
+            options=merged_opts,
+            kernel_options=merged_kopts,
+            memory_budget=parse_bytes(memory_budget) if memory_budget is not None else session.memory_budget,
+            workers=workers if workers is not None else session.workers,
+            progress=callback,
+            cancel=cancel,
+            call_counter=session.kernel_calls,
+        )
+        scope = self._scope
+        try:
+            report = runner.run(
+                fields,
+                scope._slices(),
+                scope_key=None if scope._chain.is_empty else scope._chain.key(),
+                model_slices={m: self._store.slices(m) for m in {s.model_id for s in scope._slices()}},
+            )
+        finally:
+            if finish is not None:
+                finish()
+            session._cancel = None
+        session.last_report = report
+        return report
+
+    def cancel(self) -> None:
+        """Ask the running ``apply`` to stop after its current chunk (finished chunks stay)."""
+        ev = self._session._cancel
+        if ev is not None:
+            ev.set()
+
+    def erase(self, *fields: str) -> int:
+        """Remove stored values of ``fields`` in this scope so ``apply`` recomputes them.
+        Returns the number of values erased."""
+        session = self._session
+        session._check_writable()
+        if not fields:
+            raise ValueError("erase() needs the field names to erase, e.g. erase('frob_norm')")
+        for f in fields:
+            session.registry.producer(f)
+        self._store.refresh()
+        owners = self._scope._owners()
+        keys = [(o, f) for o in owners for f in fields]
+        present = self._store.present(keys)
+        self._store.commit(Batch(erase=sorted(present)))
+        return len(present)
+
+    def configure(self, kernel_or_field: str | None = None, **options: Any) -> dict[str, Any]:
+        """Set kernel options for this session's later runs (stored results are kept:
+        erase them to recompute). With a name, only that kernel; without, any kernel with
+        those option names. Returns the options now configured."""
+        session = self._session
+        if kernel_or_field is None:
+            known = {o for k in session.registry.kernels() for o in k.options}
+            unknown = sorted(set(options) - known)
+            if unknown:
+                from ._errors import UnknownOptionError
+
+                raise UnknownOptionError(f"no kernel has option(s) {unknown}; known options: {sorted(known)}")
+            session._options.update(options)
+            return dict(session._options)
+        k = session.registry.kernel(kernel_or_field)
+        bad = sorted(set(options) - set(k.options))
+        if bad:
+            from ._errors import UnknownOptionError
+
+            raise UnknownOptionError(f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}")
+        session._kernel_options.setdefault(k.name, {}).update(options)
+        return dict(session._kernel_options[k.name])
+
+    def fields(self) -> list[str]:
+        """Every field a registered kernel can compute."""
+        return self._session.registry.fields()
+
+    def describe(self, field: str) -> dict[str, Any]:
+        """Kernel, inputs, options, level and formula (docstring) of a field."""
+        k = self._session.registry.producer(field)
+        return {
+            "field": field,
+            "kernel": k.name,
+            "inputs": list(k.inputs),
+            "outputs": list(k.outputs),
+            "options": dict(k.options),
+            "level": k.level,
+            "doc": k.doc,
+        }
+
+
+def _progress_callback(progress: bool | ProgressCallback | None, fields: Sequence[str]) -> tuple[ProgressCallback | None, Callable[[], None] | None]:
+    if progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    if progress is None:
+        if _in_notebook():
+            try:
+                from .widgets import notebook_progress
+
+                return notebook_progress(fields)
+            except ImportError:
+                pass
+        if not sys.stderr.isatty():
+            return None, None
+    from tqdm.auto import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def on_event(ev: ProgressEvent) -> None:
+        if ev.stage == "start":
+            bar["bar"] = tqdm(total=ev.slices_total, desc=", ".join(fields)[:40], unit="slice", leave=True)
+            return
+        b = bar.get("bar")
+        if b is None:
+            return
+        if ev.param:
+            b.set_postfix_str(f"{ev.field} @ {ev.param}"[:50], refresh=False)
+        b.n = ev.slices_done
+        b.refresh()
+
+    def finish() -> None:
+        if "bar" in bar:
+            bar["bar"].close()
+
+    return on_event, finish
+
+
+def _in_notebook() -> bool:
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython() if hasattr(ipython, "get_ipython") else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+# ------------------------------------------------------------------------------------------
+# results
+# ------------------------------------------------------------------------------------------
+
+
+class Results(_Namespace):
+    """Read stored fields of the scope as tables."""
+
+    def export_metrics(self, *fields: str, export_format: str = "dict", reference: str | None = None) -> Any:
+        """One row per parameter (model_id, name, uid, type, one column per field) in
+        ``export_format``: "dict" (columns), "list" (rows), "json", "pandas", "polars".
+        Model-level fields give one row per model; cross-model fields need ``reference``."""
+        session = self._session
+        if not fields:
+            raise ValueError("export_metrics() needs at least one field name")
+        store = self._store
+        store.refresh()
+        levels = {f: session.registry.producer(f).level for f in fields}
+        scope = self._scope
+        slices = scope._slices()
+        rows: list[dict[str, Any]] = []
+        param_fields = [f for f in fields if levels[f] == "param"]
+        cross_fields = [f for f in fields if levels[f] == "cross"]
+        model_fields = [f for f in fields if levels[f] == "model"]
+        if cross_fields and not reference:
+            raise ValueError(f"cross-model field(s) {cross_fields} need export_metrics(..., reference='<model_id>')")
+        found = dict.fromkeys(fields, False)
+        if param_fields or cross_fields:
+            for s in slices:
+                if cross_fields and s.model_id == reference:
+                    continue
+                row: dict[str, Any] = {"model_id": s.model_id, "name": s.name, "uid": s.uid, "type": s.type.value}
+                for f in param_fields:
+                    v = store.get((s.uid, f)) if store.has((s.uid, f)) else None
+                    found[f] |= v is not None
+                    row[f] = v
+                for f in cross_fields:
+                    key = (f"{s.uid}@{reference}", f)
+                    v = store.get(key) if store.has(key) else None
+                    found[f] |= v is not None
+                    row[f] = v
+                rows.append(row)
+        if model_fields:
+            for m in sorted({s.model_id for s in slices}):
+                owner = scope._model_owner(m)
+                row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
+                for f in model_fields:
+                    v = store.get((owner, f)) if store.has((owner, f)) else None
+                    found[f] |= v is not None
+                    row[f] = v
+                rows.append(row)
+        missing = [f for f, ok in found.items() if not ok]
+        if missing and slices:
+            where = "this selection" if not scope._chain.is_empty else "any stored model"
+            raise FieldNotComputedError(
+                f"field(s) {missing} have not been computed for {where}; "
+                f"run .compute.apply({', '.join(repr(f) for f in missing)}) first"
+            )
+        columns = list(KEY_COLUMNS) + (["reference"] if cross_fields else []) + list(fields)
+        if cross_fields:
+            for r in rows:
+                r["reference"] = reference
+        return to_format(rows, columns, export_format)
+
+    def get(self, field: str, uid_or_name: str, model_id: str | None = None) -> Any:
+        """The stored value of one field on one slice (by uid, or name + model_id)."""
+        s = self._scope._find(uid_or_name, model_id)
+        self._store.refresh()
+        if not self._store.has((s.uid, field)):
+            self._session.registry.producer(field)
+            raise FieldNotComputedError(f"field {field!r} is not stored for {s.model_id}:{s.name}; run .compute.apply({field!r})")
+        return self._store.get((s.uid, field))
+
+    def fields(self) -> list[str]:
+        """Names of the fields stored for at least one owner of this scope."""
+        self._store.refresh()
+        owners = set(self._scope._owners())
+        return sorted({f for (o, f) in self._store.keys() if o in owners})
+
+
+# ------------------------------------------------------------------------------------------
+# viz and utils
+# ------------------------------------------------------------------------------------------
+
+
+class Viz(_Namespace):
+    """Static Plotly figures from stored fields (see :mod:`diffract.viz`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from . import viz
+
+        fn = getattr(viz, name, None)
+        if fn is None or name.startswith("_") or not callable(fn):
+            raise AttributeError(f"viz has no figure {name!r}; available: {viz.__all__}")
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return fn(self._scope, *args, **kwargs)
+
+        bound.__doc__ = fn.__doc__
+        bound.__name__ = name
+        return bound
+
+    def __dir__(self) -> list[str]:
+        from . import viz
+
+        return list(viz.__all__)
+
+
+class Utils(_Namespace):
+    """Helpers: the slice table, the filter as JSON, the filter-builder widget."""
+
+    def slices_table(self, export_format: str = "list") -> Any:
+        """Every slice of the scope with its shape and dtype."""
+        rows = [s.to_row() for s in self._scope._slices()]
+        return to_format(rows, [*KEY_COLUMNS, "shape", "dtype"], export_format)
+
+    def filter_json(self) -> str:
+        """The scope's filter as canonical JSON (what the filter-builder widget edits)."""
+        return self._scope._chain.to_json()
+
+    def filter_builder(self) -> Any:
+        """An interactive filter builder over this scope (needs the widgets extra)."""
+        from .widgets import FilterBuilder
+
+        return FilterBuilder(self._scope)
+
+
+# ------------------------------------------------------------------------------------------
+# scope and session
+# ------------------------------------------------------------------------------------------
+
+
+class Scope:
+    """A selection of slices with the session's namespaces limited to it."""
+
+    def __init__(self, session: Session, chain: FilterChain) -> None:
+        self._session = session
+        self._chain = chain
+        self.models = Models(self)
+        self.compute = Compute(self)
+        self.results = Results(self)
+        self.viz = Viz(self)
+        self.utils = Utils(self)
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def filter_chain(self) -> FilterChain:
+        """The filter of this scope, as data."""
+        return self._chain
+
+    def filter(
+        self,
+        model_ids: Sequence[str] | str | None = None,
+        param_names: Sequence[str] | str | None = None,
+        param_types: Sequence[ParameterType | str] | ParameterType | str | None = None,
+        param_ids: Sequence[str] | str | None = None,
+    ) -> Scope:
+        """A narrower scope: criteria AND together and with this scope's; names and model ids
+        accept ``re:`` regular expressions (full match)."""
+        f = Filter.make(model_ids=model_ids, param_names=param_names, param_types=param_types, param_ids=param_ids)
+        return Scope(self._session, self._chain.and_(f))
+
+    def _slices(self) -> list[SliceInfo]:
+        store = self._session.store
+        store.refresh()
+        if self._chain.is_empty:
+            return store.slices()
+        out = []
+        for m in store.models():
+            if self._chain.matches_model(m):
+                out.extend(s for s in store.slices(m) if self._chain.matches(s))
+        return out
+
+    def _has_slices(self, model_id: str) -> bool:
+        return any(self._chain.matches(s) for s in self._session.store.slices(model_id))
+
+    def _model_owner(self, model_id: str) -> str:
+        all_slices = self._session.store.slices(model_id)
+        mine = [s for s in all_slices if self._chain.matches(s)]
+        if self._chain.is_empty or len(mine) == len(all_slices):
+            return f"@{model_id}"
+        return f"@{model_id}[{self._chain.key()}]"
+
+    def _owners(self) -> list[str]:
+        slices = self._slices()
+        owners = [s.uid for s in slices]
+        uids = set(owners)
+        models = {s.model_id for s in slices}
+        owners += [self._model_owner(m) for m in sorted(models)]
+        owners += [o for (o, _) in self._session.store.keys() if "@" in o and not o.startswith("@") and o.partition("@")[0] in uids]
+        return list(dict.fromkeys(owners))
+
+    def _find(self, uid_or_name: str, model_id: str | None) -> SliceInfo:
+        slices = self._slices()
+        for s in slices:
+            if s.uid == uid_or_name:
+                return s
+        matches = [s for s in slices if s.name == uid_or_name and (model_id is None or s.model_id == model_id)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise KeyError(f"no slice with uid or name {uid_or_name!r}" + (f" in model {model_id!r}" if model_id else "") + " in this scope")
+        raise KeyError(f"name {uid_or_name!r} is in several models {[s.model_id for s in matches]}; pass model_id=")
+
+    def __len__(self) -> int:
+        return len(self._slices())
+
+    def __repr__(self) -> str:
+        return f"<diffract scope {self._chain.to_json()}: {len(self)} slices>"
+
+
+class Session(Scope):
+    """The entry point: configuration, the store, and the scoped namespaces.
+
+    ``profile="local"`` persists into an HDF5 store under ``./.diffract`` (``path=`` to choose
+    another folder); ``profile="ram"`` keeps nothing. Use it as a context manager (or call
+    :meth:`close`) to release the store's writer lock.
+    """
+
+    def __init__(
+        self,
+        profile: str = "local",
+        *,
+        path: str | os.PathLike[str] | None = None,
+        memory_budget: int | str | None = None,
+        workers: int = 1,
+        readonly: bool = False,
+        lock_timeout: float = 0.0,
+        registry: KernelRegistry | None = None,
+    ) -> None:
+        self.profile = profile
+        self.store: Store = open_store(profile, path, readonly=readonly, lock_timeout=lock_timeout)
+        self.readonly = readonly
+        self.memory_budget = parse_bytes(memory_budget)
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a positive int, got {workers!r}")
+        self.workers = workers
+        self.registry = registry if registry is not None else default_registry()
+        self._options: dict[str, Any] = {}
+        self._kernel_options: dict[str, dict[str, Any]] = {}
+        self._cancel: threading.Event | None = None
+        #: kernel name -> number of (slice) calls made by this session
+        self.kernel_calls: dict[str, int] = {}
+        self.last_report: RunReport | None = None
+        super().__init__(self, FilterChain())
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise StoreError(f"this session opened {self.store.path} read-only; open it with readonly=False to write")
+
+    def close(self) -> None:
+        """Release the store (and its writer lock)."""
+        self.store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self.store.path or "memory"
+        return f"<diffract Session profile={self.profile!r} store={where!r}: {len(self.models.ids())} models, {len(self)} slices>"

@@ -1,0 +1,276 @@
+"""The store protocol and the in-memory state every backend shares.
+
+A store holds models (metadata), slices (identity + weights) and field values keyed by
+``(owner, field)``. An *owner* is a slice uid for per-parameter fields, ``@<model_id>`` for
+a model aggregate (``@<model_id>[<scope-key>]`` when aggregated over a filtered scope), and
+``<uid>@<reference model_id>`` for cross-model fields. The reserved model-id characters
+``@ [ ] , /`` make these keys unambiguous.
+
+Every write is a :class:`Batch` committed atomically: after a crash a store holds each batch
+either whole or not at all. Backends implement ``_commit`` and ``_read_array``; replaying
+batches in order through :class:`StoreState` gives the live content.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._errors import StoreError, UnknownModelError
+from .._params import ParameterType, SliceInfo
+
+LAYOUT_VERSION = 1
+Key = tuple[str, str]  # (owner, field)
+
+
+@dataclass
+class Batch:
+    """One atomic write."""
+
+    add_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    slices: list[SliceInfo] = field(default_factory=list)
+    #: uid -> array-like (numpy, torch, jax, LazyArray); loaded one at a time while writing
+    weights: dict[str, Any] = field(default_factory=dict)
+    fields: dict[Key, Any] = field(default_factory=dict)
+    erase: list[Key] = field(default_factory=list)
+    remove_models: list[str] = field(default_factory=list)
+    documents: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.add_models or self.slices or self.fields or self.erase or self.remove_models or self.documents
+        )
+
+
+def owner_model_ids(owner: str, slice_models: dict[str, str]) -> set[str]:
+    """Model ids an owner key belongs to (dropping a model drops all of them)."""
+    if owner.startswith("@"):
+        return {owner[1:].split("[", 1)[0]}
+    uid, _, ref = owner.partition("@")
+    out = {ref} if ref else set()
+    m = slice_models.get(uid)
+    if m is not None:
+        out.add(m)
+    return out
+
+
+def slice_to_json(s: SliceInfo) -> str:
+    return json.dumps(
+        {
+            "model_id": s.model_id,
+            "name": s.name,
+            "uid": s.uid,
+            "type": s.type.value,
+            "shape": list(s.shape),
+            "dtype": s.dtype,
+            "index": s.index,
+            "meta": s.meta,
+        },
+        sort_keys=True,
+    )
+
+
+def slice_from_json(text: str) -> SliceInfo:
+    d = json.loads(text)
+    return SliceInfo(
+        model_id=d["model_id"],
+        name=d["name"],
+        uid=d["uid"],
+        type=ParameterType.from_string(d["type"]),
+        shape=tuple(d["shape"]),
+        dtype=d["dtype"],
+        index=int(d.get("index", 0)),
+        meta=d.get("meta") or {},
+    )
+
+
+class StoreState:
+    """The live content, rebuilt by replaying batches in commit order.
+
+    ``values`` maps a key to the value itself or to a backend reference (read lazily).
+    """
+
+    def __init__(self) -> None:
+        self.models: dict[str, dict[str, Any]] = {}
+        self.slices: dict[str, SliceInfo] = {}
+        self.weight_refs: dict[str, Any] = {}
+        self.values: dict[Key, Any] = {}
+        self.documents: dict[tuple[str, str], str] = {}
+        self._by_model: dict[str, list[str]] = {}
+
+    def _drop_model(self, model_id: str) -> None:
+        uids = self._by_model.pop(model_id, [])
+        for uid in uids:
+            self.slices.pop(uid, None)
+            self.weight_refs.pop(uid, None)
+        if model_id in self.models:
+            del self.models[model_id]
+        uid_set = set(uids)
+        dead = [
+            k
+            for k in self.values
+            if (k[0].startswith("@") and k[0][1:].split("[", 1)[0] == model_id)
+            or k[0].partition("@")[0] in uid_set
+            or k[0].partition("@")[2] == model_id
+        ]
+        for k in dead:
+            del self.values[k]
+
+    def apply(
+        self,
+        *,
+        add_models: dict[str, dict[str, Any]] | None = None,
+        slices: Iterable[SliceInfo] = (),
+        weight_refs: dict[str, Any] | None = None,
+        values: dict[Key, Any] | None = None,
+        erase: Iterable[Key] = (),
+        remove_models: Iterable[str] = (),
+        documents: dict[tuple[str, str], str] | None = None,
+    ) -> None:
+        for m in remove_models:
+            self._drop_model(m)
+        for m, meta in (add_models or {}).items():
+            self._drop_model(m)
+            self.models[m] = dict(meta)
+            self._by_model[m] = []
+        for s in slices:
+            self.slices[s.uid] = s
+            self._by_model.setdefault(s.model_id, []).append(s.uid)
+        self.weight_refs.update(weight_refs or {})
+        for k in erase:
+            self.values.pop(tuple(k), None)
+        self.values.update(values or {})
+        self.documents.update(documents or {})
+
+    def model_slices(self, model_id: str) -> list[SliceInfo]:
+        return [self.slices[u] for u in self._by_model.get(model_id, [])]
+
+
+class Store:
+    """Base class of the backends: queries over :class:`StoreState`, writes via ``_commit``."""
+
+    backend = "abstract"
+    persistent = False
+
+    def __init__(self, *, readonly: bool = False) -> None:
+        self.readonly = readonly
+        self._state = StoreState()
+        self.path: str | None = None
+
+    # --- backend hooks -------------------------------------------------------------------
+    def _commit(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def _read_array(self, ref: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        """See other processes' writes (no-op for in-process stores)."""
+
+    def close(self) -> None:
+        """Release files and locks."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend, "path": self.path, "readonly": self.readonly}
+
+    # --- writes --------------------------------------------------------------------------
+    def commit(self, batch: Batch) -> None:
+        """Write ``batch`` atomically (all of it, or nothing)."""
+        if self.readonly:
+            raise StoreError(f"store {self.path or self.backend} is open read-only; open it with readonly=False to write")
+        if batch.is_empty():
+            return
+        self._commit(batch)
+
+    # --- reads ---------------------------------------------------------------------------
+    def models(self) -> dict[str, dict[str, Any]]:
+        return {m: dict(meta) for m, meta in sorted(self._state.models.items())}
+
+    def has_model(self, model_id: str) -> bool:
+        return model_id in self._state.models
+
+    def slices(self, model_id: str | None = None) -> list[SliceInfo]:
+        """Slices of one model (or all), ordered by model id, then depth index."""
+        if model_id is not None:
+            if model_id not in self._state.models:
+                raise UnknownModelError(
+                    f"no model {model_id!r} in the store; stored models: {sorted(self._state.models)}"
+                )
+            return sorted(self._state.model_slices(model_id), key=lambda s: s.index)
+        out: list[SliceInfo] = []
+        for m in sorted(self._state.models):
+            out.extend(sorted(self._state.model_slices(m), key=lambda s: s.index))
+        return out
+
+    def slice(self, uid: str) -> SliceInfo:
+        try:
+            return self._state.slices[uid]
+        except KeyError:
+            raise StoreError(f"no slice with uid {uid!r} in the store") from None
+
+    def weights(self, uid: str) -> np.ndarray:
+        """The stored weights of one slice as a NumPy array (bf16/fp8 sources as float32)."""
+        if uid not in self._state.weight_refs:
+            s = self.slice(uid)
+            raise StoreError(f"the weights of {s.model_id}:{s.name} are not in the store")
+        ref = self._state.weight_refs[uid]
+        return ref if isinstance(ref, np.ndarray) else self._read_array(ref)
+
+    def has(self, key: Key) -> bool:
+        return tuple(key) in self._state.values
+
+    def present(self, keys: Iterable[Key]) -> set[Key]:
+        vals = self._state.values
+        return {tuple(k) for k in keys if tuple(k) in vals}
+
+    def get(self, key: Key) -> Any:
+        v = self._state.values[tuple(key)]
+        if isinstance(v, (int, float, str, bool, np.ndarray, np.generic)) or v is None:
+            return v
+        return self._read_array(v)
+
+    def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
+        return {tuple(k): self.get(k) for k in keys if tuple(k) in self._state.values}
+
+    def keys(self) -> Iterator[Key]:
+        return iter(list(self._state.values))
+
+    def fields_of(self, owner: str) -> list[str]:
+        return sorted(f for (o, f) in self._state.values if o == owner)
+
+    def field_names(self) -> list[str]:
+        return sorted({f for (_, f) in self._state.values})
+
+    def documents(self, kind: str) -> dict[str, str]:
+        return {n: t for (k, n), t in self._state.documents.items() if k == kind}
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RamStore(Store):
+    """Keeps everything in this process; nothing persists (``profile="ram"``)."""
+
+    backend = "ram"
+
+    def _commit(self, batch: Batch) -> None:
+        from .._lazy import to_numpy
+
+        weights = {uid: np.array(to_numpy(a), copy=True) for uid, a in batch.weights.items()}
+        values = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in batch.fields.items()}
+        self._state.apply(
+            add_models=batch.add_models,
+            slices=batch.slices,
+            weight_refs=weights,
+            values=values,
+            erase=batch.erase,
+            remove_models=batch.remove_models,
+            documents=batch.documents,
+        )

@@ -1,0 +1,356 @@
+"""The default store: a folder of immutable HDF5 segment files.
+
+Layout (readable with h5py alone, documented in docs/storage.md)::
+
+    <store>/                      e.g. ./.diffract
+      diffract-store.json         {"format": "diffract-store", "layout_version": 1, "backend": "hdf5"}
+      writer.lock                 flock-ed by the one writing process (holds its pid)
+      segments/
+        000000000001.h5           one committed batch each, never modified after rename
+        000000000002.h5
+        .tmp-...                  a batch being written (ignored by readers, removed on open)
+
+Each batch is written to a temporary file, flushed and fsync-ed, then ``os.replace``-d to
+its final name, which is atomic. A process killed at any moment therefore leaves either the
+whole segment or none of it: readers never see a half-written field, and nothing committed
+before is touched. Readers list ``segments/`` and replay the files in sequence order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import StoreCorruptError, StoreError, StoreLockedError
+from .._lazy import to_numpy
+from ._base import LAYOUT_VERSION, Batch, Key, Store, slice_from_json, slice_to_json
+
+STORE_MARKER = "diffract-store.json"
+SEGMENT_FORMAT = "diffract-segment"
+_SEG_NAME = re.compile(r"^(\d{12})\.h5$")
+_SEP = "\x1f"
+
+
+def _h5py():
+    import h5py
+
+    return h5py
+
+
+class ArrayRef:
+    """Where an array value lives: (segment file, dataset path)."""
+
+    __slots__ = ("file", "dataset")
+
+    def __init__(self, file: Path, dataset: str) -> None:
+        self.file = file
+        self.dataset = dataset
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def check_store_folder(path: Path, *, create: bool) -> None:
+    """Raise a clear error when ``path`` is not (and cannot become) a diffract store."""
+    if path.exists() and not path.is_dir():
+        raise StoreCorruptError(
+            f"{path} is a file, not a diffract store folder; point path= at a folder "
+            "(the local profile uses ./.diffract)"
+        )
+    marker = path / STORE_MARKER
+    if marker.exists():
+        try:
+            info = json.loads(marker.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreCorruptError(f"{marker}: unreadable store marker ({exc})") from None
+        if not isinstance(info, dict) or info.get("format") != "diffract-store":
+            raise StoreCorruptError(f"{marker}: not a diffract store marker (format={info.get('format') if isinstance(info, dict) else info!r})")
+        version = info.get("layout_version")
+        if version != LAYOUT_VERSION:
+            newer = isinstance(version, int) and version > LAYOUT_VERSION
+            raise StoreCorruptError(
+                f"{path}: store layout version {version} is {'newer' if newer else 'older'} than this "
+                f"diffract's layout version {LAYOUT_VERSION}; "
+                + ("upgrade diffract-lab to read it" if newer else "copy it with an older diffract-lab release")
+            )
+        if info.get("backend", "hdf5") != "hdf5":
+            raise StoreCorruptError(f"{path}: a {info.get('backend')!r} store, opened as hdf5")
+        return
+    if path.exists() and any(p.name not in (".", "..") for p in path.iterdir()):
+        raise StoreCorruptError(
+            f"{path} exists but is not a diffract store (no {STORE_MARKER}); refusing to write into "
+            "a foreign folder: choose another path="
+        )
+    if not create:
+        raise StoreError(f"no diffract store at {path}")
+
+
+class HDF5Store(Store):
+    """Folder of immutable HDF5 segments (see the module docstring)."""
+
+    backend = "hdf5"
+    persistent = True
+
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, lock_timeout: float = 0.0) -> None:
+        super().__init__(readonly=readonly)
+        self.root = Path(path).expanduser().resolve()
+        self.path = str(self.root)
+        self.segments_dir = self.root / "segments"
+        self._lock_fd: int | None = None
+        self._lock_timeout = lock_timeout
+        self._seen: list[str] = []
+        check_store_folder(self.root, create=not readonly)
+        if not readonly:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._acquire_lock(lock_timeout)
+            self.segments_dir.mkdir(exist_ok=True)
+            marker = self.root / STORE_MARKER
+            if not marker.exists():
+                tmp = self.root / f".{STORE_MARKER}.tmp"
+                tmp.write_text(json.dumps({"format": "diffract-store", "layout_version": LAYOUT_VERSION, "backend": "hdf5"}))
+                os.replace(tmp, marker)
+                _fsync_dir(self.root)
+            for stale in self.segments_dir.glob(".tmp-*"):
+                stale.unlink(missing_ok=True)
+        self.refresh()
+
+    # --- locking -------------------------------------------------------------------------
+    def _acquire_lock(self, timeout: float) -> None:
+        lock_path = self.root / "writer.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if time.monotonic() >= deadline:
+                    try:
+                        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                    except OSError:
+                        holder = "unknown"
+                    os.close(fd)
+                    raise StoreLockedError(
+                        f"store {self.root} is open for writing by another process (pid {holder}); "
+                        "close that session, wait (lock_timeout=seconds), or open this one with "
+                        "readonly=True"
+                    ) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # --- reading segments ----------------------------------------------------------------
+    def _segment_files(self) -> list[str]:
+        if not self.segments_dir.exists():
+            return []
+        return sorted(p.name for p in self.segments_dir.iterdir() if _SEG_NAME.match(p.name))
+
+    def refresh(self) -> None:
+        """Replay segments committed since the last look (by this or another process)."""
+        names = self._segment_files()
+        if names[: len(self._seen)] != self._seen:  # something was removed: rebuild
+            from ._base import StoreState
+
+            self._state = StoreState()
+            self._seen = []
+        for name in names[len(self._seen):]:
+            self._replay(self.segments_dir / name)
+            self._seen.append(name)
+
+    def _replay(self, file: Path) -> None:
+        h5py = _h5py()
+        try:
+            with h5py.File(file, "r") as f:
+                if f.attrs.get("format") != SEGMENT_FORMAT:
+                    raise StoreCorruptError(f"{file}: not a diffract segment (format attribute missing)")
+                if int(f.attrs.get("layout_version", -1)) != LAYOUT_VERSION:
+                    raise StoreCorruptError(
+                        f"{file}: segment layout version {f.attrs.get('layout_version')} "
+                        f"(this diffract reads {LAYOUT_VERSION})"
+                    )
+                remove = [s.decode() if isinstance(s, bytes) else s for s in f["remove_models"][()]] if "remove_models" in f else []
+                add_models = {}
+                if "models" in f:
+                    for m in f["models"]:
+                        add_models[m] = json.loads(f["models"][m].attrs["meta"])
+                slices, refs = [], {}
+                if "slices" in f:
+                    for uid, g in f["slices"].items():
+                        s = slice_from_json(g.attrs["info"])
+                        slices.append(s)
+                        if "weights" in g:
+                            refs[uid] = ArrayRef(file, f"slices/{uid}/weights")
+                values: dict[Key, Any] = {}
+                if "fields" in f:
+                    for fname, g in f["fields"].items():
+                        owners = [o.decode() if isinstance(o, bytes) else o for o in g["owners"][()]]
+                        kind = g.attrs.get("kind", "float")
+                        raw = g["values"][()]
+                        for o, v in zip(owners, raw, strict=True):
+                            values[(o, fname)] = _scalar(v, kind)
+                if "arrays" in f:
+                    for fname, g in f["arrays"].items():
+                        for owner in g:
+                            values[(owner, fname)] = ArrayRef(file, f"arrays/{fname}/{owner}")
+                erase = []
+                if "erase" in f:
+                    for e in f["erase"][()]:
+                        o, _, fn = (e.decode() if isinstance(e, bytes) else e).partition(_SEP)
+                        erase.append((o, fn))
+                docs = {}
+                if "documents" in f:
+                    for kind, g in f["documents"].items():
+                        for name, ds in g.items():
+                            docs[(kind, name)] = ds[()].decode() if isinstance(ds[()], bytes) else str(ds[()])
+        except StoreCorruptError:
+            raise
+        except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
+            raise StoreCorruptError(f"{file}: unreadable store segment ({type(exc).__name__}: {exc})") from None
+        self._state.apply(
+            add_models=add_models,
+            slices=slices,
+            weight_refs=refs,
+            values=values,
+            erase=erase,
+            remove_models=remove,
+            documents=docs,
+        )
+
+    def _read_array(self, ref: ArrayRef) -> np.ndarray:
+        h5py = _h5py()
+        try:
+            with h5py.File(ref.file, "r") as f:
+                return f[ref.dataset][()]
+        except (OSError, KeyError) as exc:
+            raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
+
+    # --- writing -------------------------------------------------------------------------
+    def _next_seq(self) -> int:
+        names = self._segment_files()
+        return int(names[-1][:12]) + 1 if names else 1
+
+    def _commit(self, batch: Batch) -> None:
+        h5py = _h5py()
+        if self._lock_fd is None:  # released by close() / a finished ``with`` block
+            self._acquire_lock(self._lock_timeout)
+        self.refresh()
+        seq = self._next_seq()
+        final = self.segments_dir / f"{seq:012d}.h5"
+        tmp = self.segments_dir / f".tmp-{seq:012d}-{os.getpid()}.h5"
+        try:
+            with h5py.File(tmp, "w", libver="latest") as f:
+                f.attrs["format"] = SEGMENT_FORMAT
+                f.attrs["layout_version"] = LAYOUT_VERSION
+                f.attrs["seq"] = seq
+                f.attrs["created"] = time.time()
+                str_dt = h5py.string_dtype()
+                if batch.remove_models:
+                    f.create_dataset("remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt)
+                for m, meta in batch.add_models.items():
+                    f.require_group("models").create_group(m).attrs["meta"] = json.dumps(meta, sort_keys=True, default=str)
+                for s in batch.slices:
+                    g = f.require_group("slices").create_group(s.uid)
+                    g.attrs["info"] = slice_to_json(s)
+                    if s.uid in batch.weights:
+                        arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
+                        g.create_dataset("weights", data=arr, chunks=None)
+                        del arr
+                _write_fields(f, batch.fields, str_dt)
+                if batch.erase:
+                    f.create_dataset(
+                        "erase", data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object), dtype=str_dt
+                    )
+                for (kind, name), text in batch.documents.items():
+                    f.require_group("documents").require_group(kind).create_dataset(name, data=text, dtype=str_dt)
+                f.flush()
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+            _fsync_dir(self.segments_dir)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self.refresh()
+
+
+def _scalar(v: Any, kind: str) -> Any:
+    if kind == "str":
+        return v.decode() if isinstance(v, bytes) else str(v)
+    if kind == "int":
+        return int(v)
+    if kind == "bool":
+        return bool(v)
+    return float(v)
+
+
+def _kind(v: Any) -> str | None:
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, (int, np.integer)):
+        return "int"
+    if isinstance(v, (float, np.floating)):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    return None
+
+
+def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
+    scalars: dict[str, dict[str, list]] = {}
+    for (owner, fname), v in fields.items():
+        if isinstance(v, np.ndarray) and v.ndim > 0:
+            f.require_group("arrays").require_group(fname).create_dataset(owner, data=v)
+            continue
+        if isinstance(v, np.ndarray):
+            v = v.item()
+        kind = _kind(v)
+        if kind is None:
+            raise StoreError(f"field {fname!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
+        bucket = scalars.setdefault(fname, {"owners": [], "values": [], "kinds": set()})
+        bucket["owners"].append(owner)
+        bucket["values"].append(v)
+        bucket["kinds"].add(kind)
+    for fname, b in scalars.items():
+        kinds = b["kinds"]
+        kind = kinds.pop() if len(kinds) == 1 else ("str" if "str" in kinds else "float")
+        g = f.require_group("fields").create_group(fname)
+        g.attrs["kind"] = kind
+        g.create_dataset("owners", data=np.array(b["owners"], dtype=object), dtype=str_dt)
+        if kind == "str":
+            g.create_dataset("values", data=np.array([str(x) for x in b["values"]], dtype=object), dtype=str_dt)
+        elif kind == "int":
+            g.create_dataset("values", data=np.array(b["values"], dtype=np.int64))
+        elif kind == "bool":
+            g.create_dataset("values", data=np.array(b["values"], dtype=bool))
+        else:
+            g.create_dataset("values", data=np.array(b["values"], dtype=np.float64))
