@@ -42,3 +42,15 @@ from ._sampling import record_from_dict as record_from_dict
 from ._sampling import sample_replacement_candidates as sample_replacement_candidates
 from ._sampling import sample_subblock_configs as sample_subblock_configs
 from ._sampling import stable_hash as stable_hash
+from ._sampling_kit import DOCUMENT_KIND as DOCUMENT_KIND
+from ._sampling_kit import NAMING_SCHEMES as NAMING_SCHEMES
+from ._sampling_kit import ModelLayout as ModelLayout
+from ._sampling_kit import NamingScheme as NamingScheme
+from ._sampling_kit import candidates_from_model as candidates_from_model
+from ._sampling_kit import export_manifest as export_manifest
+from ._sampling_kit import list_manifests as list_manifests
+from ._sampling_kit import load_manifest as load_manifest
+from ._sampling_kit import materialize as materialize
+from ._sampling_kit import model_layout as model_layout
+from ._sampling_kit import save_manifest as save_manifest
+from ._sampling_kit import slice_block as slice_block
