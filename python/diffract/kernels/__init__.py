@@ -11,7 +11,17 @@ import importlib
 
 from .._kernel import Kernel
 
-FAMILIES: tuple[str, ...] = ("basic", "norms")
+FAMILIES: tuple[str, ...] = (
+    "basic",
+    "stats",
+    "spectral",
+    "norms",
+    "ranks",
+    "fits",
+    "rmt",
+    "model",
+    "compare",
+)
 
 
 def builtin_kernels() -> list[Kernel]:

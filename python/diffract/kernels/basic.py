@@ -1,4 +1,9 @@
-"""Shape and element statistics of a slice."""
+"""Shape of a slice as matrices, and element statistics.
+
+Slices with ``ndim >= 3`` are read in PyTorch layout ``(out, in, *kernel)`` and cut into
+``prod(kernel)`` kernel-position matrices of shape ``(out, in)`` (WeightWatcher's Conv2d
+treatment, also applied to Conv1d/Conv3d); see :mod:`diffract.kernels._linalg`.
+"""
 
 from __future__ import annotations
 
@@ -9,32 +14,50 @@ from .._kernel import define
 
 @define(outputs=("greater_dim", "lower_dim"), min_ndim=2, family="shape")
 def matrix_dims(weights):
-    """N = the larger and M = the smaller dimension of the slice as a matrix
-    (first axis x product of the others)."""
-    rows = weights.shape[0]
-    cols = int(np.prod(weights.shape[1:]))
-    return max(rows, cols), min(rows, cols)
+    """N = max(rows, cols) and M = min(rows, cols) of one matrix of the slice: the slice itself
+    when 2-D, one ``(out, in)`` kernel-position matrix when ``ndim >= 3`` (PyTorch layout).
+
+    WeightWatcher: ``N``, ``M``."""
+    rows, cols = weights.shape[0], weights.shape[1]
+    return int(max(rows, cols)), int(min(rows, cols))
+
+
+@define(outputs="receptive_field", min_ndim=2, family="shape")
+def receptive_field(weights):
+    """Number of kernel-position matrices P = prod(shape[2:]) (1 for a 2-D slice).
+
+    WeightWatcher: ``rf``."""
+    return int(np.prod(weights.shape[2:], dtype=np.int64)) if weights.ndim > 2 else 1
 
 
 @define(outputs="aspect_ratio", family="shape")
 def aspect_ratio(greater_dim, lower_dim):
-    """Q = N / M >= 1 (greater over lower dimension)."""
+    """Q = N / M >= 1 (greater over lower dimension). WeightWatcher: ``Q``."""
     return float(greater_dim) / float(lower_dim)
+
+
+@define(outputs="num_evals", family="shape")
+def num_evals(lower_dim, receptive_field):
+    """Number of ESD eigenvalues: M * P (M per kernel-position matrix).
+
+    WeightWatcher: ``num_evals``."""
+    return int(lower_dim) * int(receptive_field)
 
 
 @define(outputs="num_params", family="stats")
 def num_params(weights):
-    """Number of entries of the slice."""
+    """Number of entries of the slice: prod(shape)."""
     return int(weights.size)
 
 
 @define(outputs="weights_mean", min_ndim=1, family="stats")
 def weights_mean(weights):
-    """Mean of the entries, accumulated in float64."""
+    """Mean of the entries, mean(w), accumulated in float64."""
     return float(np.mean(weights, dtype=np.float64))
 
 
 @define(outputs="weights_std", min_ndim=1, family="stats")
 def weights_std(weights):
-    """Population standard deviation of the entries (ddof=0), accumulated in float64."""
+    """Population standard deviation of the entries, sqrt(mean((w - mean(w))^2)) (ddof=0),
+    accumulated in float64."""
     return float(np.std(weights, dtype=np.float64))

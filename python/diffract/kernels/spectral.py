@@ -1,0 +1,235 @@
+"""Decompositions: singular values (from the smaller Gram matrix), singular vectors, the ESD,
+and the same for the randomly permuted weights.
+
+One eigendecomposition per slice feeds every spectral field: ``weights_spectrum`` produces
+``weights_svals`` (pooled over kernel positions) and the per-position ``kernel_svals``; every
+other spectral field consumes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernel import define
+from ._linalg import (
+    _check_precision,
+    default_threads,
+    kernel_matrices,
+    pooled_desc,
+    run_parallel,
+    slice_svals,
+    ww_eval_factor,
+)
+
+ESD_SCALES = ("N", "none", "ww")
+
+
+@define(
+    outputs=("weights_svals", "kernel_svals", "spectrum_path"),
+    min_ndim=2,
+    family="decompositions",
+    transient=("kernel_svals",),
+    vectorized=True,
+)
+def weights_spectrum(weights, precision="float32", recheck_rtol=1e-5, spectrum_threads=0):
+    """Singular values of every (kernel-position) matrix of the slice, from the eigenvalues of
+    the smaller Gram matrix: s_i = sqrt(eig_i(W W^T)) (or W^T W, whichever is M x M).
+
+    * ``weights_svals``: all singular values pooled over kernel positions, descending (float64).
+    * ``kernel_svals``: ``(P, M)`` array, one descending row per kernel position (transient).
+    * ``spectrum_path``: how they were obtained: ``"float32"`` (float32 Gram + eigensolver,
+      accepted when ``eps32 * lambda_max <= recheck_rtol * lambda_min``), ``"float64"``
+      (float64 Gram + eigensolver, accepted when ``eps64 * lambda_max <= 0.01 * recheck_rtol *
+      lambda_min``), ``"svd"`` (ill-conditioned or rank-deficient: full LAPACK gesdd SVD, as
+      WeightWatcher), ``"zero"`` (all-zero matrix).
+
+    Options: ``precision`` ("float32" default, or "float64" to skip the float32 path),
+    ``recheck_rtol`` (relative eigenvalue error accepted before rechecking),
+    ``spectrum_threads`` (slices decomposed concurrently; 0 = number of cores, BLAS limited
+    to one thread per worker meanwhile). Vectorized: one call receives every slice of a batch.
+    """
+    _check_precision(precision)
+    threads = default_threads() if not spectrum_threads else int(spectrum_threads)
+
+    def one(w):
+        ks, path = slice_svals(w, precision, recheck_rtol)
+        return pooled_desc(ks), ks, path
+
+    # largest first so the pool stays busy
+    order = sorted(range(len(weights)), key=lambda i: -int(np.asarray(weights[i]).size))
+    results = run_parallel(one, [weights[i] for i in order], threads)
+    out = [None] * len(weights)
+    for pos, i in enumerate(order):
+        out[i] = results[pos]
+    return out
+
+
+def _svd_vectors(weights, svd_device):
+    if svd_device not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"svd_device must be 'cpu', 'cuda' or 'auto', got {svd_device!r}")
+    mats = kernel_matrices(weights)
+    use_torch = False
+    if svd_device in ("cuda", "auto"):
+        try:
+            import torch
+
+            use_torch = torch.cuda.is_available()
+        except ImportError:
+            use_torch = False
+        if svd_device == "cuda" and not use_torch:
+            raise RuntimeError("svd_device='cuda' but no CUDA device is available to torch")
+    if use_torch:
+        import torch
+
+        t = torch.from_numpy(np.ascontiguousarray(mats, dtype=np.float64)).to("cuda")
+        u, _, vh = torch.linalg.svd(t, full_matrices=False)
+        u = u.cpu().numpy()
+        v = vh.transpose(-1, -2).cpu().numpy()
+    else:
+        u, _, vh = np.linalg.svd(np.asarray(mats, dtype=np.float64), full_matrices=False)
+        v = np.swapaxes(vh, -1, -2)
+    if np.asarray(weights).ndim == 2:
+        return u[0], v[0]
+    return u, v
+
+
+@define(
+    outputs=("weights_lsvs", "weights_rsvs"),
+    min_ndim=2,
+    family="decompositions",
+    transient=("weights_lsvs", "weights_rsvs"),
+)
+def weights_svd(weights, svd_device="cpu"):
+    """Thin SVD W = U diag(s) V^T (float64): ``weights_lsvs`` = U (rows x k, columns are the
+    left singular vectors, in descending singular-value order), ``weights_rsvs`` = V
+    (cols x k), k = min(rows, cols). For ``ndim >= 3`` slices, stacked per kernel position:
+    ``(P, out, k)`` and ``(P, in, k)``. Both transient (never stored unless asked for by name).
+    Option ``svd_device``: "cpu" (LAPACK), "cuda" (torch on the GPU) or "auto"."""
+    return _svd_vectors(weights, svd_device)
+
+
+@define(outputs="max_weights_sval", family="decompositions")
+def max_weights_sval(weights_svals):
+    """Largest singular value s_max (over all kernel positions).
+
+    WeightWatcher ``sv_max`` = s_max * sqrt(1/2) for Conv2d (its conv2d_norm), s_max else."""
+    return float(weights_svals[0])
+
+
+@define(outputs="min_weights_sval", family="decompositions")
+def min_weights_sval(weights_svals):
+    """Smallest singular value s_min (over all kernel positions).
+
+    WeightWatcher ``sv_min`` = s_min for a 2-D slice; for Conv2d it reports the *largest*
+    per-position minimum (times sqrt(1/2)): see ``max_kernel_min_sval``."""
+    return float(weights_svals[-1])
+
+
+@define(outputs="max_kernel_min_sval", family="decompositions")
+def max_kernel_min_sval(kernel_svals):
+    """max over kernel positions p of min_i s_{p,i}: equals s_min for a 2-D slice. Provided to
+    map WeightWatcher's Conv2d ``sv_min`` (= this * sqrt(1/2)), which takes that maximum."""
+    return float(np.max(np.asarray(kernel_svals)[:, -1]))
+
+
+def _esd_factor(esd_scale, greater_dim, ndim):
+    if esd_scale == "N":
+        return 1.0 / float(greater_dim)
+    if esd_scale == "none":
+        return 1.0
+    if esd_scale == "ww":
+        return ww_eval_factor(ndim)
+    raise ValueError(f"esd_scale must be one of {ESD_SCALES}, got {esd_scale!r}")
+
+
+@define(outputs=("esd", "esd_scale_factor", "esd_ww_ratio"), min_ndim=2, family="decompositions")
+def esd(weights_svals, greater_dim, weights, esd_scale="N"):
+    """Empirical spectral density: eigenvalues lambda_i = c * s_i^2, ascending (float64).
+
+    ``esd_scale`` picks c (output ``esd_scale_factor``):
+    "N" (default) c = 1/N, the eigenvalues of W^T W / N (X = W^T W / N of the literature);
+    "none" c = 1 (s^2); "ww" c = WeightWatcher's analyze() default (1, or 1/2 for 4-D conv
+    weights because of its conv2d_norm; WeightWatcher does not divide by N).
+    ``esd_ww_ratio`` = WeightWatcher's eigenvalue / ours (1/(c) or 1/(2c) for Conv2d), so WW's
+    ``xmin`` = pl_esd_xmin * esd_ww_ratio, ``lambda_max`` = esd_max * esd_ww_ratio.
+    WeightWatcher's eigenvalues of a Conv2d layer are the pooled kernel-position spectra, as
+    here."""
+    c = _esd_factor(esd_scale, greater_dim, np.ndim(weights))
+    s = np.asarray(weights_svals, dtype=np.float64)
+    lam = np.sort(c * s * s)
+    return lam, c, ww_eval_factor(np.ndim(weights)) / c
+
+
+@define(outputs="esd_max", family="decompositions")
+def esd_max(esd):
+    """Largest ESD eigenvalue lambda_max. WeightWatcher: ``lambda_max`` (and its
+    ``spectral_norm`` column) = esd_max * esd_ww_ratio."""
+    return float(esd[-1])
+
+
+@define(outputs="esd_min", family="decompositions")
+def esd_min(esd):
+    """Smallest ESD eigenvalue lambda_min."""
+    return float(esd[0])
+
+
+# --- randomized weights ---------------------------------------------------------------------
+
+
+@define(outputs="weights_rand", min_ndim=2, family="decompositions", transient=("weights_rand",))
+def weights_rand(weights, seed=0):
+    """The entries of W randomly permuted (a uniformly random permutation of all entries, same
+    shape): keeps the element distribution, destroys correlations. Seeded by option ``seed``
+    (numpy PCG64, default 0), so runs are reproducible; transient (never stored unless asked).
+    WeightWatcher's ``randomize`` uses the unseeded global numpy generator instead."""
+    rng = np.random.default_rng(seed)
+    w = np.asarray(weights)
+    return rng.permutation(w.ravel()).reshape(w.shape)
+
+
+@define(outputs=("weights_rand_svals", "kernel_rand_svals"), family="decompositions",
+        transient=("kernel_rand_svals",))
+def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
+    """Singular values of the permuted weights, computed exactly as ``weights_svals`` (pooled,
+    descending) and per kernel position (``kernel_rand_svals``, transient)."""
+    ks, _ = slice_svals(weights_rand, precision, recheck_rtol)
+    return pooled_desc(ks), ks
+
+
+@define(outputs=("weights_rand_lsvs", "weights_rand_rsvs"), family="decompositions",
+        transient=("weights_rand_lsvs", "weights_rand_rsvs"))
+def weights_rand_svd(weights_rand, svd_device="cpu"):
+    """Thin SVD of the permuted weights: U and V as in ``weights_svd`` (transient)."""
+    return _svd_vectors(weights_rand, svd_device)
+
+
+@define(outputs="max_weights_rand_sval", family="decompositions")
+def max_weights_rand_sval(weights_rand_svals):
+    """Largest singular value of the permuted weights."""
+    return float(weights_rand_svals[0])
+
+
+@define(outputs="min_weights_rand_sval", family="decompositions")
+def min_weights_rand_sval(weights_rand_svals):
+    """Smallest singular value of the permuted weights."""
+    return float(weights_rand_svals[-1])
+
+
+@define(outputs="esd_rand", family="decompositions")
+def esd_rand(weights_rand_svals, esd_scale_factor):
+    """ESD of the permuted weights: c * s_i^2 ascending, same scale c as ``esd``."""
+    s = np.asarray(weights_rand_svals, dtype=np.float64)
+    return np.sort(esd_scale_factor * s * s)
+
+
+@define(outputs="esd_rand_max", family="decompositions")
+def esd_rand_max(esd_rand):
+    """Largest eigenvalue of the randomized ESD. WeightWatcher: ``max_rand_eval`` (times
+    esd_ww_ratio)."""
+    return float(esd_rand[-1])
+
+
+@define(outputs="esd_rand_min", family="decompositions")
+def esd_rand_min(esd_rand):
+    """Smallest eigenvalue of the randomized ESD."""
+    return float(esd_rand[0])
