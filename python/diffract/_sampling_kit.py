@@ -53,7 +53,9 @@ __all__ = [
 # --- naming schemes -------------------------------------------------------------------------
 
 #: ``<prefix><layer|layers|h|block|blocks>.<index>.<rest>``: what a per-layer parameter looks like
-_LAYER_NAME = re.compile(r"^(?P<prefix>(?:.*\.)?)(?:layer|layers|h|block|blocks)\.(?P<idx>\d+)\.(?P<rest>.+)$")
+_LAYER_NAME = re.compile(
+    r"^(?P<prefix>(?:.*\.)?)(?:layer|layers|h|block|blocks)\.(?P<idx>\d+)\.(?P<rest>.+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,9 @@ def model_layout(
                 "(e.g. num_heads=12 for MiniLM, the 'num_attention_heads' of its config.json)"
             )
         if q_shape[0] % num_heads:
-            raise SamplingError(f"num_heads={num_heads} does not divide the query rows {q_shape[0]}")
+            raise SamplingError(
+                f"num_heads={num_heads} does not divide the query rows {q_shape[0]}"
+            )
         head_dim = q_shape[0] // num_heads
     out: dict[int, LayerLayout] = {}
     for idx in sorted(layers):
@@ -274,14 +278,18 @@ def candidates_from_model(
         t_attn = _attention_config(layer.num_kv_heads, layer, layout.head_dim)
         t_ffn = {"intermediate_size": layer.intermediate_size}
 
-        def make(variant, source, axes, attn=t_attn, ffn=t_ffn, attn_noop=False, ffn_noop=False, idx=idx):
+        def make(
+            variant, source, axes, attn=t_attn, ffn=t_ffn, attn_noop=False, ffn_noop=False, idx=idx
+        ):
             return Candidate(
                 candidate_id=f"{model_id}.L{idx}.{variant}",
                 layer_idx=idx,
                 hidden_width=layout.hidden_width,
                 source=source,
                 subblocks=(
-                    SubblockConfig(kind="attention", name="attention", config=attn, no_op=attn_noop),
+                    SubblockConfig(
+                        kind="attention", name="attention", config=attn, no_op=attn_noop
+                    ),
                     SubblockConfig(kind="ffn", name="ffn", config=ffn, no_op=ffn_noop),
                 ),
                 changed_axes=axes,
@@ -291,7 +299,11 @@ def candidates_from_model(
         sizes = _fractions(layer.intermediate_size, ffn_sizes, ffn_fractions)
         heads = _fractions(layer.num_kv_heads, kv_heads, kv_fractions)
         for f in sizes:
-            cands.append(make(f"ffn{f}", "ffn_prune", ("ffn.intermediate_size",), ffn={"intermediate_size": f}))
+            cands.append(
+                make(
+                    f"ffn{f}", "ffn_prune", ("ffn.intermediate_size",), ffn={"intermediate_size": f}
+                )
+            )
         for k in heads:
             attn = _attention_config(k, layer, layout.head_dim)
             cands.append(make(f"kv{k}", "head_prune", ("attention.num_kv_heads",), attn=attn))
@@ -329,7 +341,9 @@ def _f64(a: Any) -> Any:
     return np.asarray(a, dtype=np.float64)
 
 
-def _ffn_channels(weights: Mapping[str, Any], layer: LayerLayout, scheme: NamingScheme, k: int) -> Any:
+def _ffn_channels(
+    weights: Mapping[str, Any], layer: LayerLayout, scheme: NamingScheme, k: int
+) -> Any:
     """FFN channel importance: ||rows of the input weights|| * ||column of the output weight||."""
     import numpy as np
 
@@ -340,15 +354,23 @@ def _ffn_channels(weights: Mapping[str, Any], layer: LayerLayout, scheme: Naming
     return _top(np.sqrt(rows) * np.sqrt(cols), k)
 
 
-def _kv_heads(weights: Mapping[str, Any], layer: LayerLayout, scheme: NamingScheme, head_dim: int, k: int) -> Any:
+def _kv_heads(
+    weights: Mapping[str, Any], layer: LayerLayout, scheme: NamingScheme, head_dim: int, k: int
+) -> Any:
     """KV head importance: product of the Frobenius norms of its K and V rows, its query
     heads' Q rows and their columns of the output projection."""
     import numpy as np
 
     g = layer.num_heads // layer.num_kv_heads
-    q = _f64(weights[layer.attention[scheme.query]["weight"]]).reshape(layer.num_kv_heads, g * head_dim, -1)
-    kk = _f64(weights[layer.attention[scheme.key]["weight"]]).reshape(layer.num_kv_heads, head_dim, -1)
-    v = _f64(weights[layer.attention[scheme.value]["weight"]]).reshape(layer.num_kv_heads, head_dim, -1)
+    q = _f64(weights[layer.attention[scheme.query]["weight"]]).reshape(
+        layer.num_kv_heads, g * head_dim, -1
+    )
+    kk = _f64(weights[layer.attention[scheme.key]["weight"]]).reshape(
+        layer.num_kv_heads, head_dim, -1
+    )
+    v = _f64(weights[layer.attention[scheme.value]["weight"]]).reshape(
+        layer.num_kv_heads, head_dim, -1
+    )
     o = _f64(weights[layer.attention[scheme.attn_out]["weight"]])
     o = o.reshape(o.shape[0], layer.num_kv_heads, g * head_dim).transpose(1, 0, 2)
     score = np.ones(layer.num_kv_heads)
@@ -388,13 +410,15 @@ def slice_block(
     if "attention" in wanted and not attn.get("no_op", False):
         k = int(attn.get("config", {}).get("num_kv_heads", layer.num_kv_heads))
         if not 1 <= k <= layer.num_kv_heads:
-            raise SamplingError(f"num_kv_heads={k} is outside 1..{layer.num_kv_heads} at layer {layer_idx}")
+            raise SamplingError(
+                f"num_kv_heads={k} is outside 1..{layer.num_kv_heads} at layer {layer_idx}"
+            )
         g = layer.num_heads // layer.num_kv_heads
         heads = _kv_heads(weights, layer, scheme, hd, k)
         kv_rows = (heads[:, None] * hd + np.arange(hd)).ravel()
         q_rows = (heads[:, None] * g * hd + np.arange(g * hd)).ravel()
         for mod, rows in ((scheme.query, q_rows), (scheme.key, kv_rows), (scheme.value, kv_rows)):
-            for part, name in layer.attention[mod].items():
+            for name in layer.attention[mod].values():
                 out[name] = np.ascontiguousarray(np.asarray(weights[name])[rows])
         o = layer.attention[scheme.attn_out]
         out[o["weight"]] = np.ascontiguousarray(np.asarray(weights[o["weight"]])[:, q_rows])
@@ -409,7 +433,7 @@ def slice_block(
             )
         ch = _ffn_channels(weights, layer, scheme, k)
         for m in scheme.ffn_in:
-            for part, name in layer.ffn[m].items():
+            for name in layer.ffn[m].values():
                 out[name] = np.ascontiguousarray(np.asarray(weights[name])[ch])
         d = layer.ffn[scheme.ffn_out]
         out[d["weight"]] = np.ascontiguousarray(np.asarray(weights[d["weight"]])[:, ch])
@@ -492,10 +516,9 @@ class _Models:
 
     def array(self, model_id: str, name: str) -> Any:
         info = self._slices(model_id)[name]
-        store = self.store
-        if store is not None:
-            return store.weights(info.uid)
-        return self.target.models.weights(info.uid)
+        if self.kind == "session":  # resolves checkpoint-referenced weights too
+            return self.target.models.weights(info.uid)
+        return self.target.weights(info.uid)
 
     def has(self, model_id: str) -> bool:
         if self.kind == "dict":
@@ -505,7 +528,9 @@ class _Models:
             return store.has_model(model_id)
         return any(s.model_id == model_id for s in self.target.models.slices())
 
-    def add(self, model_id: str, weights: dict[str, Any], *, replace: bool, meta: dict[str, Any]) -> None:
+    def add(
+        self, model_id: str, weights: dict[str, Any], *, replace: bool, meta: dict[str, Any]
+    ) -> None:
         if self.kind == "dict":
             self.target[model_id] = weights
         elif self.kind == "session":
@@ -579,7 +604,9 @@ def materialize(
     models = _Models(session)
     shapes = models.shapes(teacher_id)
     if head_dim is None and num_heads is None:
-        dims = {r.block_config.get("attention", {}).get("config", {}).get("head_dim") for r in records}
+        dims = {
+            r.block_config.get("attention", {}).get("config", {}).get("head_dim") for r in records
+        }
         dims.discard(None)
         if len(dims) > 1:
             raise SamplingError(f"records disagree on head_dim: {sorted(dims)}; pass head_dim=")
@@ -700,5 +727,7 @@ def list_manifests(target: Any) -> list[dict[str, Any]]:
 def export_manifest(manifest: SparseSampleManifest, path: str | os.PathLike[str]) -> Path:
     """Write ``manifest.to_dict()`` as JSON (sorted keys, indented) to ``path``."""
     p = Path(path)
-    p.write_text(json.dumps(manifest.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+    p.write_text(
+        json.dumps(manifest.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    )
     return p
