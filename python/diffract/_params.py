@@ -150,6 +150,20 @@ class SliceInfo:
         itemsize = max(4, _itemsize(self.dtype))
         return n * itemsize
 
+    @property
+    def layout(self) -> str:
+        """``"out_in"`` (PyTorch: dense (out, in), conv (out, in, *kernel)) or ``"in_out"``
+        (Flax/Keras ``kernel``: dense (in, out), conv (*kernel, in, out))."""
+        return self.meta.get("layout", "out_in")
+
+    @property
+    def effective_ndim(self) -> int:
+        """ndim used to decide which kernels apply: the number of non-singleton axes for
+        bias and norm slices (an Equinox conv bias of shape (C, 1, 1) is a vector), else ndim."""
+        if self.type in (ParameterType.BIAS, ParameterType.NORM):
+            return sum(1 for d in self.shape if d != 1) or 1
+        return len(self.shape)
+
     def to_row(self) -> dict[str, Any]:
         return {
             "model_id": self.model_id,
@@ -176,7 +190,7 @@ def _itemsize(dtype: str) -> int:
 # --- type inference from names and shapes (used when no module class is known) ----------
 
 _NORM_WORDS = re.compile(r"(^|[._/])(ln|ln_\w+|\w*norm\w*|bn\d*|layer_?norm|rms_?norm|scale)([._/]|$)", re.I)
-_EMBED_WORDS = re.compile(r"(embed|embedding|embeddings|wte|wpe|tok_emb|pos_emb|lookup)", re.I)
+_EMBED_WORDS = re.compile(r"(embed|(^|[._/])(emb|wte|wpe|tok_emb|pos_emb|lookup)([._/]|$))", re.I)
 _BIAS_WORDS = re.compile(r"(^|[._/])bias$", re.I)
 _CONV_WORDS = re.compile(r"(^|[._/])conv", re.I)
 
@@ -186,7 +200,7 @@ def infer_type(name: str, shape: tuple[int, ...]) -> ParameterType:
 
     1. a name ending in ``bias`` -> BIAS;
     2. a name with ``norm``/``ln``/``bn``/``scale`` components -> NORM;
-    3. a name with ``embed``/``wte``/``wpe`` -> EMBEDDING;
+    3. a name containing ``embed``, or with an ``emb``/``wte``/``wpe`` component -> EMBEDDING;
     4. ndim >= 3, or a name component starting with ``conv`` -> CONV;
     5. ndim == 2 -> DENSE; otherwise OTHER.
     """

@@ -21,7 +21,7 @@ import numpy as np
 
 from ._errors import UnknownOptionError
 from ._kernel import Kernel, KernelRegistry
-from ._params import SliceInfo
+from ._params import ParameterType, SliceInfo
 from .store import Batch, Store
 
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
@@ -136,6 +136,19 @@ class _Failed:
 def _short_error(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def canonical_layout(w: np.ndarray, s: SliceInfo) -> np.ndarray:
+    """The weights in PyTorch layout, whatever the framework: dense (out, in), conv
+    (out, in, *kernel). Flax/Keras kernels (in, out) / (*kernel, in, out) are transposed;
+    bias and norm slices lose singleton axes."""
+    if s.type in (ParameterType.BIAS, ParameterType.NORM) and w.ndim > 1:
+        w = w.reshape([d for d in w.shape if d != 1] or [1])
+    if s.layout == "in_out" and w.ndim >= 2:
+        if w.ndim == 2:
+            return w.T
+        return np.moveaxis(np.moveaxis(w, -1, 0), -1, 1)
+    return w
 
 
 def _as_float_array(arr: np.ndarray) -> np.ndarray:
@@ -279,7 +292,7 @@ class Runner:
         to_run: dict[str, Kernel] = {}
         to_load: set[str] = set()
         reused = 0
-        ndim = len(s.shape)
+        ndim = s.effective_ndim
         skipped = 0
         for f in [f for f in wanted if not self._applicable(f, ndim)]:
             wanted = wanted - {f}
@@ -364,7 +377,7 @@ class Runner:
 
     def _load_weights(self, s: SliceInfo) -> np.ndarray | _Failed:
         try:
-            w = _as_float_array(self.store.weights(s.uid))
+            w = canonical_layout(_as_float_array(self.store.weights(s.uid)), s)
         except Exception as exc:
             return _Failed(_short_error(exc))
         if not np.all(np.isfinite(w)):
@@ -398,7 +411,7 @@ class Runner:
             ready: list[SliceInfo] = []
             for s in targets:
                 vals = values[s.uid]
-                if len(s.shape) < k.min_ndim:
+                if s.effective_ndim < k.min_ndim:
                     for o in k.outputs:
                         vals[o] = NOT_APPLICABLE
                     continue
@@ -542,9 +555,9 @@ class Runner:
                         if inp == "slice_info":
                             args.append(s)
                         elif inp == "weights":
-                            args.append(_as_float_array(self.store.weights(s.uid)))
+                            args.append(canonical_layout(_as_float_array(self.store.weights(s.uid)), s))
                         elif inp == "ref_weights":
-                            args.append(_as_float_array(self.store.weights(ref.uid)))
+                            args.append(canonical_layout(_as_float_array(self.store.weights(ref.uid)), ref))
                         elif inp.startswith("ref_"):
                             args.append(self._value(ref.uid, inp[4:], computed, own=False))
                         else:

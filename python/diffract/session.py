@@ -92,7 +92,7 @@ class Models(_Namespace):
         weights: dict[str, Any] = {}
         for i, leaf in enumerate(ex.leaves):
             uid = make_uid(model_id, leaf.name)
-            meta: dict[str, Any] = {}
+            meta: dict[str, Any] = {"layout": leaf.layout} if leaf.layout != "out_in" else {}
             if not copy:
                 from ._lazy import LazyArray
 

@@ -31,6 +31,8 @@ class ModelTree:
     source: str = ""
     #: True when leaves read from a file that stays on disk (weights need not be copied)
     file_backed: bool = False
+    #: "in_out" when leaves named ``kernel`` follow the Flax/Keras layout
+    kernel_layout: str = "out_in"
 
 
 @dataclass
@@ -40,6 +42,11 @@ class ExtractedLeaf:
     shape: tuple[int, ...]
     dtype: str
     type: ParameterType
+    layout: str = "out_in"
+
+
+#: frameworks whose ``kernel`` leaves are stored (in, out) / (*kernel, in, out)
+IN_OUT_FRAMEWORKS = ("flax.linen", "flax.nnx", "keras")
 
 
 @dataclass
@@ -185,7 +192,8 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
         if 0 in shape:
             raise ExtractionError(f"leaf {name!r} is empty (shape {shape}); weight slices need data")
         ptype = mt.types.get(name) or infer_type(name, shape)
-        leaves.append(ExtractedLeaf(name, leaf, shape, dtype_name(leaf), ptype))
+        in_out = path[-1] == "kernel" and (mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out")
+        leaves.append(ExtractedLeaf(name, leaf, shape, dtype_name(leaf), ptype, "in_out" if in_out else "out_in"))
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

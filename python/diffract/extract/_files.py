@@ -65,7 +65,13 @@ def _npz_leaves(path: Path) -> dict[str, LazyArray]:
             key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             with zf.open(info) as fh:
                 version = np.lib.format.read_magic(fh)
-                shape, _, dtype = np.lib.format._read_array_header(fh, version)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+                else:  # format 3.0 has no public header reader: read that array once
+                    arr = archive[key]
+                    shape, dtype = arr.shape, arr.dtype
 
             def load(key=key) -> np.ndarray:
                 with np.load(path, allow_pickle=False) as arc:

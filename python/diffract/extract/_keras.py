@@ -42,9 +42,9 @@ def _from_keras(model: Any) -> ModelTree:
         name = _weight_name(model, w)
         flat[name] = w.numpy() if hasattr(w, "numpy") else sys.modules["numpy"].asarray(w)
         leaf = name.rsplit(".", 1)[-1]
-        if leaf == "bias":
+        if leaf in ("bias", "beta"):  # beta is a normalization layer's shift: a bias
             types[name] = ParameterType.BIAS
-        elif leaf in ("gamma", "beta", "moving_mean", "moving_variance"):
+        elif leaf in ("gamma", "moving_mean", "moving_variance"):
             types[name] = ParameterType.NORM
         else:
             t = _class_type(owner.get(id(w), model))

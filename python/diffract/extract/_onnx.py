@@ -1,6 +1,6 @@
 """ONNX: the initializers of a ``ModelProto`` (or a ``.onnx`` path), typed by the operator
 that consumes them (Gemm/MatMul -> dense, Conv -> conv, Gather -> embedding, *Normalization
--> norm; 1-D inputs in a bias position -> bias)."""
+-> norm; a 1-D input 2 of Gemm/Conv/*Normalization -> bias)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ _OP_TYPES = {
 }
 
 
+#: operators whose input 2, when 1-D, is a bias (Gemm C, Conv B, LayerNormalization B, ...)
+_BIAS_AT_2 = ("Gemm", "Conv", "ConvTranspose", "LayerNormalization", "BatchNormalization", "InstanceNormalization", "GroupNormalization")
+
+
 def _is_onnx(obj: Any) -> bool:
     onnx = sys.modules.get("onnx")
     return onnx is not None and isinstance(obj, onnx.ModelProto)
@@ -45,7 +49,7 @@ def from_model_proto(model: Any, source: str = "ModelProto") -> ModelTree:
             if t is None:
                 continue
             ndim = len(inits[name].dims)
-            if ndim == 1 and (pos == 2 and node.op_type in ("Gemm", "Conv", "ConvTranspose")):
+            if ndim == 1 and pos == 2 and node.op_type in _BIAS_AT_2:
                 t = ParameterType.BIAS
             types[name] = t
     flat = {name: numpy_helper.to_array(t) for name, t in inits.items()}

