@@ -110,6 +110,8 @@ def slice_svals(weights: np.ndarray, precision: str = "float32", recheck_rtol: f
     """Per-kernel-position singular values ``(P, M)`` (rows descending) and the most careful
     path any position needed."""
     mats = kernel_matrices(weights)
+    if not np.isfinite(mats).all():
+        raise ValueError("the weights contain NaN or infinite values")
     rows = []
     path = "zero"
     for a in mats:

@@ -163,8 +163,10 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 
 def _tpl_tail_integral(alpha, mu, t0):
     """int_{t0}^inf t^-alpha e^(-mu t) dt (t0 >= 1, mu > 0)."""
-    val, _ = integrate.quad(lambda t: t ** (-alpha) * math.exp(-mu * t), t0, np.inf, limit=200)
-    return val
+    # full_output: report convergence trouble in the return value instead of a warning
+    out = integrate.quad(lambda t: t ** (-alpha) * math.exp(-mu * t), t0, np.inf, limit=200,
+                         full_output=1)
+    return out[0]
 
 
 def _tpl_negloglik(params, logy, y, n):
