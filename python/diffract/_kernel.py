@@ -55,9 +55,9 @@ class Kernel:
         """Inputs that are fields (not special), with any ``ref_`` prefix removed."""
         out = []
         for name in self.inputs:
-            if name in SPECIAL_INPUTS:
-                continue
-            out.append(name[4:] if self.level == "cross" and name.startswith("ref_") else name)
+            base = name[4:] if self.level == "cross" and name.startswith("ref_") else name
+            if base not in SPECIAL_INPUTS:
+                out.append(base)
         return tuple(dict.fromkeys(out))
 
     def resolve_options(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -60,6 +60,7 @@ class Models(_Namespace):
         *,
         replace: bool = False,
         copy_weights: bool | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> list[SliceInfo]:
         """Extract ``model``'s weight slices and store them under ``model_id``.
 
@@ -67,6 +68,7 @@ class Models(_Namespace):
         choosing the leaves to keep; default: floating arrays with ndim >= 1. Adding an id that
         exists is an error unless ``replace=True`` (which also drops that model's fields).
         Checkpoint files are referenced, not copied, unless ``copy_weights=True``.
+        ``meta`` is JSON-ready provenance kept with the model (``models.info(id)["meta"]``).
         """
         from .extract import extract
 
@@ -109,6 +111,7 @@ class Models(_Namespace):
             "n_slices": len(slices),
             "skipped": ex.skipped,
             "weights": "copied" if copy else "referenced",
+            "meta": dict(meta or {}),
         }
         store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
         return slices
@@ -239,13 +242,16 @@ class Compute(_Namespace):
             if not isinstance(f, str):
                 raise TypeError(f"field names must be strings, got {type(f).__name__}: {f!r}")
             session.registry.producer(f)  # unknown field: clear error before any work
-        merged_opts = {**session._options, **options}
-        merged_kopts = {k: dict(v) for k, v in session._kernel_options.items()}
+        # configured options apply where a kernel of this run has them; explicit ones are
+        # validated by the runner (an option no kernel of the run takes is an error)
+        closure = session.registry.closure(fields)
+        names = {k.name for k in closure}
+        known = {o for k in closure for o in k.options}
+        merged_opts = {k: v for k, v in session._options.items() if k in known}
+        merged_opts.update(options)
+        merged_kopts = {k: dict(v) for k, v in session._kernel_options.items() if k in names}
         for k, v in (kernel_options or {}).items():
             merged_kopts.setdefault(k, {}).update(v)
-        closure = {k.name for k in session.registry.closure(fields)}
-        merged_kopts = {k: v for k, v in merged_kopts.items() if k in closure}
-        merged_opts = {k: v for k, v in merged_opts.items() if k in options or any(k in kk.options for kk in session.registry.closure(fields))}
         self._store.refresh()
         cancel = cancel or threading.Event()
         session._cancel = cancel
