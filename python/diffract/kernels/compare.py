@@ -37,66 +37,66 @@ def r_overlap(weights_rsvs, ref_weights_rsvs, reference=None):
     return _overlap(weights_rsvs, ref_weights_rsvs)
 
 
-@define(outputs="l_agreement", family="compare")
-def l_agreement(l_overlap):
+@define(outputs="l_agreement", level="cross", family="compare")
+def l_agreement(l_overlap, reference=None):
     """Diagonal of l_overlap: |<u_i, u_ref_i>| for each singular index i."""
     return np.diagonal(np.asarray(l_overlap), axis1=-2, axis2=-1).copy()
 
 
-@define(outputs="r_agreement", family="compare")
-def r_agreement(r_overlap):
+@define(outputs="r_agreement", level="cross", family="compare")
+def r_agreement(r_overlap, reference=None):
     """Diagonal of r_overlap: |<v_i, v_ref_i>|."""
     return np.diagonal(np.asarray(r_overlap), axis1=-2, axis2=-1).copy()
 
 
-@define(outputs="max_l_agreement", family="compare")
-def max_l_agreement(l_overlap):
+@define(outputs="max_l_agreement", level="cross", family="compare")
+def max_l_agreement(l_overlap, reference=None):
     """Row maxima of l_overlap: max_j |<u_i, u_ref_j>| (best match of each left vector)."""
     return np.max(np.asarray(l_overlap), axis=-1)
 
 
-@define(outputs="max_r_agreement", family="compare")
-def max_r_agreement(r_overlap):
+@define(outputs="max_r_agreement", level="cross", family="compare")
+def max_r_agreement(r_overlap, reference=None):
     """Row maxima of r_overlap: max_j |<v_i, v_ref_j>|."""
     return np.max(np.asarray(r_overlap), axis=-1)
 
 
-@define(outputs="avg_l_agreement", family="compare")
-def avg_l_agreement(l_agreement):
+@define(outputs="avg_l_agreement", level="cross", family="compare")
+def avg_l_agreement(l_agreement, reference=None):
     """Mean of l_agreement."""
     return float(np.mean(l_agreement))
 
 
-@define(outputs="avg_r_agreement", family="compare")
-def avg_r_agreement(r_agreement):
+@define(outputs="avg_r_agreement", level="cross", family="compare")
+def avg_r_agreement(r_agreement, reference=None):
     """Mean of r_agreement."""
     return float(np.mean(r_agreement))
 
 
-@define(outputs="avg_max_l_agreement", family="compare")
-def avg_max_l_agreement(max_l_agreement):
+@define(outputs="avg_max_l_agreement", level="cross", family="compare")
+def avg_max_l_agreement(max_l_agreement, reference=None):
     """Mean of max_l_agreement."""
     return float(np.mean(max_l_agreement))
 
 
-@define(outputs="avg_max_r_agreement", family="compare")
-def avg_max_r_agreement(max_r_agreement):
+@define(outputs="avg_max_r_agreement", level="cross", family="compare")
+def avg_max_r_agreement(max_r_agreement, reference=None):
     """Mean of max_r_agreement."""
     return float(np.mean(max_r_agreement))
 
 
 @define(outputs="delta_frob_norm", level="cross", family="compare")
-def delta_frob_norm(weights_values, ref_weights_values, reference=None):
+def delta_frob_norm(weights, ref_weights, reference=None):
     """||W - W_ref||_F over all entries (float64)."""
-    a, b = _same_shape(weights_values, ref_weights_values, "delta_frob_norm")
+    a, b = _same_shape(weights, ref_weights, "delta_frob_norm")
     d = a.astype(np.float64).ravel() - b.astype(np.float64).ravel()
     return float(math.sqrt(np.dot(d, d)))
 
 
 @define(outputs="relative_change", level="cross", family="compare")
-def relative_change(weights_values, ref_weights_values, reference=None):
+def relative_change(weights, ref_weights, reference=None):
     """||W - W_ref||_F / ||W_ref||_F. Raises when the reference slice is all zero."""
-    a, b = _same_shape(weights_values, ref_weights_values, "relative_change")
+    a, b = _same_shape(weights, ref_weights, "relative_change")
     b64 = b.astype(np.float64).ravel()
     nb = math.sqrt(np.dot(b64, b64))
     if nb == 0:
@@ -106,9 +106,9 @@ def relative_change(weights_values, ref_weights_values, reference=None):
 
 
 @define(outputs="weights_cosine", level="cross", family="compare")
-def weights_cosine(weights_values, ref_weights_values, reference=None):
+def weights_cosine(weights, ref_weights, reference=None):
     """Cosine similarity <W, W_ref> / (||W||_F ||W_ref||_F) of the flattened slices."""
-    a, b = _same_shape(weights_values, ref_weights_values, "weights_cosine")
+    a, b = _same_shape(weights, ref_weights, "weights_cosine")
     a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     na, nb = math.sqrt(np.dot(a64, a64)), math.sqrt(np.dot(b64, b64))
     if na == 0 or nb == 0:

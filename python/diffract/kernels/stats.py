@@ -76,11 +76,3 @@ def weights_l2_norm(weights):
     for every slice, so it feeds the model-level ``param_norm``)."""
     w = np.asarray(weights, dtype=np.float64).ravel()
     return float(np.sqrt(np.dot(w, w)))
-
-
-@define(outputs="weights_values", transient=("weights_values",), family="stats")
-def weights_values(weights):
-    """The slice itself (no copy), as a field so that cross-model kernels can receive the
-    reference model's weights as ``ref_weights_values``. Transient: never persisted unless
-    asked for by name."""
-    return weights
