@@ -342,7 +342,7 @@ def test_tpl_and_expon_derived_fields():
 def test_randomized_weights_seeded_and_distribution_preserving():
     rng = np.random.default_rng(10)
     w = rng.standard_normal((60, 40)) @ np.diag(np.linspace(0.1, 5, 40))
-    r1 = run_fields({"w": w}, ["weights_rand", "esd_rand", "esd_rand_max", "esd_rand_min", "w1_rand_distance",
+    r1 = run_fields({"w": w}, ["weights_rand", "kernel_rand_svals", "esd_rand", "esd_rand_max", "esd_rand_min", "w1_rand_distance",
                                "js_rand_distance", "rand_soft_rank", "rand_max_dist", "esd", "esd_max",
                                "max_weights_rand_sval", "min_weights_rand_sval", "weights_rand_svals"])["w"]
     r2 = run_fields({"w": w}, ["weights_rand"])["w"]
@@ -353,6 +353,7 @@ def test_randomized_weights_seeded_and_distribution_preserving():
     wr = r1["weights_rand"]
     s = np.linalg.svd(wr, compute_uv=False)
     np.testing.assert_allclose(r1["weights_rand_svals"], s, rtol=1e-5)
+    np.testing.assert_allclose(r1["kernel_rand_svals"][0], s, rtol=1e-5)
     np.testing.assert_allclose(r1["esd_rand"], np.sort(s**2) / 60, rtol=1e-5)
     assert r1["esd_rand_max"] == r1["esd_rand"][-1] and r1["esd_rand_min"] == r1["esd_rand"][0]
     assert math.isclose(r1["max_weights_rand_sval"], s[0], rel_tol=1e-5)

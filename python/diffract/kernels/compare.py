@@ -63,25 +63,25 @@ def max_r_agreement(r_overlap, reference=None):
 
 @define(outputs="avg_l_agreement", level="cross", family="compare")
 def avg_l_agreement(l_agreement, reference=None):
-    """Mean of l_agreement."""
+    """Mean over singular indices of l_agreement: (1/k) sum_i |<u_i, u_ref_i>|."""
     return float(np.mean(l_agreement))
 
 
 @define(outputs="avg_r_agreement", level="cross", family="compare")
 def avg_r_agreement(r_agreement, reference=None):
-    """Mean of r_agreement."""
+    """Mean over singular indices of r_agreement: (1/k) sum_i |<v_i, v_ref_i>|."""
     return float(np.mean(r_agreement))
 
 
 @define(outputs="avg_max_l_agreement", level="cross", family="compare")
 def avg_max_l_agreement(max_l_agreement, reference=None):
-    """Mean of max_l_agreement."""
+    """Mean over i of max_l_agreement: (1/k) sum_i max_j |<u_i, u_ref_j>|."""
     return float(np.mean(max_l_agreement))
 
 
 @define(outputs="avg_max_r_agreement", level="cross", family="compare")
 def avg_max_r_agreement(max_r_agreement, reference=None):
-    """Mean of max_r_agreement."""
+    """Mean over i of max_r_agreement: (1/k) sum_i max_j |<v_i, v_ref_j>|."""
     return float(np.mean(max_r_agreement))
 
 

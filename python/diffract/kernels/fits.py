@@ -81,7 +81,8 @@ def power_law_fit(esd, esd_ww_ratio, fit_method="ww", fit_evals_thresh=1e-5):
     Outputs and WeightWatcher columns: pl_alpha = ``alpha``, pl_esd_xmin = ``xmin`` /
     esd_ww_ratio, pl_ks = ``D``, pl_alpha_sigma = ``sigma``, pl_esd_xmax = ``xmax`` /
     esd_ww_ratio (largest fitted eigenvalue), pl_num_spikes = ``num_pl_spikes``
-    (#{lambda_i >= xmin})."""
+    (#{lambda_i >= xmin}). Eigenvalues with lambda * esd_ww_ratio <= ``fit_evals_thresh``
+    (WeightWatcher's EVALS_THRESH 1e-5, an absolute cut in its scale) are left out."""
     return _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh)
 
 
@@ -266,7 +267,8 @@ def exponential_fit(esd, esd_ww_ratio, fit_evals_thresh=1e-5):
     """Exponential tail p(x) = lambda e^(-lambda (x - xmin)) on x >= xmin, xmin by minimum KS
     distance over every candidate (vectorized): lambda = 1 / (mean_j x_j - xmin) (MLE),
     D = max_j |1 - e^(-lambda (x_j - xmin)) - (j - i)/m| (same KS form as the WW power-law
-    fit). expon_lambda is in inverse ESD units."""
+    fit). expon_lambda is in inverse ESD units. Eigenvalues with lambda * esd_ww_ratio <=
+    ``fit_evals_thresh`` are left out, as for the power law."""
     _, x = _fit_data(esd, esd_ww_ratio, fit_evals_thresh)
     r = expon_scan(x)
     ds = np.where(np.isfinite(r["rates"]), r["Ds"], np.inf)

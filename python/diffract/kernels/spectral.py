@@ -191,7 +191,8 @@ def weights_rand(weights, seed=0):
         transient=("kernel_rand_svals",))
 def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
     """Singular values of the permuted weights, computed exactly as ``weights_svals`` (pooled,
-    descending) and per kernel position (``kernel_rand_svals``, transient)."""
+    descending) and per kernel position (``kernel_rand_svals``, transient); options
+    ``precision`` and ``recheck_rtol`` as for ``weights_spectrum``."""
     ks, _ = slice_svals(weights_rand, precision, recheck_rtol)
     return pooled_desc(ks), ks
 
@@ -199,7 +200,8 @@ def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
 @define(outputs=("weights_rand_lsvs", "weights_rand_rsvs"), family="decompositions",
         transient=("weights_rand_lsvs", "weights_rand_rsvs"))
 def weights_rand_svd(weights_rand, svd_device="cpu"):
-    """Thin SVD of the permuted weights: U and V as in ``weights_svd`` (transient)."""
+    """Thin SVD of the permuted weights: U and V as in ``weights_svd`` (transient); option
+    ``svd_device`` as there."""
     return _svd_vectors(weights_rand, svd_device)
 
 
