@@ -203,7 +203,7 @@ def build_flax_nnx(w, tmp_path):
     for name, value in w.items():
         layer, _ = name.split(".")
         leaf = flax_name(name).split(".")[1]
-        getattr(getattr(net, layer), leaf).value = jnp.asarray(to_in_out(name, value))
+        getattr(getattr(net, layer), leaf)[...] = jnp.asarray(to_in_out(name, value))
     return net, {flax_name(k): k for k in w}
 
 

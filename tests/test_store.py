@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from diffract import Session, StoreCorruptError, StoreError, StoreLockedError
+from diffract._run import KernelFailureWarning
 from diffract.store import Batch, open_store
 
 FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "weights_std")
@@ -178,5 +179,6 @@ def test_referenced_checkpoint_that_changed_is_a_clear_error(tmp_path, mlp_weigh
         assert s.models.info("m")["weights"] == "referenced"
         np.testing.assert_array_equal(s.models.weights("layers.0.weight"), mlp_weights["layers.0.weight"])
         ckpt.unlink()
-        report = s.compute.apply("frob_norm", progress=False, **{})
+        with pytest.warns(KernelFailureWarning):
+            report = s.compute.apply("frob_norm", progress=False)
         assert report.failures and "checkpoint behind m:layers.0.weight is gone" in report.failures[0].error

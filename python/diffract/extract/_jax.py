@@ -79,7 +79,7 @@ def _is_nnx(obj: Any) -> bool:
 def _from_nnx(model: Any) -> ModelTree:
     nnx = sys.modules["flax.nnx"]
     state = nnx.state(model, nnx.Param)
-    tree = state.to_pure_dict() if hasattr(state, "to_pure_dict") else nnx.to_pure_dict(state)
+    tree = nnx.to_pure_dict(state) if hasattr(nnx, "to_pure_dict") else state.to_pure_dict()
     module_types = {
         tuple(str(p) for p in path): _class_type(mod) for path, mod in nnx.iter_modules(model)
     }

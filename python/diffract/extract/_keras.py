@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .._lazy import to_numpy
 from .._params import ParameterType
+from .._tree import is_array
 from . import Extractor, ModelTree, nest_dotted
 from ._jax import _class_type
 
@@ -40,7 +42,8 @@ def _from_keras(model: Any) -> ModelTree:
             owner.setdefault(id(w), layer)
     for w in model.weights:
         name = _weight_name(model, w)
-        flat[name] = w.numpy() if hasattr(w, "numpy") else sys.modules["numpy"].asarray(w)
+        value = getattr(w, "value", w)  # the backend array (JAX/torch/TF tensor)
+        flat[name] = value if is_array(value) else to_numpy(value)
         leaf = name.rsplit(".", 1)[-1]
         if leaf in ("bias", "beta"):  # beta is a normalization layer's shift: a bias
             types[name] = ParameterType.BIAS
