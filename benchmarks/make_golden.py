@@ -88,7 +88,6 @@ def ww_rows(model, name_of):
 
 
 def main() -> None:
-    import torch
 
     warnings.simplefilter("ignore")
     OUT.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,8 @@ try:
 except ImportError:  # not installed: run from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from diffract._kernel import default_registry  # noqa: E402
-from diffract._params import SliceInfo, infer_type, make_uid  # noqa: E402
+from diffract._kernel import default_registry
+from diffract._params import SliceInfo, infer_type, make_uid
 
 
 class NA:
@@ -74,7 +74,7 @@ def run_models(models, fields, reference=None, registry=None, **options):
                         args.append(col)
                 try:
                     res = k.split_outputs(k.func(*args, **opts))
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:
                     res = {o: err for o in k.outputs}
                 mvals[m].update(res)
                 continue
@@ -112,12 +112,12 @@ def run_models(models, fields, reference=None, registry=None, **options):
             if not pending:
                 continue
             if k.vectorized:
-                cols = [list(c) for c in zip(*[a for _, a in pending])]
+                cols = [list(c) for c in zip(*[a for _, a in pending], strict=False)]
                 try:
                     out = k.func(*cols, **opts)
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:
                     out = [err] * len(pending)
-                for (n, _), r in zip(pending, out):
+                for (n, _), r in zip(pending, out, strict=False):
                     if isinstance(r, Exception):
                         vals[m][n].update({o: r for o in k.outputs})
                     else:
@@ -126,7 +126,7 @@ def run_models(models, fields, reference=None, registry=None, **options):
                 for n, args in pending:
                     try:
                         res = k.split_outputs(k.func(*args, **opts))
-                    except Exception as err:  # noqa: BLE001
+                    except Exception as err:
                         res = {o: err for o in k.outputs}
                     vals[m][n].update(res)
     return vals, mvals

@@ -68,8 +68,8 @@ def test_importing_changes_no_global_state(module):
     code = (
         "import logging, warnings, scipy.linalg, scipy.stats, scipy.integrate, scipy.optimize, "
         "scipy.special; before = (logging.root.level, list(logging.root.handlers), "
-        "list(warnings.filters)); import importlib, sys; sys.path.insert(0, %r); "
-        "importlib.import_module('diffract.kernels.%s'); "
+        "list(warnings.filters)); import importlib, sys; sys.path.insert(0, {!r}); "
+        "importlib.import_module('diffract.kernels.{}'); "
         "assert before == (logging.root.level, list(logging.root.handlers), list(warnings.filters))"
-    ) % (str(ROOT / "python"), module)
+    ).format(str(ROOT / "python"), module)
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -304,7 +304,7 @@ def test_truncated_power_law_recovers_parameters():
     x = x[rng.random(x.size) < np.exp(-0.5 * (x - 1))][:4000]
     from diffract.kernels.fits import truncated_power_law_fit
 
-    a, lam_, xmin, d = truncated_power_law_fit(np.sort(x), float(np.min(x)))
+    a, lam_, _xmin, d = truncated_power_law_fit(np.sort(x), float(np.min(x)))
     assert abs(a - 1.5) < 0.5 and abs(lam_ - 0.5) < 0.15 and d < 0.05  # alpha, lambda correlate
     powerlaw = pytest.importorskip("powerlaw")
     import warnings

@@ -152,5 +152,7 @@ def test_powerlaw_package_at_ww_xmin():
         assert exp_ll(ours) >= exp_ll(row["expon_lambda"]) - 1e-9, key
         # truncated power law: our optimum is at least as likely as powerlaw's
         y = tail / xmin
-        nll = lambda a, lam_: _tpl_negloglik((a, math.log(lam_ * xmin)), np.log(y), y, y.size)  # noqa: E731
+        def nll(a, lam_, y=y, xmin=xmin):
+            return _tpl_negloglik((a, math.log(lam_ * xmin)), np.log(y), y, y.size)
+
         assert nll(res["tpl_alpha"], res["tpl_lambda"]) <= nll(row["tpl_alpha"], row["tpl_lambda"]) + 1e-6, key

@@ -135,7 +135,7 @@ def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
     def safe(x):
         try:
             return func(x)
-        except Exception as err:  # noqa: BLE001 - reported per slice
+        except Exception as err:
             return err
 
     if threads <= 1 or len(items) <= 1:
@@ -144,9 +144,8 @@ def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover
         return [safe(x) for x in items]
-    with threadpool_limits(limits=1, user_api="blas"):
-        with ThreadPoolExecutor(max_workers=threads) as ex:
-            return list(ex.map(safe, items))
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as ex:
+        return list(ex.map(safe, items))
 
 
 def default_threads() -> int:
