@@ -244,7 +244,7 @@ class Runner:
             for f in by_level[lvl]:
                 for k in self.registry.closure([f]):
                     if k.level == "param":
-                        param_fields.update(k.outputs)
+                        param_fields.update(o for o in k.outputs if o not in k.transient)
         explicit = set(fields)
         for s in slices:
             param_needed[s.uid] = set(param_fields)
@@ -387,6 +387,30 @@ class Runner:
         return w
 
     def _run_chunk(self, chunk: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float, ci: int, nchunks: int, done: int, total: int, pool) -> Batch:
+        values = self._compute_values(chunk, plans, pool, report, t0, ci, nchunks, done, total)
+        batch = Batch()
+        for s in chunk:
+            vals = values[s.uid]
+            for k in plans[s.uid][0]:
+                for o in k.outputs:
+                    v = vals.get(o)
+                    if isinstance(v, _NotApplicable):
+                        if o in explicit:
+                            report.not_applicable += 1
+                        continue
+                    if isinstance(v, _Failed):
+                        if o in explicit:
+                            report.failures.append(Failure(s.model_id, s.name, s.uid, o, v.message))
+                        continue
+                    if o in k.transient and o not in explicit:
+                        continue
+                    batch.fields[(s.uid, o)] = _normalise(v)
+        report.failures[:] = _dedupe(report.failures)
+        return batch
+
+    def _compute_values(self, chunk: list[SliceInfo], plans, pool, report: RunReport | None = None, t0: float = 0.0, ci: int = 0, nchunks: int = 0, done: int = 0, total: int = 0) -> dict[str, dict[str, Any]]:
+        """Run each slice's planned kernels in one global dependency order; values in memory
+        (``_Failed`` / ``NOT_APPLICABLE`` markers where a value could not be made)."""
         values: dict[str, dict[str, Any]] = {}
         for s in chunk:
             order, to_load = plans[s.uid]
@@ -406,7 +430,7 @@ class Runner:
         kernels_in_order.sort(key=lambda k: rank[k.name])
         for k in kernels_in_order:
             targets = [s for s in chunk if k in plans[s.uid][0]]
-            if targets:
+            if targets and report is not None:
                 self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], targets[0].name)
             ready: list[SliceInfo] = []
             for s in targets:
@@ -438,26 +462,7 @@ class Runner:
                     continue
                 for o, v in res.items():
                     vals[o] = v
-        batch = Batch()
-        for s in chunk:
-            vals = values[s.uid]
-            for k in plans[s.uid][0]:
-                for o in k.outputs:
-                    v = vals.get(o)
-                    if isinstance(v, _NotApplicable):
-                        if o in explicit:
-                            report.not_applicable += 1
-                        continue
-                    if isinstance(v, _Failed):
-                        if o in explicit:
-                            report.failures.append(Failure(s.model_id, s.name, s.uid, o, v.message))
-                        continue
-                    if o in k.transient and o not in explicit:
-                        continue
-                    batch.fields[(s.uid, o)] = _normalise(v)
-        # one failure per (slice, root cause) is enough
-        report.failures[:] = _dedupe(report.failures)
-        return batch
+        return values
 
     def _call(self, k: Kernel, ready: list[SliceInfo], values, opts, pool) -> list[dict[str, Any] | _Failed]:
         def one(s: SliceInfo) -> dict[str, Any] | _Failed:
@@ -537,31 +542,71 @@ class Runner:
         report.computed += len(batch.fields)
 
     # --- cross-model level -------------------------------------------------------------------
+    def _param_values(self, s: SliceInfo, needed: set[str]) -> dict[str, Any] | None:
+        """Per-parameter ``needed`` values of one slice: stored ones loaded, missing ones
+        (transient intermediates included) computed in memory. None when not applicable."""
+        if not all(self._applicable(f, s.effective_ndim) for f in needed):
+            return None
+        order, to_load, _, _ = self._slice_plan(s, set(needed), set(needed))
+        if not order:
+            return {f: self.store.get((s.uid, f)) for f in needed}
+        vals = self._compute_values([s], {s.uid: (order, to_load)}, None)[s.uid]
+        for f in needed:
+            v = vals.get(f)
+            if isinstance(v, _Failed):
+                raise LookupError(f"input {f!r} failed: {v.message}")
+            if isinstance(v, _NotApplicable):
+                return None
+        return vals
+
     def _run_cross_level(self, fields: list[str], slices: list[SliceInfo], reference: str, report: RunReport) -> None:
         batch = Batch()
+        kernels = [k for k in self.registry.closure(fields) if k.level == "cross"]
+        param_inputs = {
+            (i[4:] if i.startswith("ref_") else i)
+            for k in kernels
+            for i in k.inputs
+            if i not in ("slice_info", "weights", "ref_weights", "ref_slice_info")
+            and self.registry.producer(i[4:] if i.startswith("ref_") else i).level == "param"
+        }
         for s in slices:
             ref = self._ref_names[s.name]
             owner = f"{s.uid}@{reference}"
             computed: dict[str, Any] = {f: self.store.get((owner, f)) for f in self.store.fields_of(owner)}
-            for k in self.registry.closure(fields):
-                if k.level != "cross":
-                    continue
-                if all(o in computed for o in k.outputs):
-                    report.reused += sum(1 for o in k.outputs if o in fields)
-                    continue
+            todo = [k for k in kernels if not all(o in computed for o in k.outputs)]
+            report.reused += sum(1 for k in kernels if k not in todo for o in k.outputs if o in fields)
+            if not todo:
+                continue
+            try:
+                own = self._param_values(s, param_inputs)
+                theirs = self._param_values(ref, param_inputs)
+            except Exception as exc:
+                for k in todo:
+                    for o in k.outputs:
+                        if o in fields:
+                            report.failures.append(Failure(s.model_id, s.name, owner, o, _short_error(exc)))
+                continue
+            if own is None or theirs is None or s.effective_ndim != ref.effective_ndim:
+                report.not_applicable += sum(1 for k in todo for o in k.outputs if o in fields)
+                continue
+            for k in todo:
                 try:
                     args = []
                     for inp in k.inputs:
                         if inp == "slice_info":
                             args.append(s)
+                        elif inp == "ref_slice_info":
+                            args.append(ref)
                         elif inp == "weights":
                             args.append(canonical_layout(_as_float_array(self.store.weights(s.uid)), s))
                         elif inp == "ref_weights":
                             args.append(canonical_layout(_as_float_array(self.store.weights(ref.uid)), ref))
-                        elif inp.startswith("ref_"):
-                            args.append(self._value(ref.uid, inp[4:], computed, own=False))
-                        else:
-                            args.append(self._value(s.uid, inp, computed, own=True))
+                        elif inp.startswith("ref_") and inp[4:] in param_inputs:
+                            args.append(theirs[inp[4:]])
+                        elif inp in param_inputs:
+                            args.append(own[inp])
+                        else:  # an output of another cross kernel
+                            args.append(computed[inp])
                     self._count(k)
                     out = k.split_outputs(k.func(*args, **self._opts(k)))
                     for o, v in out.items():
@@ -574,13 +619,6 @@ class Runner:
                             report.failures.append(Failure(s.model_id, s.name, owner, o, _short_error(exc)))
         self.store.commit(batch)
         report.computed += len(batch.fields)
-
-    def _value(self, uid: str, f: str, computed: dict[str, Any], *, own: bool) -> Any:
-        if own and f in computed:
-            return computed[f]
-        if not self.store.has((uid, f)):
-            raise LookupError(f"input field {f!r} is missing on slice {uid} (not applicable or failed)")
-        return self.store.get((uid, f))
 
 
 def _normalise(v: Any) -> Any:

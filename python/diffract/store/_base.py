@@ -156,10 +156,15 @@ class Store:
     backend = "abstract"
     persistent = False
 
-    def __init__(self, *, readonly: bool = False) -> None:
+    def __init__(self, *, readonly: bool = False, cache: Any = None) -> None:
+        from ._cache import NoCache
+
         self.readonly = readonly
         self._state = StoreState()
         self.path: str | None = None
+        #: identifies this store in shared caches (written in its marker at creation)
+        self.store_id: str = ""
+        self.cache = cache if cache is not None else NoCache()
 
     # --- backend hooks -------------------------------------------------------------------
     def _commit(self, batch: Batch) -> None:
@@ -175,7 +180,7 @@ class Store:
         """Release files and locks."""
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend, "path": self.path, "readonly": self.readonly}
+        return {"backend": self.backend, "path": self.path, "readonly": self.readonly, "cache": self.cache.describe()}
 
     # --- writes --------------------------------------------------------------------------
     def commit(self, batch: Batch) -> None:
@@ -231,7 +236,15 @@ class Store:
         v = self._state.values[tuple(key)]
         if isinstance(v, (int, float, str, bool, np.ndarray, np.generic)) or v is None:
             return v
-        return self._read_array(v)
+        ckey = f"{self.store_id}:{v.cache_key()}" if hasattr(v, "cache_key") else None
+        if ckey is not None:
+            hit = self.cache.get(ckey)
+            if hit is not None:
+                return hit
+        value = self._read_array(v)
+        if ckey is not None:
+            self.cache.set(ckey, value)
+        return value
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         return {tuple(k): self.get(k) for k in keys if tuple(k) in self._state.values}

@@ -19,8 +19,6 @@ before is touched. Readers list ``segments/`` and replay the files in sequence o
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
 import re
@@ -30,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import StoreCorruptError, StoreError, StoreLockedError
+from .._errors import StoreCorruptError, StoreError
 from .._lazy import to_numpy
 from ._base import LAYOUT_VERSION, Batch, Key, Store, slice_from_json, slice_to_json
+from ._folder import open_store_folder, write_marker_if_missing
+from ._lock import WriterLock, fsync_dir
 
-STORE_MARKER = "diffract-store.json"
 SEGMENT_FORMAT = "diffract-segment"
 _SEG_NAME = re.compile(r"^(\d{12})\.h5$")
 _SEP = "\x1f"
@@ -47,57 +46,16 @@ def _h5py():
 
 
 class ArrayRef:
-    """Where an array value lives: (segment file, dataset path)."""
+    """Where an array value lives: (segment file, dataset path). Immutable once written."""
 
-    __slots__ = ("file", "dataset")
+    __slots__ = ("dataset", "file")
 
     def __init__(self, file: Path, dataset: str) -> None:
         self.file = file
         self.dataset = dataset
 
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def check_store_folder(path: Path, *, create: bool) -> None:
-    """Raise a clear error when ``path`` is not (and cannot become) a diffract store."""
-    if path.exists() and not path.is_dir():
-        raise StoreCorruptError(
-            f"{path} is a file, not a diffract store folder; point path= at a folder "
-            "(the local profile uses ./.diffract)"
-        )
-    marker = path / STORE_MARKER
-    if marker.exists():
-        try:
-            info = json.loads(marker.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StoreCorruptError(f"{marker}: unreadable store marker ({exc})") from None
-        if not isinstance(info, dict) or info.get("format") != "diffract-store":
-            raise StoreCorruptError(f"{marker}: not a diffract store marker (format={info.get('format') if isinstance(info, dict) else info!r})")
-        version = info.get("layout_version")
-        if version != LAYOUT_VERSION:
-            newer = isinstance(version, int) and version > LAYOUT_VERSION
-            raise StoreCorruptError(
-                f"{path}: store layout version {version} is {'newer' if newer else 'older'} than this "
-                f"diffract's layout version {LAYOUT_VERSION}; "
-                + ("upgrade diffract-lab to read it" if newer else "copy it with an older diffract-lab release")
-            )
-        if info.get("backend", "hdf5") != "hdf5":
-            raise StoreCorruptError(f"{path}: a {info.get('backend')!r} store, opened as hdf5")
-        return
-    if path.exists() and any(p.name not in (".", "..") for p in path.iterdir()):
-        raise StoreCorruptError(
-            f"{path} exists but is not a diffract store (no {STORE_MARKER}); refusing to write into "
-            "a foreign folder: choose another path="
-        )
-    if not create:
-        raise StoreError(f"no diffract store at {path}")
+    def cache_key(self) -> str:
+        return f"{self.file.name}/{self.dataset}"
 
 
 class HDF5Store(Store):
@@ -106,64 +64,34 @@ class HDF5Store(Store):
     backend = "hdf5"
     persistent = True
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, lock_timeout: float = 0.0) -> None:
-        super().__init__(readonly=readonly)
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        lock_timeout: float = 0.0,
+        cache: Any = None,
+    ) -> None:
+        super().__init__(readonly=readonly, cache=cache)
         self.root = Path(path).expanduser().resolve()
         self.path = str(self.root)
         self.segments_dir = self.root / "segments"
-        self._lock_fd: int | None = None
+        self._lock = WriterLock(self.root / "writer.lock", str(self.root))
         self._lock_timeout = lock_timeout
         self._seen: list[str] = []
-        check_store_folder(self.root, create=not readonly)
+        info = open_store_folder(self.root, "hdf5", create=not readonly)
         if not readonly:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._acquire_lock(lock_timeout)
+            self._lock.acquire(lock_timeout)
             self.segments_dir.mkdir(exist_ok=True)
-            marker = self.root / STORE_MARKER
-            if not marker.exists():
-                tmp = self.root / f".{STORE_MARKER}.tmp"
-                tmp.write_text(json.dumps({"format": "diffract-store", "layout_version": LAYOUT_VERSION, "backend": "hdf5"}))
-                os.replace(tmp, marker)
-                _fsync_dir(self.root)
+            info = write_marker_if_missing(self.root, "hdf5")
             for stale in self.segments_dir.glob(".tmp-*"):
                 stale.unlink(missing_ok=True)
+        self.store_id = info.get("store_id", "")
         self.refresh()
 
-    # --- locking -------------------------------------------------------------------------
-    def _acquire_lock(self, timeout: float) -> None:
-        lock_path = self.root / "writer.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise
-                if time.monotonic() >= deadline:
-                    try:
-                        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-                    except OSError:
-                        holder = "unknown"
-                    os.close(fd)
-                    raise StoreLockedError(
-                        f"store {self.root} is open for writing by another process (pid {holder}); "
-                        "close that session, wait (lock_timeout=seconds), or open this one with "
-                        "readonly=True"
-                    ) from None
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._lock_fd = fd
-
     def close(self) -> None:
-        if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                os.close(self._lock_fd)
-            self._lock_fd = None
+        self._lock.release()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
@@ -261,8 +189,7 @@ class HDF5Store(Store):
 
     def _commit(self, batch: Batch) -> None:
         h5py = _h5py()
-        if self._lock_fd is None:  # released by close() / a finished ``with`` block
-            self._acquire_lock(self._lock_timeout)
+        self._lock.acquire(self._lock_timeout)  # released by close() / a finished ``with``
         self.refresh()
         seq = self._next_seq()
         final = self.segments_dir / f"{seq:012d}.h5"
@@ -296,7 +223,7 @@ class HDF5Store(Store):
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
-            _fsync_dir(self.segments_dir)
+            fsync_dir(self.segments_dir)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -1,0 +1,72 @@
+"""The marker file that makes a folder a diffract store, and the checks on opening one."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .._errors import StoreCorruptError, StoreError
+from ._base import LAYOUT_VERSION
+from ._lock import atomic_write_text
+
+STORE_MARKER = "diffract-store.json"
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The marker of the store folder ``path``, None when there is none; errors name the file."""
+    marker = path / STORE_MARKER
+    if not marker.exists():
+        return None
+    try:
+        info = json.loads(marker.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreCorruptError(f"{marker}: unreadable store marker ({exc})") from None
+    if not isinstance(info, dict) or info.get("format") != "diffract-store":
+        got = info.get("format") if isinstance(info, dict) else info
+        raise StoreCorruptError(f"{marker}: not a diffract store marker (format={got!r})")
+    return info
+
+
+def check_version(where: str, version: Any) -> None:
+    if version != LAYOUT_VERSION:
+        newer = isinstance(version, int) and version > LAYOUT_VERSION
+        raise StoreCorruptError(
+            f"{where}: store layout version {version} is {'newer' if newer else 'older'} than this "
+            f"diffract's layout version {LAYOUT_VERSION}; "
+            + ("upgrade diffract-lab to read it" if newer else "copy it with an older diffract-lab release")
+        )
+
+
+def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, Any]:
+    """Check ``path`` is a ``backend`` store (or may become one); return its marker."""
+    if path.exists() and not path.is_dir():
+        raise StoreCorruptError(
+            f"{path} is a file, not a diffract store folder; point path= at a folder "
+            "(the local profile uses ./.diffract)"
+        )
+    info = read_marker(path)
+    if info is not None:
+        check_version(str(path), info.get("layout_version"))
+        found = info.get("backend", "hdf5")
+        if found != backend:
+            raise StoreCorruptError(f"{path}: a {found!r} store, opened as {backend!r}; open it with profile/backend {found!r}")
+        return info
+    if path.exists() and any(True for _ in path.iterdir()):
+        raise StoreCorruptError(
+            f"{path} exists but is not a diffract store (no {STORE_MARKER}); refusing to write into "
+            "a foreign folder: choose another path="
+        )
+    if not create:
+        raise StoreError(f"no diffract store at {path}")
+    return {}
+
+
+def write_marker_if_missing(path: Path, backend: str, **extra: Any) -> dict[str, Any]:
+    path.mkdir(parents=True, exist_ok=True)
+    info = read_marker(path)
+    if info is None:
+        info = {"format": "diffract-store", "layout_version": LAYOUT_VERSION, "backend": backend, "store_id": uuid.uuid4().hex, **extra}
+        atomic_write_text(path / STORE_MARKER, json.dumps(info, sort_keys=True))
+    return info
