@@ -165,7 +165,7 @@ def test_foreign_folder_file_and_layout_versions(tmp_path, mlp_weights):
 def test_unknown_profile_lists_valid_ones():
     from diffract import ConfigError
 
-    with pytest.raises(ConfigError, match=r"valid profiles are \['hdf5', 'local', 'ram'\]"):
+    with pytest.raises(ConfigError, match=r"valid profiles are \['hdf5', 'hybrid', 'local', 'ram', 'sqlite', 'zarr'\]"):
         Session(profile="s3")
 
 

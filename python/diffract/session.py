@@ -609,28 +609,55 @@ class Session(Scope):
     """The entry point: configuration, the store, and the scoped namespaces.
 
     ``profile="local"`` persists into an HDF5 store under ``./.diffract`` (``path=`` to choose
-    another folder); ``profile="ram"`` keeps nothing. Use it as a context manager (or call
-    :meth:`close`) to release the store's writer lock.
+    another folder); ``profile="ram"`` keeps nothing; ``"sqlite"``, ``"zarr"``, ``"hybrid"``
+    choose the other backends. Settings not given come from the environment
+    (``DIFFRACT_*``) and the project file (``diffract.toml`` or ``[tool.diffract]``): see
+    :mod:`diffract._config`. Use it as a context manager (or call :meth:`close`) to release
+    the store's writer lock.
     """
 
     def __init__(
         self,
-        profile: str = "local",
+        profile: str | None = None,
         *,
         path: str | os.PathLike[str] | None = None,
+        backend: str | None = None,
+        cache: str | None = None,
         memory_budget: int | str | None = None,
-        workers: int = 1,
+        workers: int | None = None,
         readonly: bool = False,
-        lock_timeout: float = 0.0,
+        lock_timeout: float | None = None,
         registry: KernelRegistry | None = None,
     ) -> None:
-        self.profile = profile
-        self.store: Store = open_store(profile, path, readonly=readonly, lock_timeout=lock_timeout)
+        from ._config import resolve
+        from ._errors import ConfigError
+        from .store import make_cache
+        from .store import open_backend
+
+        self.config = resolve(
+            profile=profile,
+            path=None if path is None else os.fspath(path),
+            backend=backend,
+            cache=cache,
+            memory_budget=memory_budget,
+            workers=workers,
+            lock_timeout=lock_timeout,
+        )
+        cfg = self.config
+        if cfg["backend"] == "ram" and path is not None:
+            raise ConfigError("profile 'ram' keeps nothing on disk; drop path= or use profile='local'")
+        self.profile = cfg["profile"]
+        self.store: Store = open_backend(
+            cfg["backend"],
+            cfg["path"],
+            readonly=readonly,
+            lock_timeout=cfg["lock_timeout"],
+            cache=make_cache(cfg["cache"], max_bytes=cfg["cache_bytes"]),
+            arrays=cfg["arrays"],
+        )
         self.readonly = readonly
-        self.memory_budget = parse_bytes(memory_budget)
-        if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be a positive int, got {workers!r}")
-        self.workers = workers
+        self.memory_budget = cfg["memory_budget"]
+        self.workers = cfg["workers"]
         self.registry = registry if registry is not None else default_registry()
         self._options: dict[str, Any] = {}
         self._kernel_options: dict[str, dict[str, Any]] = {}

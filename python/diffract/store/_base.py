@@ -189,6 +189,11 @@ class Store:
             raise StoreError(f"store {self.path or self.backend} is open read-only; open it with readonly=False to write")
         if batch.is_empty():
             return
+        for (_, fld), v in batch.fields.items():
+            if not isinstance(v, (bool, int, float, str, np.ndarray, np.generic)):
+                raise StoreError(f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
+            if isinstance(v, np.ndarray) and v.dtype.kind not in "biufc":
+                raise StoreError(f"field {fld!r}: arrays of dtype {v.dtype} cannot be stored (numeric dtypes only)")
         self._commit(batch)
 
     # --- reads ---------------------------------------------------------------------------

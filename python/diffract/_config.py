@@ -1,0 +1,166 @@
+"""Configuration: built-in profiles, a project file, environment variables, arguments.
+
+Precedence, lowest to highest:
+
+1. the profile's defaults (built-in, or a ``[profiles.NAME]`` table of the project file);
+2. top-level keys of the project file: ``diffract.toml`` in the working folder, else
+   ``[tool.diffract]`` in ``pyproject.toml``;
+3. environment variables ``DIFFRACT_<KEY>`` (``DIFFRACT_PROFILE``, ``DIFFRACT_PATH``, ...);
+4. arguments given to ``Session(...)`` (or the command line).
+
+The profile itself is chosen by the same precedence (argument, then ``DIFFRACT_PROFILE``,
+then the file's ``profile`` key, then ``"local"``). Unknown keys, profiles or values are
+errors that list the valid ones.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError
+from .store import BACKENDS, PROFILES
+
+KEYS: dict[str, str] = {
+    "profile": "name of a built-in or project profile",
+    "backend": f"one of {', '.join(BACKENDS)}",
+    "path": "store folder, file or fsspec URL",
+    "arrays": "where a hybrid store keeps arrays: hdf5 or zarr",
+    "cache": "none, lru, or a redis:// URL",
+    "cache_bytes": "LRU cache budget, e.g. '512MB'",
+    "memory_budget": "memory one run may hold, e.g. '2GB'",
+    "workers": "threads across slices (int >= 1)",
+    "lock_timeout": "seconds to wait for another writer (float >= 0)",
+}
+PROFILE_KEYS = tuple(k for k in KEYS if k != "profile")
+
+
+@dataclass
+class ResolvedConfig:
+    """Every setting with its value and where it came from."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    config_file: str | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def as_table(self) -> str:
+        width = max(len(k) for k in KEYS)
+        lines = [f"{k:<{width}}  {self.values.get(k)!s:<28}  ({self.sources.get(k, 'default')})" for k in KEYS]
+        if self.config_file:
+            lines.append(f"\nproject config: {self.config_file}")
+        return "\n".join(lines)
+
+
+def _project_file(cwd: Path) -> tuple[dict[str, Any], str | None]:
+    toml = cwd / "diffract.toml"
+    if toml.exists():
+        return _load_toml(toml), str(toml)
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.exists():
+        data = _load_toml(pyproject)
+        section = data.get("tool", {}).get("diffract")
+        if section is not None:
+            return section, f"{pyproject} [tool.diffract]"
+    return {}, None
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration ({exc})") from None
+
+
+def _check_keys(data: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys are {list(allowed)}")
+
+
+def _validate(key: str, value: Any, where: str) -> Any:
+    from ._run import parse_bytes
+
+    if value is None:
+        return None
+    try:
+        if key == "backend" and value not in BACKENDS:
+            raise ValueError(f"valid backends are {list(BACKENDS)}")
+        if key == "arrays" and value not in ("hdf5", "zarr"):
+            raise ValueError("valid values are ['hdf5', 'zarr']")
+        if key == "cache" and not (value in ("none", "lru") or str(value).startswith(("redis://", "rediss://", "unix://"))):
+            raise ValueError("valid caches are 'none', 'lru' and a redis:// URL")
+        if key in ("cache_bytes", "memory_budget"):
+            return parse_bytes(value)
+        if key == "workers":
+            n = int(value)
+            if n < 1:
+                raise ValueError("workers must be an int >= 1")
+            return n
+        if key == "lock_timeout":
+            t = float(value)
+            if t < 0:
+                raise ValueError("lock_timeout must be >= 0")
+            return t
+        if key in ("path", "profile"):
+            return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: invalid {key}={value!r} ({exc})") from None
+    return value
+
+
+def resolve(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None, **explicit: Any) -> ResolvedConfig:
+    """The configuration in force for ``Session(**explicit)`` run in ``cwd``."""
+    cwd = Path(cwd or os.getcwd())
+    env = dict(os.environ if env is None else env)
+    _check_keys({k: v for k, v in explicit.items()}, "Session arguments", tuple(KEYS))
+    file_data, file_name = _project_file(cwd)
+    profiles_table = file_data.get("profiles", {})
+    top = {k: v for k, v in file_data.items() if k != "profiles"}
+    if file_name:
+        _check_keys(top, file_name, tuple(KEYS))
+        if not isinstance(profiles_table, dict):
+            raise ConfigError(f"{file_name}: [profiles] must be a table of profile tables")
+        for name, table in profiles_table.items():
+            _check_keys(table, f"{file_name} [profiles.{name}]", PROFILE_KEYS)
+    env_values = {k: env[f"DIFFRACT_{k.upper()}"] for k in KEYS if f"DIFFRACT_{k.upper()}" in env}
+
+    out = ResolvedConfig(config_file=file_name)
+    for source, data in (("argument", explicit), ("environment", env_values), (file_name or "file", top)):
+        if data.get("profile") is not None:
+            out.values["profile"], out.sources["profile"] = data["profile"], source
+            break
+    else:
+        out.values["profile"], out.sources["profile"] = "local", "default"
+    profile = out.values["profile"]
+    if profile in profiles_table:
+        base = dict(profiles_table[profile])
+        base_source = f"profile {profile!r} ({file_name})"
+        base.setdefault("backend", PROFILES.get(profile, ("hdf5", None))[0])
+    elif profile in PROFILES:
+        backend, default_path = PROFILES[profile]
+        base = {"backend": backend, "path": default_path}
+        base_source = f"profile {profile!r}"
+    else:
+        valid = sorted(set(PROFILES) | set(profiles_table))
+        raise ConfigError(f"unknown profile {profile!r}; valid profiles are {valid}")
+    layers = [(base_source, base), (file_name or "file", top), ("environment", env_values), ("argument", explicit)]
+    defaults = {"arrays": "hdf5", "cache": "none", "cache_bytes": "256MB", "memory_budget": "2GB", "workers": 1, "lock_timeout": 0.0}
+    for key in PROFILE_KEYS:
+        value, source = defaults.get(key), "default"
+        for src, data in layers:
+            if data.get(key) is not None:
+                value, source = data[key], src
+        out.values[key] = _validate(key, value, source)
+        out.sources[key] = source
+    if out.values["backend"] == "ram":
+        out.values["path"] = None
+    elif out.values["path"] is not None and "://" not in str(out.values["path"]):
+        p = Path(out.values["path"]).expanduser()
+        out.values["path"] = str(p if p.is_absolute() else cwd / p)
+    return out

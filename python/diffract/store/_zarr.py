@@ -1,0 +1,243 @@
+"""The Zarr store: a local folder or any fsspec URL (``memory://``, ``s3://``, ...).
+
+Layout::
+
+    <root>/diffract-store.json      marker (format, layout_version, backend "zarr", store_id)
+    <root>/data/<seq>/<i>           Zarr v3 arrays of batch <seq> (weights, array fields)
+    <root>/commits/<seq>.json       the batch's record, written LAST and atomically
+
+A batch is committed when its record exists: arrays are written first, then the record
+(a temporary file renamed into place on a local folder; a single object PUT on object
+stores). Readers replay records in order and never see arrays of an uncommitted batch;
+``data/<seq>`` folders without a record (a crash) are removed when a writer opens the store.
+One writer per store is enforced with a lock file on local folders; on object stores the
+caller must make sure of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import StoreCorruptError, StoreError
+from .._lazy import to_numpy
+from ._base import LAYOUT_VERSION, Batch, Store, slice_from_json, slice_to_json
+from ._folder import STORE_MARKER, check_version
+from ._lock import WriterLock, atomic_write_text, fsync_dir
+
+_COMMIT = re.compile(r"^(\d{12})\.json$")
+
+
+class ZarrRef:
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def cache_key(self) -> str:
+        return self.path
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+class ZarrStore(Store):
+    """See the module docstring."""
+
+    backend = "zarr"
+    persistent = True
+
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, lock_timeout: float = 0.0, cache: Any = None) -> None:
+        super().__init__(readonly=readonly, cache=cache)
+        import fsspec
+
+        raw = os.fspath(path)
+        self.remote = _is_url(raw)
+        if self.remote:
+            self.fs, self.root = fsspec.core.url_to_fs(raw)
+            self.path = raw
+            self.url = raw
+        else:
+            local = Path(raw.removeprefix("file://")).expanduser().resolve()
+            self.fs = fsspec.filesystem("file")
+            self.root = str(local)
+            self.path = str(local)
+            self.url = str(local)
+        self._lock = None if self.remote else WriterLock(Path(self.root) / "writer.lock", self.path)
+        self._lock_timeout = lock_timeout
+        self._seen: list[str] = []
+        self._open()
+        self.refresh()
+
+    def _join(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def _open(self) -> None:
+        marker = self._join(STORE_MARKER)
+        if self.fs.exists(self.root) and not self.fs.isdir(self.root):
+            raise StoreCorruptError(f"{self.path} is a file, not a diffract zarr store folder")
+        if self.fs.exists(marker):
+            try:
+                info = json.loads(self.fs.cat_file(marker))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise StoreCorruptError(f"{marker}: unreadable store marker ({exc})") from None
+            if not isinstance(info, dict) or info.get("format") != "diffract-store":
+                raise StoreCorruptError(f"{marker}: not a diffract store marker")
+            check_version(self.path, info.get("layout_version"))
+            if info.get("backend") != "zarr":
+                raise StoreCorruptError(f"{self.path}: a {info.get('backend')!r} store, opened as 'zarr'")
+        else:
+            if self.fs.exists(self.root) and self.fs.ls(self.root):
+                raise StoreCorruptError(f"{self.path} exists but is not a diffract store (no {STORE_MARKER}); choose another path=")
+            if self.readonly:
+                raise StoreError(f"no diffract store at {self.path}")
+            import uuid
+
+            self.fs.makedirs(self.root, exist_ok=True)
+            info = {"format": "diffract-store", "layout_version": LAYOUT_VERSION, "backend": "zarr", "store_id": uuid.uuid4().hex}
+            self._put(STORE_MARKER, json.dumps(info, sort_keys=True))
+        self.store_id = info.get("store_id", "")
+        if not self.readonly:
+            if self._lock is not None:
+                self._lock.acquire(self._lock_timeout)
+            self.fs.makedirs(self._join("commits"), exist_ok=True)
+            self._remove_orphans()
+
+    def _put(self, rel: str, text: str) -> None:
+        if self.remote:
+            self.fs.pipe_file(self._join(rel), text.encode())
+        else:
+            atomic_write_text(Path(self._join(rel)), text)
+
+    def _commits(self) -> list[str]:
+        d = self._join("commits")
+        if not self.fs.exists(d):
+            return []
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(d, detail=False)]
+        return sorted(n for n in names if _COMMIT.match(n))
+
+    def _remove_orphans(self) -> None:
+        committed = {n[:12] for n in self._commits()}
+        data = self._join("data")
+        if not self.fs.exists(data):
+            return
+        for p in self.fs.ls(data, detail=False):
+            name = p.rstrip("/").rsplit("/", 1)[-1]
+            if name.isdigit() and name not in committed:
+                self.fs.rm(p, recursive=True)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+    # --- reading -------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        names = self._commits()
+        if names[: len(self._seen)] != self._seen:
+            from ._base import StoreState
+
+            self._state = StoreState()
+            self._seen = []
+        for name in names[len(self._seen):]:
+            self._replay(name)
+            self._seen.append(name)
+
+    def _replay(self, name: str) -> None:
+        where = self._join("commits", name)
+        try:
+            rec = json.loads(self.fs.cat_file(where))
+            slices = [slice_from_json(t) for t in rec.get("slices", [])]
+            refs = {uid: ZarrRef(p) for uid, p in rec.get("weights", {}).items()}
+            values: dict = {}
+            for fld, owners in rec.get("scalars", {}).items():
+                for owner, v in owners.items():
+                    values[(owner, fld)] = v
+            for fld, owners in rec.get("arrays", {}).items():
+                for owner, p in owners.items():
+                    values[(owner, fld)] = ZarrRef(p)
+            erase = [tuple(e) for e in rec.get("erase", [])]
+            docs = {(d[0], d[1]): d[2] for d in rec.get("documents", [])}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise StoreCorruptError(f"{where}: unreadable commit record ({type(exc).__name__}: {exc})") from None
+        self._state.apply(
+            add_models=rec.get("models", {}),
+            slices=slices,
+            weight_refs=refs,
+            values=values,
+            erase=erase,
+            remove_models=rec.get("remove_models", []),
+            documents=docs,
+        )
+
+    def _read_array(self, ref: ZarrRef) -> np.ndarray:
+        import zarr
+
+        try:
+            return zarr.open_array(self.url, path=ref.path, mode="r")[...]
+        except Exception as exc:
+            raise StoreCorruptError(f"{self.path}: cannot read array {ref.path!r} ({type(exc).__name__}: {exc})") from None
+
+    # --- writing -------------------------------------------------------------------------------
+    def _commit(self, batch: Batch) -> None:
+        import zarr
+
+        if self._lock is not None:
+            self._lock.acquire(self._lock_timeout)
+        self.refresh()
+        names = self._commits()
+        seq = int(names[-1][:12]) + 1 if names else 1
+        tag = f"{seq:012d}"
+        rec: dict[str, Any] = {"seq": seq, "created": time.time(), "models": batch.add_models, "remove_models": batch.remove_models}
+        scalars: dict[str, dict[str, Any]] = {}
+        arrays: dict[str, np.ndarray] = {}
+        array_fields: dict[str, dict[str, str]] = {}
+        weights: dict[str, str] = {}
+        for (owner, fld), v in batch.fields.items():
+            if isinstance(v, np.ndarray) and v.ndim > 0:
+                path = f"data/{tag}/{len(arrays)}"
+                arrays[path] = v
+                array_fields.setdefault(fld, {})[owner] = path
+                continue
+            if isinstance(v, np.ndarray):
+                v = v.item()
+            if isinstance(v, np.generic):
+                v = v.item()
+            if not isinstance(v, (bool, int, float, str)):
+                raise StoreError(f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
+            scalars.setdefault(fld, {})[owner] = v
+        root = zarr.open_group(self.url, mode="a")
+        try:
+            for s in batch.slices:
+                if s.uid in batch.weights:
+                    path = f"data/{tag}/{len(arrays) + len(weights)}"
+                    arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
+                    z = root.create_array(path, shape=arr.shape, dtype=arr.dtype, overwrite=True)
+                    z[...] = arr
+                    weights[s.uid] = path
+            for path, arr in arrays.items():
+                z = root.create_array(path, shape=arr.shape, dtype=arr.dtype, overwrite=True)
+                z[...] = arr
+            rec.update(
+                slices=[slice_to_json(s) for s in batch.slices],
+                weights=weights,
+                scalars=scalars,
+                arrays=array_fields,
+                erase=[list(k) for k in batch.erase],
+                documents=[[k, n, t] for (k, n), t in batch.documents.items()],
+            )
+            self._put(f"commits/{tag}.json", json.dumps(rec, sort_keys=True, default=str))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.fs.rm(self._join("data", tag), recursive=True)
+            raise
+        if not self.remote:
+            fsync_dir(Path(self._join("commits")))
+        self.refresh()
