@@ -89,3 +89,27 @@ def fields() -> list[str]:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | {"__version__"})
+
+
+# --- Jupyter entry points (small and lazy: the server and IPython import what they use) ----
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "diffract-lab"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "diffract.server"}]
+
+
+def _load_jupyter_server_extension(server_app: Any) -> None:
+    from .server import _load_jupyter_server_extension as load
+
+    load(server_app)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext diffract``: registers the ``%diffract`` magic."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)

@@ -1,0 +1,43 @@
+/** Small formatting helpers shared by the widgets and the sidebar. */
+
+export function fmtSeconds(s: number | null | undefined): string {
+  if (s === null || s === undefined || !isFinite(s)) {
+    return '–';
+  }
+  if (s < 60) {
+    return `${s.toFixed(1)}s`;
+  }
+  const m = Math.floor(s / 60);
+  const r = Math.round(s - m * 60);
+  if (m < 60) {
+    return `${m}m ${r}s`;
+  }
+  return `${Math.floor(m / 60)}h ${m % 60}m`;
+}
+
+export function fmtTime(epochSeconds: number | null | undefined): string {
+  if (!epochSeconds) {
+    return '–';
+  }
+  const d = new Date(epochSeconds * 1000);
+  return d.toLocaleString();
+}
+
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') {
+      node.className = v;
+    } else {
+      node.setAttribute(k, v);
+    }
+  }
+  for (const c of children) {
+    node.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+  return node;
+}

@@ -1,0 +1,102 @@
+/**
+ * The wire contract: synced traits of the widgets and the JSON of the server API.
+ * Mirrors python/diffract/widgets.py (traitlets) and python/diffract/server.py.
+ */
+
+export interface PreviewRow {
+  model_id: string;
+  name: string;
+  type: string;
+  shape: string;
+  uid: string;
+}
+
+export interface FilterBuilderState {
+  available_models: string[];
+  available_types: string[];
+  model_ids: string[];
+  names: string;
+  param_types: string[];
+  uids: string;
+  error: string;
+  count: number;
+  total: number;
+  preview: PreviewRow[];
+  preview_limit: number;
+  filter_json: string;
+}
+
+export type ProgressStatus = 'waiting' | 'running' | 'cancelling' | 'cancelled' | 'done' | 'error';
+
+export interface ProgressState {
+  fields: string[];
+  status: ProgressStatus;
+  chunks_done: number;
+  chunks_total: number;
+  slices_done: number;
+  slices_total: number;
+  field: string;
+  param: string;
+  elapsed: number;
+  eta: number | null;
+  failures: number;
+  message: string;
+  cancellable: boolean;
+  cancel_requested: boolean;
+}
+
+/** The subset of anywidget's model API the widgets use (mocked in js/tests). */
+export interface Model<S> {
+  get<K extends keyof S>(key: K): S[K];
+  set<K extends keyof S>(key: K, value: S[K]): void;
+  save_changes(): void;
+  on(event: string, cb: () => void): void;
+  off(event?: string | null, cb?: (() => void) | null): void;
+  send(content: unknown): void;
+}
+
+export interface VersionReply {
+  version: string;
+  api: number;
+  package: string;
+}
+
+export interface StoreEntry {
+  path: string;
+  name: string;
+  segments: number;
+  updated: number;
+  stamp: string;
+}
+
+export interface StoresReply {
+  root: string;
+  stores: StoreEntry[];
+}
+
+export interface ModelEntry {
+  model_id: string;
+  slices: number;
+  fields: string[];
+  framework: string | null;
+  added: number | null;
+}
+
+export interface StoreReply extends StoreEntry {
+  models: ModelEntry[];
+  fields: string[];
+  levels: Record<string, string>;
+}
+
+export interface FieldPoint {
+  name: string;
+  uid: string;
+  type: string;
+  index: number;
+  value: number | string | boolean | null;
+}
+
+export interface FieldReply extends StoreEntry {
+  field: string;
+  models: { model_id: string; points: FieldPoint[]; value: number | null }[];
+}

@@ -1,0 +1,231 @@
+"""``FieldPanel``: a live Plotly FigureWidget of stored fields (imported by diffract.widgets)."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as ipw
+import plotly.graph_objects as go
+
+from . import viz
+from .widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
+
+KINDS = ("line", "bar", "heatmap", "esd", "scatter")
+_DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
+
+
+def reader_scope(scope: Any) -> Any:
+    """A scope over the same data for reading from any thread: persistent stores get their
+    own read-only handle (no lock, no shared state with a writer in this kernel)."""
+    from .session import Scope, Session
+
+    session = scope.session
+    store = session.store
+    if getattr(store, "persistent", False) and store.path:
+        ro = Session(session.profile, path=store.path, readonly=True, registry=session.registry)
+        return Scope(ro, scope.filter_chain)
+    return scope
+
+
+class FieldPanel(ipw.VBox):
+    """A Plotly FigureWidget of stored fields that updates in place as values land.
+
+    ``kind``: ``"line"`` / ``"bar"`` (a field across depth, one trace per model),
+    ``"heatmap"`` (layer x model or checkpoint), ``"esd"`` (one slice's spectrum with its
+    power-law fit; pass ``slice=``), ``"scatter"`` (two fields: ``fields=(x, y)``).
+    ``live=True`` refreshes when a run of this kernel commits a chunk; ``poll=seconds``
+    also re-reads the store on a timer (for a writer in another process).
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        fields: str | Sequence[str] | None = None,
+        *,
+        kind: str = "line",
+        models: Sequence[str] | None = None,
+        slice: str | None = None,  # noqa: A002
+        model_id: str | None = None,
+        live: bool = True,
+        poll: float | None = None,
+        height: int = 380,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        fields = [fields] if isinstance(fields, str) else list(fields or [])
+        if kind == "scatter" and len(fields) != 2:
+            raise ValueError("a scatter panel needs two fields: fields=('x_field', 'y_field')")
+        if kind == "esd":
+            if not slice:
+                raise ValueError("an esd panel needs slice=<uid or name> (and model_id= if the name is in several models)")
+            fields = fields or ["esd"]
+        elif len(fields) < 1:
+            raise ValueError(f"a {kind} panel needs a field, e.g. FieldPanel(session, 'pl_alpha')")
+        elif kind != "scatter" and len(fields) > 1:
+            raise ValueError(f"a {kind} panel shows one field; make one panel per field")
+        scope = _as_scope(source)
+        for f in fields:
+            scope.session.registry.producer(f)  # unknown field: clear error
+        self.kind = kind
+        self.fields = tuple(fields)
+        self.models = list(models) if models is not None else None
+        self.slice = slice
+        self.slice_model = model_id
+        self.source = scope
+        self._reader = reader_scope(scope)
+        self._lock = threading.Lock()
+        self._last: float = 0.0
+        self._poll_stop = threading.Event()
+        #: how many times the data was updated in place / traces were rebuilt
+        self.updates = 0
+        self.rebuilds = 0
+        self.figure = go.FigureWidget(layout={"height": height, **viz.NEUTRAL_LAYOUT})
+        self.status = ipw.HTML(layout=ipw.Layout(margin="0 0 0 8px"))
+        self.status.add_class("diffract-panel-status")
+        super().__init__(children=[self.status, self.figure])
+        self.add_class("diffract-panel")
+        self.spec: dict[str, Any] = {"data": [], "layout": {}}
+        self.refresh()
+        if live:
+            _PANELS.add(self)
+        if poll:
+            self.watch(poll)
+
+    # --- data --------------------------------------------------------------------------------
+    def build_spec(self) -> dict[str, Any]:
+        """The figure description from the store, as :mod:`diffract.viz` builds it."""
+        r = self._reader
+        if self.kind in ("line", "bar"):
+            return viz.layers_spec(r, self.fields[0], models=self.models, kind=self.kind)
+        if self.kind == "heatmap":
+            return viz.heatmap_spec(r, self.fields[0], models=self.models)
+        if self.kind == "scatter":
+            return viz.scatter_spec(r, self.fields[0], self.fields[1], models=self.models)
+        return viz.esd_spec(r, self.slice, model_id=self.slice_model)
+
+    def refresh(self) -> bool:
+        """Re-read the store and update the figure in place; True when something changed."""
+        with self._lock:
+            self._last = time.monotonic()
+            spec = self.build_spec()
+            changed = spec != self.spec
+            if changed:
+                self._apply(spec)
+                self.spec = spec
+            self._set_status()
+            return changed
+
+    def _apply(self, spec: dict[str, Any]) -> None:
+        fig = self.figure
+        new = spec["data"]
+        same_shape = len(fig.data) == len(new) and all(
+            tr.type == d["type"] and tr.name == d.get("name") for tr, d in zip(fig.data, new, strict=True)
+        )
+        with fig.batch_update():
+            if same_shape:
+                for tr, d in zip(fig.data, new, strict=True):
+                    for key in _DATA_KEYS:
+                        if key in d and key != "name":
+                            tr[key] = d[key]
+                self.updates += 1
+            else:
+                fig.data = ()
+                if new:
+                    fig.add_traces(new)
+                self.rebuilds += 1
+            layout = spec["layout"]
+            fig.layout.title = layout.get("title")
+            for axis in ("xaxis", "yaxis"):
+                if axis in layout:
+                    fig.layout[axis].update(layout[axis])
+            if "barmode" in layout:
+                fig.layout.barmode = layout["barmode"]
+
+    def n_values(self) -> int:
+        n = 0
+        for d in self.spec["data"]:
+            if d["type"] == "heatmap":
+                n += sum(v is not None for row in d["z"] for v in row)
+            elif d.get("mode") != "lines":
+                n += len(d.get("y", []))
+        return n
+
+    def _set_status(self) -> None:
+        what = self.slice if self.kind == "esd" else " vs ".join(reversed(self.fields)) if self.kind == "scatter" else self.fields[0]
+        n = self.n_values()
+        traces = len(self.spec["data"])
+        if n:
+            text = f"<b>{html.escape(what)}</b> · {n} values · {traces} trace{'s' * (traces != 1)} · updated {time.strftime('%H:%M:%S')}"
+        else:
+            text = (
+                f"<b>{html.escape(what)}</b> · nothing stored yet: compute it "
+                f"(<code>session.compute.apply({', '.join(repr(f) for f in self.fields)})</code>); this panel updates as values land"
+            )
+        self.status.value = text
+
+    # --- liveness ------------------------------------------------------------------------------
+    def _on_store_changed(self, *, force: bool = False) -> None:
+        if force or time.monotonic() - self._last > 0.3:
+            self.refresh()
+
+    def watch(self, interval: float = 1.0) -> None:
+        """Re-read the store every ``interval`` seconds in a daemon thread (stop with stop())."""
+        self._poll_stop.clear()
+
+        def loop() -> None:
+            while not self._poll_stop.wait(interval):
+                try:
+                    self.refresh()
+                except Exception:  # noqa: BLE001, S112 - keep polling through transient errors
+                    continue
+
+        threading.Thread(target=loop, name="diffract-panel-poll", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop polling and live updates."""
+        self._poll_stop.set()
+        _PANELS.discard(self)
+
+    def state(self) -> dict[str, Any]:
+        """A plain description of what the panel shows (for tests and snapshots)."""
+        return {
+            "kind": self.kind,
+            "fields": list(self.fields),
+            "traces": [{"name": tr.name, "type": tr.type, "x": list(tr.x) if tr.x is not None else [], "y": list(tr.y) if tr.y is not None else []} for tr in self.figure.data],
+            "n_values": self.n_values(),
+        }
+
+    # --- static fallback -----------------------------------------------------------------------
+    def snapshot_html(self) -> str:
+        parts = [f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>{html.escape(self.status.value and _strip(self.status.value))}</b>"]
+        for d in self.spec["data"]:
+            if d["type"] == "heatmap":
+                parts.append(f"<div>{html.escape(str(d.get('name')))}: heatmap {len(d['y'])} models × {len(d['x'])} layers</div>")
+                continue
+            ys = [v for v in d.get("y", []) if isinstance(v, (int, float))]
+            if not ys:
+                continue
+            parts.append(f"<div>{html.escape(str(d.get('name')))}: {len(ys)} points, min {min(ys):.4g}, max {max(ys):.4g} {_sparkline(ys)}</div>")
+        parts.append("</div>")
+        return "".join(parts)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return _snapshot_bundle(ipw.VBox, self, self.snapshot_html(), kwargs)
+
+
+def _strip(text: str) -> str:
+    import re
+
+    return re.sub(r"<[^>]+>", "", text)
+
+
+def _sparkline(ys: list[float], width: int = 160, height: int = 28) -> str:
+    lo, hi = min(ys), max(ys)
+    span = (hi - lo) or 1.0
+    n = max(len(ys) - 1, 1)
+    pts = " ".join(f"{i * width / n:.1f},{height - (y - lo) / span * height:.1f}" for i, y in enumerate(ys))
+    return f"<svg width='{width}' height='{height}' style='vertical-align:middle'><polyline fill='none' stroke='#1f77b4' stroke-width='1.5' points='{pts}'/></svg>"

@@ -1,0 +1,335 @@
+"""The Jupyter server extension: a read-only JSON view of the stores under the server root.
+
+Routes (all ``GET``, authenticated, under ``<base_url>/diffract/api/``):
+
+``version``
+    ``{"version": ..., "api": 1}``, the front end's handshake.
+``stores``
+    Every store found under the server root (folders holding ``diffract-store.json``).
+``store?path=REL``
+    One store: its models (slice counts, fields present, when added) and field names.
+``field?path=REL&field=NAME[&model=ID]``
+    The values of one field, per model, in depth order (for plots).
+
+``path`` is relative to the server root. Absolute paths, ``..`` and symlinks that leave the
+root are refused (403); a folder that is not a store is 404. Stores are opened read-only
+(no lock is taken), so a kernel may be writing to the same store meanwhile.
+
+This module stays light: Jupyter Server and the store reader are imported when used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+API_VERSION = 1
+STORE_MARKER = "diffract-store.json"
+#: folder names never searched for stores
+SKIP_DIRS = frozenset(
+    {"node_modules", ".git", ".hg", ".venv", "venv", "env", "__pycache__", ".ipynb_checkpoints",
+     "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", ".tox", ".yarn"}
+)
+MAX_DEPTH = 6
+MAX_DIRS = 5000
+
+
+class PathRefused(Exception):
+    """A request path that leaves the server root (HTTP 403)."""
+
+
+class NotAStore(Exception):
+    """A request path that is not a store (HTTP 404)."""
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# ------------------------------------------------------------------------------------------
+# finding and reading stores (no Jupyter imports: shared with %diffract runs)
+# ------------------------------------------------------------------------------------------
+
+
+def store_stamp(store_dir: Path) -> dict[str, Any]:
+    """Number of segments and the time of the last commit, read from the folder only."""
+    seg = store_dir / "segments"
+    names: list[str] = []
+    last = 0.0
+    try:
+        with os.scandir(seg) as it:
+            for e in it:
+                if e.name.endswith(".h5") and not e.name.startswith("."):
+                    names.append(e.name)
+                    try:
+                        last = max(last, e.stat(follow_symlinks=False).st_mtime)
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    if not last:
+        try:
+            last = (store_dir / STORE_MARKER).stat().st_mtime
+        except OSError:
+            last = 0.0
+    return {"segments": len(names), "updated": last, "stamp": f"{len(names)}:{max(names, default='')}:{last:.6f}"}
+
+
+def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[dict[str, Any]]:
+    """Stores under ``root`` (never following symlinks), as ``{"path", "name", ...}``."""
+    root = Path(root).resolve()
+    found: list[dict[str, Any]] = []
+    visited = 0
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack and visited < MAX_DIRS:
+        folder, depth = stack.pop()
+        visited += 1
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        if any(e.name == STORE_MARKER and e.is_file(follow_symlinks=False) for e in entries):
+            rel = folder.relative_to(root).as_posix()
+            info = {"path": "" if rel == "." else rel, "name": folder.name if rel != "." else root.name}
+            info.update(store_stamp(folder))
+            found.append(info)
+            continue  # a store holds no other stores
+        if depth >= max_depth:
+            continue
+        for e in sorted(entries, key=lambda e: e.name, reverse=True):
+            if not e.is_dir(follow_symlinks=False) or e.name in SKIP_DIRS:
+                continue
+            if e.name.startswith(".") and not (Path(e.path) / STORE_MARKER).is_file():
+                continue
+            stack.append((Path(e.path), depth + 1))
+    found.sort(key=lambda s: s["path"])
+    return found
+
+
+def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
+    """The store folder ``rel`` (relative to ``root``), refusing anything outside ``root``."""
+    if rel is None:
+        raise NotAStore("missing ?path=<store folder relative to the server root>")
+    if "\x00" in rel:
+        raise PathRefused("invalid path")
+    if rel.startswith(("/", "\\")) or os.path.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
+        raise PathRefused(f"absolute paths are refused: {rel!r}; give a path relative to the server root")
+    parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise PathRefused(f"'..' is refused in store paths: {rel!r}")
+    root_real = Path(root).resolve()
+    target = root_real.joinpath(*parts).resolve()
+    if target != root_real and root_real not in target.parents:
+        raise PathRefused(f"{rel!r} leaves the server root")
+    if not (target / STORE_MARKER).is_file():
+        raise NotAStore(f"no diffract store at {rel!r} (a store folder holds {STORE_MARKER})")
+    return target
+
+
+class StoreReader:
+    """A read-only store kept open between requests; ``refresh`` replays new segments only."""
+
+    _cache: dict[Path, StoreReader] = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self._store: Any = None
+
+    @classmethod
+    def get(cls, path: Path) -> StoreReader:
+        with cls._cache_lock:
+            reader = cls._cache.get(path)
+            if reader is None:
+                if len(cls._cache) > 32:
+                    cls._cache.clear()
+                reader = cls._cache[path] = cls(path)
+            return reader
+
+    def _open(self) -> Any:
+        from .store._hdf5 import HDF5Store
+
+        last: Exception | None = None
+        for attempt in range(3):  # a writer may be renaming a segment into place right now
+            try:
+                if self._store is None:
+                    self._store = HDF5Store(self.path, readonly=True)
+                else:
+                    self._store.refresh()
+                return self._store
+            except Exception as exc:  # noqa: BLE001 - retried, then reported
+                last = exc
+                self._store = None
+                time.sleep(0.05 * (attempt + 1))
+        raise RuntimeError(f"cannot read the store: {last}")
+
+    def summary(self) -> dict[str, Any]:
+        with self.lock:
+            store = self._open()
+            models = store.models()
+            slices_by_model: dict[str, int] = {}
+            uid_model: dict[str, str] = {}
+            for s in store.slices():
+                slices_by_model[s.model_id] = slices_by_model.get(s.model_id, 0) + 1
+                uid_model[s.uid] = s.model_id
+            fields_by_model: dict[str, set[str]] = {m: set() for m in models}
+            levels: dict[str, str] = {}
+            for owner, fname in store.keys():
+                if owner.startswith("@"):
+                    m = owner[1:].split("[", 1)[0]
+                    levels.setdefault(fname, "model")
+                else:
+                    uid, _, ref = owner.partition("@")
+                    m = uid_model.get(uid)
+                    levels[fname] = "cross" if ref else "param"
+                if m in fields_by_model:
+                    fields_by_model[m].add(fname)
+            out_models = []
+            for m, meta in models.items():
+                out_models.append(
+                    {
+                        "model_id": m,
+                        "slices": slices_by_model.get(m, 0),
+                        "fields": sorted(fields_by_model.get(m, ())),
+                        "framework": meta.get("framework"),
+                        "added": meta.get("added"),
+                    }
+                )
+            return {"models": out_models, "fields": sorted(levels), "levels": levels}
+
+    def field(self, field: str, model: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            store = self._open()
+            models = list(store.models())
+            if model is not None:
+                if model not in models:
+                    raise NotAStore(f"no model {model!r} in this store")
+                models = [model]
+            out = []
+            for m in models:
+                points = []
+                for s in store.slices(m):
+                    if not store.has((s.uid, field)):
+                        continue
+                    points.append(
+                        {"name": s.name, "uid": s.uid, "type": s.type.value, "index": s.index, "value": _jsonable(store.get((s.uid, field)))}
+                    )
+                agg = store.get((f"@{m}", field)) if store.has((f"@{m}", field)) else None
+                if points or agg is not None:
+                    out.append({"model_id": m, "points": points, "value": _jsonable(agg)})
+            return {"field": field, "models": out}
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if v == v and v not in (float("inf"), float("-inf")) else None
+    if hasattr(v, "ndim"):
+        if getattr(v, "ndim", 0) == 0:
+            return _jsonable(v.item())
+        return None  # arrays (spectra) are not sent; ask the kernel for them
+    return str(v)
+
+
+# ------------------------------------------------------------------------------------------
+# Jupyter Server glue
+# ------------------------------------------------------------------------------------------
+
+
+def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
+    import tornado.web
+    from jupyter_server.base.handlers import APIHandler
+    from tornado.ioloop import IOLoop
+
+    class Base(APIHandler):
+        def initialize(self, root: str) -> None:
+            self.root = root
+
+        def reply(self, data: Any) -> None:
+            self.set_header("Content-Type", "application/json")
+            self.set_header("Cache-Control", "no-store")
+            self.finish(json.dumps(data))
+
+        def fail(self, status: int, message: str) -> None:
+            self.set_status(status)
+            self.reply({"error": message, "status": status})
+
+        async def in_thread(self, fn: Any, *args: Any) -> Any:
+            return await IOLoop.current().run_in_executor(None, fn, *args)
+
+        async def store_call(self, method: str, *args: Any) -> None:
+            try:
+                path = resolve_store(self.root, self.get_query_argument("path", None))
+            except PathRefused as exc:
+                return self.fail(403, str(exc))
+            except NotAStore as exc:
+                return self.fail(404, str(exc))
+            reader = StoreReader.get(path)
+            try:
+                data = await self.in_thread(getattr(reader, method), *args)
+            except NotAStore as exc:
+                return self.fail(404, str(exc))
+            except Exception as exc:  # noqa: BLE001 - the sidebar shows it
+                return self.fail(500, f"{type(exc).__name__}: {exc}")
+            rel = path.relative_to(Path(self.root).resolve()).as_posix()
+            data = {"path": "" if rel == "." else rel, **store_stamp(path), **data}
+            self.reply(data)
+
+    class Version(Base):
+        @tornado.web.authenticated
+        def get(self) -> None:
+            self.reply({"version": _version(), "api": API_VERSION, "package": "diffract-lab"})
+
+    class Stores(Base):
+        @tornado.web.authenticated
+        async def get(self) -> None:
+            stores = await self.in_thread(find_stores, self.root)
+            self.reply({"root": "", "stores": stores})
+
+    class OneStore(Base):
+        @tornado.web.authenticated
+        async def get(self) -> None:
+            await self.store_call("summary")
+
+    class Field(Base):
+        @tornado.web.authenticated
+        async def get(self) -> None:
+            field = self.get_query_argument("field", None)
+            if not field:
+                return self.fail(400, "missing ?field=<field name>")
+            await self.store_call("field", field, self.get_query_argument("model", None))
+
+    kw = {"root": root}
+    return [
+        ("version", Version, kw),
+        ("stores", Stores, kw),
+        ("store", OneStore, kw),
+        ("field", Field, kw),
+    ]
+
+
+def setup_handlers(web_app: Any, root: str) -> None:
+    from jupyter_server.utils import url_path_join
+
+    base = web_app.settings.get("base_url", "/")
+    web_app.add_handlers(
+        ".*$", [(url_path_join(base, "diffract", "api", name), cls, kw) for name, cls, kw in _handlers(root)]
+    )
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "diffract.server"}]
+
+
+def _load_jupyter_server_extension(server_app: Any) -> None:
+    root = getattr(server_app, "root_dir", None) or os.getcwd()
+    setup_handlers(server_app.web_app, str(Path(root).expanduser()))
+    server_app.log.info("diffract %s: store API at /diffract/api/ (root %s)", _version(), root)

@@ -1,0 +1,296 @@
+"""Static Plotly figures from stored fields: ``session.viz.NAME(...)`` / ``scope.viz.NAME(...)``.
+
+Every figure is built in two steps: a *spec* (plain dicts: traces and layout, read from the
+scope's tables, never from a live model) and a ``plotly.graph_objects.Figure`` made from it.
+The live panels of :mod:`diffract.widgets` use the same specs, so a panel and its static twin
+show the same thing. ``fig.write_html(...)`` saves one.
+
+Figures:
+
+``layers(field)``
+    The field across depth (one line or bar group per model).
+``heatmap(field)``
+    Layer x model (or x checkpoint, when the models are checkpoints of one network).
+``esd(slice)``
+    The eigenvalue spectrum of one slice on log-log axes with its power-law fit.
+``scatter(x, y)``
+    Two per-parameter fields against each other, one colour per model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .session import Scope
+
+__all__ = ["esd", "heatmap", "layers", "scatter"]
+
+#: hover text shared by every per-parameter trace: model, name, type, value
+HOVER = "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>type: %{customdata[2]}<br>%{meta}: %{customdata[3]}<extra></extra>"
+
+#: a layout that reads on light and dark JupyterLab themes alike
+NEUTRAL_LAYOUT: dict[str, Any] = {
+    "paper_bgcolor": "rgba(0,0,0,0)",
+    "plot_bgcolor": "rgba(0,0,0,0)",
+    "font": {"color": "#7f7f7f", "size": 12},
+    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    "hovermode": "closest",
+    "legend": {"orientation": "h", "y": -0.2},
+}
+_AXIS = {"gridcolor": "rgba(128,128,128,0.25)", "zerolinecolor": "rgba(128,128,128,0.4)", "linecolor": "rgba(128,128,128,0.6)"}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.5g}"
+    return str(v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# ------------------------------------------------------------------------------------------
+# tables
+# ------------------------------------------------------------------------------------------
+
+
+def field_rows(scope: Scope, *fields: str) -> list[dict[str, Any]]:
+    """``scope.results.export_metrics(*fields)`` as rows, or ``[]`` while nothing is stored."""
+    from ._errors import FieldNotComputedError
+
+    try:
+        return scope.results.export_metrics(*fields, export_format="list")
+    except FieldNotComputedError:
+        return []
+
+
+def _by_model(rows: list[dict[str, Any]], field: str, models: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if models is not None and r["model_id"] not in models:
+            continue
+        v = r.get(field)
+        if not _is_number(v):
+            continue
+        out.setdefault(r["model_id"], []).append(r)
+    return out
+
+
+def _custom(r: dict[str, Any], v: Any) -> list[str]:
+    return [r["model_id"], r["name"] or "(model)", r["type"], _fmt(v)]
+
+
+def _layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]:
+    layout = dict(NEUTRAL_LAYOUT)
+    layout["title"] = {"text": title}
+    layout["xaxis"] = {"title": {"text": xtitle}, **_AXIS}
+    layout["yaxis"] = {"title": {"text": ytitle}, **_AXIS}
+    for k, v in extra.items():
+        if k in ("xaxis", "yaxis"):
+            layout[k].update(v)
+        else:
+            layout[k] = v
+    return layout
+
+
+# ------------------------------------------------------------------------------------------
+# specs (plain dicts) and figures
+# ------------------------------------------------------------------------------------------
+
+
+def layers_spec(scope: Scope, field: str, *, models: list[str] | None = None, kind: str = "line") -> dict[str, Any]:
+    """Traces and layout of :func:`layers`."""
+    if kind not in ("line", "bar"):
+        raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
+    rows = field_rows(scope, field)
+    data = []
+    for m, rs in _by_model(rows, field, models).items():
+        x = list(range(len(rs)))
+        y = [r[field] for r in rs]
+        trace: dict[str, Any] = {
+            "type": "scatter" if kind == "line" else "bar",
+            "name": m,
+            "x": x,
+            "y": y,
+            "customdata": [_custom(r, r[field]) for r in rs],
+            "hovertemplate": HOVER,
+            "meta": field,
+        }
+        if kind == "line":
+            trace["mode"] = "lines+markers"
+        data.append(trace)
+    layout = _layout(f"{field} across depth", "layer (depth order)", field)
+    if kind == "bar":
+        layout["barmode"] = "group"
+    return {"data": data, "layout": layout}
+
+
+def heatmap_spec(scope: Scope, field: str, *, models: list[str] | None = None) -> dict[str, Any]:
+    """Traces and layout of :func:`heatmap`: rows are models (or checkpoints), columns layers."""
+    rows = field_rows(scope, field)
+    by_model = _by_model(rows, field, models)
+    ids = list(by_model)
+    width = max((len(rs) for rs in by_model.values()), default=0)
+    z: list[list[float | None]] = []
+    custom: list[list[list[str]]] = []
+    for m in ids:
+        rs = by_model[m]
+        z.append([r[field] for r in rs] + [None] * (width - len(rs)))
+        custom.append([_custom(r, r[field]) for r in rs] + [[m, "", "", "-"]] * (width - len(rs)))
+    data = []
+    if ids:
+        data.append(
+            {
+                "type": "heatmap",
+                "name": field,
+                "z": z,
+                "x": list(range(width)),
+                "y": ids,
+                "customdata": custom,
+                "hovertemplate": HOVER,
+                "meta": field,
+                "colorscale": "Viridis",
+                "colorbar": {"title": {"text": field}},
+            }
+        )
+    layout = _layout(f"{field}: layer x model", "layer (depth order)", "model", yaxis={"type": "category"})
+    return {"data": data, "layout": layout}
+
+
+def scatter_spec(scope: Scope, x: str, y: str, *, models: list[str] | None = None) -> dict[str, Any]:
+    """Traces and layout of :func:`scatter`."""
+    rows = field_rows(scope, x, y)
+    data = []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if (models is None or r["model_id"] in models) and _is_number(r.get(x)) and _is_number(r.get(y)):
+            groups.setdefault(r["model_id"], []).append(r)
+    for m, rs in groups.items():
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": m,
+                "x": [r[x] for r in rs],
+                "y": [r[y] for r in rs],
+                "customdata": [[r["model_id"], r["name"], r["type"], f"{_fmt(r[x])}, {y}: {_fmt(r[y])}"] for r in rs],
+                "hovertemplate": HOVER,
+                "meta": x,
+            }
+        )
+    return {"data": data, "layout": _layout(f"{y} vs {x}", x, y)}
+
+
+def esd_spec(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> dict[str, Any]:
+    """Traces and layout of :func:`esd`. Reads the stored ``esd`` (eigenvalues) and, when
+    present, ``pl_alpha`` and ``pl_esd_xmin`` of the slice."""
+    import numpy as np
+
+    from ._errors import FieldNotComputedError
+
+    s = find_slice(scope, slice, model_id)
+    title = f"ESD of {s.model_id}:{s.name}"
+    try:
+        evals = np.asarray(scope.results.get("esd", s.uid), dtype=float)
+    except FieldNotComputedError:
+        return {"data": [], "layout": _layout(title + " (esd not computed yet)", "eigenvalue", "density")}
+    evals = evals[np.isfinite(evals) & (evals > 0)]
+    data: list[dict[str, Any]] = []
+    if evals.size:
+        lo, hi = float(evals.min()), float(evals.max())
+        if hi <= lo:
+            hi = lo * 1.01 + 1e-12
+        edges = np.logspace(np.log10(lo), np.log10(hi), bins + 1)
+        counts, _ = np.histogram(evals, bins=edges)
+        density = counts / (evals.size * np.diff(edges))
+        centers = np.sqrt(edges[:-1] * edges[1:])
+        keep = counts > 0
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "ESD",
+                "x": centers[keep].tolist(),
+                "y": density[keep].tolist(),
+                "customdata": [[s.model_id, s.name, s.type.value, f"{c:.4g}"] for c in centers[keep]],
+                "hovertemplate": HOVER,
+                "meta": "eigenvalue",
+            }
+        )
+        fit = _stored(scope, s.uid, "pl_alpha"), _stored(scope, s.uid, "pl_esd_xmin")
+        alpha, xmin = fit
+        if _is_number(alpha) and _is_number(xmin) and alpha > 1 and xmin > 0:
+            tail = evals[evals >= xmin]
+            xs = np.logspace(np.log10(xmin), np.log10(hi), 50)
+            frac = tail.size / evals.size
+            ys = frac * (alpha - 1) / xmin * (xs / xmin) ** (-alpha)
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": f"power law α={alpha:.3g}, xmin={xmin:.3g}",
+                    "x": xs.tolist(),
+                    "y": ys.tolist(),
+                    "hoverinfo": "name",
+                    "line": {"dash": "dash"},
+                }
+            )
+            title += f" (α={alpha:.3g})"
+    layout = _layout(title, "eigenvalue", "density", xaxis={"type": "log"}, yaxis={"type": "log"})
+    return {"data": data, "layout": layout}
+
+
+def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
+    """The slice of the scope with uid ``key``, or named ``key`` (in ``model_id``)."""
+    slices = scope.models.slices()
+    for s in slices:
+        if s.uid == key:
+            return s
+    hits = [s for s in slices if s.name == key and (model_id is None or s.model_id == model_id)]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise KeyError(f"no slice with uid or name {key!r}" + (f" in model {model_id!r}" if model_id else "") + " in this scope")
+    raise KeyError(f"name {key!r} is in several models {[s.model_id for s in hits]}; pass model_id=")
+
+
+def _stored(scope: Scope, uid: str, field: str) -> Any:
+    from ._errors import FieldNotComputedError, UnknownFieldError
+
+    try:
+        return scope.results.get(field, uid)
+    except (FieldNotComputedError, UnknownFieldError, KeyError):
+        return None
+
+
+def _figure(spec: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    return go.Figure(spec)
+
+
+def layers(scope: Scope, field: str, *, models: list[str] | None = None, kind: str = "line") -> Any:
+    """``field`` across depth for each model of the scope (``kind="line"`` or ``"bar"``)."""
+    return _figure(layers_spec(scope, field, models=models, kind=kind))
+
+
+def heatmap(scope: Scope, field: str, *, models: list[str] | None = None) -> Any:
+    """``field`` as a layer x model heatmap (models may be checkpoints of one network)."""
+    return _figure(heatmap_spec(scope, field, models=models))
+
+
+def esd(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> Any:
+    """The eigenvalue spectrum of one slice (uid, or name + ``model_id``) on log-log axes,
+    with the stored power-law fit (``pl_alpha``, ``pl_esd_xmin``) when computed."""
+    return _figure(esd_spec(scope, slice, model_id=model_id, bins=bins))
+
+
+def scatter(scope: Scope, x: str, y: str, *, models: list[str] | None = None) -> Any:
+    """Per-parameter field ``y`` against field ``x``, one colour per model."""
+    return _figure(scatter_spec(scope, x, y, models=models))
+
+
+SPECS = {"line": layers_spec, "bar": layers_spec, "heatmap": heatmap_spec, "esd": esd_spec, "scatter": scatter_spec}

@@ -1,0 +1,291 @@
+"""Widget state and messages: trait round trips, the scope a filter builder yields, progress
+events and cancel, live panels updating when a field lands in the store."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("anywidget")
+pytest.importorskip("plotly")
+
+from _ui_helpers import mlp
+
+from diffract import Filter, FilterChain, FilterError, Session
+from diffract.widgets import FilterBuilder, ProgressWidget, format_names, parse_names, run_with_progress
+
+
+@pytest.fixture
+def session():
+    s = Session("ram")
+    s.models.add(mlp(0), "m1")
+    s.models.add(mlp(1), "m2")
+    return s
+
+
+@pytest.fixture
+def disk_session(tmp_path):
+    with Session(path=tmp_path / "store") as s:
+        s.models.add(mlp(0, layers=6, width=48), "m1")
+        s.models.add(mlp(1, layers=6, width=48), "m2")
+        yield s
+
+
+def _state(widget):
+    return widget.get_state()
+
+
+# --- filter builder ---------------------------------------------------------------------------
+
+
+def test_names_box_parsing_round_trips():
+    assert parse_names("") is None
+    assert parse_names("a, b ,c") == ("a", "b", "c")
+    assert parse_names("re:layers\\.[0-9]{1,2}\\.weight") == ("re:layers\\.[0-9]{1,2}\\.weight",)
+    assert parse_names("re:a,b\nexact") == ("re:a,b", "exact")
+    for names in [("a",), ("a", "b"), ("re:x{1,2}", "y"), ("re:.*",)]:
+        assert parse_names(format_names(names)) == names
+
+
+def test_filter_builder_lists_choices_and_counts(session):
+    fb = FilterBuilder(session)
+    assert fb.available_models == ["m1", "m2"]
+    assert {"dense", "bias"} <= set(fb.available_types)
+    assert fb.count == fb.total == len(session) == 16
+    assert fb.filter_json == "[]" and fb.error == ""
+    fb.model_ids = ["m2"]
+    assert fb.count == 8
+    assert {r["model_id"] for r in fb.preview} == {"m2"}
+    assert set(fb.preview[0]) == {"model_id", "name", "type", "shape", "uid"}
+
+
+def test_filter_builder_scope_is_session_filter(session):
+    fb = FilterBuilder(session)
+    fb.model_ids = ["m1"]
+    fb.names = "re:layers\\.[0-1]\\..*"
+    fb.param_types = ["dense"]
+    expected = session.filter(model_ids=["m1"], param_names=["re:layers\\.[0-1]\\..*"], param_types=["dense"])
+    assert fb.scope.filter_chain == expected.filter_chain
+    assert [s.uid for s in fb.scope.models.slices()] == [s.uid for s in expected.models.slices()]
+    assert fb.count == len(expected) == 2
+    # JSON form = the engine's filter data, and it round-trips
+    assert fb.filter_json == expected.utils.filter_json()
+    assert FilterChain.from_json(fb.filter_json) == expected.filter_chain
+    fb2 = FilterBuilder(session, filter=fb.filter_json)
+    assert fb2.scope.filter_chain == expected.filter_chain
+    assert (fb2.model_ids, fb2.names, fb2.param_types) == (["m1"], "re:layers\\.[0-1]\\..*", ["dense"])
+
+
+def test_filter_builder_on_a_scope_and_uids(session):
+    base = session.filter(model_ids="m1")
+    fb = FilterBuilder(base)
+    assert fb.total == 8
+    uids = [s.uid for s in base.models.slices()[:3]]
+    fb.uids = "\n".join(uids[:2]) + ", " + uids[2]
+    assert fb.count == 3
+    assert fb.scope.filter_chain == base.filter(param_ids=uids).filter_chain
+    # the utils entry point gives the same widget over the scope
+    w = base.utils.filter_builder()
+    assert isinstance(w, FilterBuilder) and w.total == 8
+
+
+def test_filter_builder_bad_regex_is_an_inline_error(session):
+    fb = FilterBuilder(session)
+    fb.names = "re:layers.(("
+    assert "invalid regular expression" in fb.error and "layers.((" in fb.error
+    assert fb.count == 0
+    with pytest.raises(FilterError):
+        _ = fb.scope
+    fb.names = "layers.0.weight"
+    assert fb.error == "" and fb.count == 2
+
+
+def test_filter_builder_custom_type_and_nothing_matched(session):
+    fb = FilterBuilder(session)
+    fb.param_types = ["attention"]  # a custom type: valid, matches nothing here
+    assert fb.error == "" and fb.count == 0 and fb.preview == []
+    fb.param_types = ["Not A Type!"]
+    assert "param_types" in fb.error
+
+
+def test_filter_builder_trait_round_trip_via_state(session):
+    fb = FilterBuilder(session)
+    # what the front end sends: a partial state update
+    fb.set_state({"model_ids": ["m2"], "names": "layers.3.weight, layers.3.bias"})
+    st = _state(fb)
+    assert st["count"] == 2 and json.loads(st["filter_json"]) == [{"model_ids": ["m2"], "param_names": ["layers.3.weight", "layers.3.bias"]}]
+    fb._on_msg(fb, {"type": "refresh"}, [])
+    session.models.add(mlp(2), "m3")
+    fb._on_msg(fb, {"type": "refresh"}, [])
+    assert fb.available_models == ["m1", "m2", "m3"]
+
+
+def test_filter_builder_static_fallback(session):
+    fb = FilterBuilder(session, filter=Filter.make(model_ids=["m1"]))
+    bundle = fb._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "8 of 16 slices" in data["text/html"] and "layers.0.weight" in data["text/html"]
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+
+def test_progress_widget_follows_events(session):
+    w = ProgressWidget(["frob_norm"])
+    w.throttle = 0
+    report = session.compute.apply("frob_norm", progress=w.callback, memory_budget=4000)
+    w.finish(report)
+    st = _state(w)
+    assert st["status"] == "done"
+    assert st["chunks_done"] == st["chunks_total"] > 1
+    assert st["slices_done"] == st["slices_total"] == 8  # weight matrices only
+    assert st["field"] == "frob_norm" and st["param"]
+    assert st["failures"] == 0 and "computed" in st["message"]
+    data = w._repr_mimebundle_()
+    data = data[0] if isinstance(data, tuple) else data
+    assert "done" in data["text/html"]
+
+
+def test_cancel_click_stops_after_the_current_chunk_and_keeps_fields(disk_session):
+    s = disk_session
+    fields = ("pl_alpha", "stable_rank")
+    run = run_with_progress(s, *fields, memory_budget=20_000)  # one slice per chunk
+    w = run.widget
+    deadline = time.monotonic() + 30
+    while w.chunks_done < 2 and not run.done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    w.set_state({"cancel_requested": True})  # what the Cancel button sends
+    report = run.wait(60)
+    assert report.cancelled and w.status == "cancelled"
+    done_chunks = report.chunks
+    assert 0 < done_chunks < w.chunks_total
+    # every finished field stays stored, nothing else was written
+    stored = s.results.export_metrics(*fields, export_format="list")
+    have = [r for r in stored if r["pl_alpha"] is not None]
+    assert 0 < len(have) < 12
+    # a second apply computes only what is missing
+    report2 = s.compute.apply(*fields, progress=False)
+    assert report2.reused >= len(have)
+
+
+def test_run_with_progress_reports_errors_and_refuses_a_second_run(disk_session):
+    run = run_with_progress(disk_session, "frob_norm")
+    with pytest.raises(RuntimeError, match="still going"):
+        for _ in range(1000):  # race-free: only assert while the first is running
+            if run.done():
+                raise RuntimeError("still going (finished too fast to check)")
+            run_with_progress(disk_session, "frob_norm")
+    run.wait(30)
+    with pytest.raises(Exception, match="frob_nrom"):
+        run_with_progress(disk_session, "frob_nrom")
+
+
+def test_run_with_progress_is_awaitable(disk_session):
+    import asyncio
+
+    async def main():
+        return await run_with_progress(disk_session, "frob_norm")
+
+    report = asyncio.run(main())
+    assert report.ok and report.requested == ("frob_norm",)
+    assert len(disk_session.results.export_metrics("frob_norm", export_format="list")) == 24
+
+
+# --- live panels --------------------------------------------------------------------------------
+
+
+def test_panel_updates_in_place_when_a_field_lands(disk_session):
+    from diffract.widgets import FieldPanel
+
+    s = disk_session
+    p = FieldPanel(s, "frob_norm", kind="line")
+    assert p.state()["n_values"] == 0 and "nothing stored yet" in p.status.value
+    s.filter(model_ids="m1").compute.apply("frob_norm", progress=False)
+    assert p.refresh() is True
+    st = p.state()
+    assert [t["name"] for t in st["traces"]] == ["m1"] and st["n_values"] == 6
+    fig_trace = p.figure.data[0]
+    s.filter(model_ids="m2").compute.apply("frob_norm", progress=False)
+    p.refresh()
+    assert [t["name"] for t in p.state()["traces"]] == ["m1", "m2"]
+    # the m1 trace object lives on (updated, not rebuilt from scratch) once the set is stable
+    rebuilds = p.rebuilds
+    s.compute.erase("frob_norm")
+    s.compute.apply("frob_norm", progress=False)
+    p.refresh()
+    assert p.rebuilds == rebuilds
+    assert p.figure.data[0] is not fig_trace or p.updates >= 1
+    assert p.refresh() is False  # nothing new: no message sent
+    hover = p.figure.data[0].customdata[0]
+    assert list(hover[:3]) == ["m1", "layers.0.weight", "dense"]
+
+
+def test_panel_refreshes_from_progress_events(disk_session):
+    from diffract.widgets import FieldPanel
+
+    p = FieldPanel(disk_session, "frob_norm", kind="bar")
+    run = run_with_progress(disk_session, "frob_norm", memory_budget=20_000)
+    run.wait(30)
+    assert p.state()["n_values"] == 12  # pushed by the run's chunk events, no refresh() call
+    p.stop()
+
+
+def test_panel_kinds_and_errors(disk_session):
+    from diffract.widgets import FieldPanel
+
+    s = disk_session
+    s.compute.apply("frob_norm", "pl_alpha", "esd", "pl_esd_xmin", progress=False)
+    h = FieldPanel(s, "frob_norm", kind="heatmap")
+    assert h.figure.data[0].type == "heatmap" and list(h.figure.data[0].y) == ["m1", "m2"]
+    sc = FieldPanel(s, ["frob_norm", "pl_alpha"], kind="scatter")
+    assert len(sc.figure.data) == 2
+    e = FieldPanel(s, kind="esd", slice="layers.0.weight", model_id="m1")
+    assert e.figure.layout.xaxis.type == "log" and len(e.figure.data) == 2
+    with pytest.raises(ValueError, match="two fields"):
+        FieldPanel(s, "frob_norm", kind="scatter")
+    with pytest.raises(ValueError, match="kind"):
+        FieldPanel(s, "frob_norm", kind="pie")
+    with pytest.raises(Exception, match="frob_nrom"):
+        FieldPanel(s, "frob_nrom")
+    data = h._repr_mimebundle_()
+    data = data[0] if isinstance(data, tuple) else data
+    assert "heatmap 2 models" in data["text/html"]
+
+
+def test_panel_polls_a_store_written_by_another_session(tmp_path):
+    from diffract.widgets import FieldPanel
+
+    path = tmp_path / "store"
+    with Session(path=path) as w:
+        w.models.add(mlp(0), "m1")
+    ro = Session(path=path, readonly=True)
+    p = FieldPanel(ro, "frob_norm", poll=0.05)
+    with Session(path=path) as w:
+        w.compute.apply("frob_norm", progress=False)
+    deadline = time.monotonic() + 10
+    while p.state()["n_values"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.stop()
+    assert p.state()["n_values"] == 4
+
+
+def test_notebook_progress_pair_without_a_blocking_cancel():
+    from diffract.widgets import notebook_progress
+
+    cb, finish = notebook_progress(["frob_norm"])
+    assert callable(cb) and callable(finish)
+    finish()
+
+
+def test_widget_bundles_are_built():
+    from diffract import widgets
+
+    for name in ("filter", "progress"):
+        assert (widgets.STATIC / f"{name}.js").exists(), "run npm run build (pip install -e . does it)"
+        text = (widgets.STATIC / f"{name}.js").read_text()
+        assert "render" in text and "http" not in text.split("//#")[0].replace("http://www.w3.org", "")
+    assert threading.active_count() >= 1
