@@ -26,7 +26,7 @@ def reader_scope(scope: Any) -> Any:
     session = scope.session
     store = session.store
     if getattr(store, "persistent", False) and store.path:
-        ro = Session(session.profile, path=store.path, readonly=True, registry=session.registry)
+        ro = Session(backend=store.backend, path=store.path, readonly=True, registry=session.registry)
         return Scope(ro, scope.filter_chain)
     return scope
 

@@ -29,6 +29,8 @@ from typing import Any
 
 API_VERSION = 1
 STORE_MARKER = "diffract-store.json"
+#: SQLite stores are single files named like the profile's default (``.diffract.sqlite``)
+SQLITE_SUFFIX = ".diffract.sqlite"
 #: folder names never searched for stores
 SKIP_DIRS = frozenset(
     {"node_modules", ".git", ".hg", ".venv", "venv", "env", "__pycache__", ".ipynb_checkpoints",
@@ -57,28 +59,55 @@ def _version() -> str:
 # ------------------------------------------------------------------------------------------
 
 
-def store_stamp(store_dir: Path) -> dict[str, Any]:
-    """Number of segments and the time of the last commit, read from the folder only."""
-    seg = store_dir / "segments"
-    names: list[str] = []
-    last = 0.0
+def _is_sqlite_store(path: Path) -> bool:
+    if not path.name.endswith(SQLITE_SUFFIX):
+        return False
     try:
-        with os.scandir(seg) as it:
-            for e in it:
-                if e.name.endswith(".h5") and not e.name.startswith("."):
-                    names.append(e.name)
-                    try:
-                        last = max(last, e.stat(follow_symlinks=False).st_mtime)
-                    except OSError:
-                        pass
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
     except OSError:
-        pass
-    if not last:
+        return False
+
+
+def store_stamp(store: Path) -> dict[str, Any]:
+    """How many files a store has and when it last changed, from the file system only
+    (cheap enough to poll; the sidebar re-reads a store when its stamp changes)."""
+    files = 0
+    last = 0.0
+    newest = ""
+    if store.is_file():  # SQLite: the database and its write-ahead log
+        for p in (store, store.with_name(store.name + "-wal")):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            files += 1
+            last = max(last, st.st_mtime)
+        return {"segments": files, "updated": last, "stamp": f"{files}:{last:.6f}"}
+    stack = [(store, 0)]
+    seen = 0
+    while stack and seen < 20000:
+        folder, depth = stack.pop()
         try:
-            last = (store_dir / STORE_MARKER).stat().st_mtime
+            with os.scandir(folder) as it:
+                for e in it:
+                    seen += 1
+                    if e.name.startswith((".tmp", "writer.lock")):
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        if depth < 2:
+                            stack.append((Path(e.path), depth + 1))
+                        continue
+                    files += 1
+                    if st.st_mtime >= last:
+                        last, newest = st.st_mtime, e.name
         except OSError:
-            last = 0.0
-    return {"segments": len(names), "updated": last, "stamp": f"{len(names)}:{max(names, default='')}:{last:.6f}"}
+            continue
+    return {"segments": files, "updated": last, "stamp": f"{files}:{newest}:{last:.6f}"}
 
 
 def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[dict[str, Any]]:
@@ -102,6 +131,10 @@ def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> 
             continue  # a store holds no other stores
         if depth >= max_depth:
             continue
+        for e in entries:
+            if e.is_file(follow_symlinks=False) and _is_sqlite_store(Path(e.path)):
+                rel = Path(e.path).relative_to(root).as_posix()
+                found.append({"path": rel, "name": e.name, **store_stamp(Path(e.path))})
         for e in sorted(entries, key=lambda e: e.name, reverse=True):
             if not e.is_dir(follow_symlinks=False) or e.name in SKIP_DIRS:
                 continue
@@ -127,7 +160,7 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
     target = root_real.joinpath(*parts).resolve()
     if target != root_real and root_real not in target.parents:
         raise PathRefused(f"{rel!r} leaves the server root")
-    if not (target / STORE_MARKER).is_file():
+    if not ((target / STORE_MARKER).is_file() or _is_sqlite_store(target)):
         raise NotAStore(f"no diffract store at {rel!r} (a store folder holds {STORE_MARKER})")
     return target
 
@@ -154,13 +187,13 @@ class StoreReader:
             return reader
 
     def _open(self) -> Any:
-        from .store._hdf5 import HDF5Store
+        from .store import open_path
 
         last: Exception | None = None
         for attempt in range(3):  # a writer may be renaming a segment into place right now
             try:
                 if self._store is None:
-                    self._store = HDF5Store(self.path, readonly=True)
+                    self._store = open_path(self.path, readonly=True)
                 else:
                     self._store.refresh()
                 return self._store

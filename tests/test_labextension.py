@@ -1,0 +1,62 @@
+"""One version everywhere, the prebuilt extension and the server extension are declared, and
+``import diffract`` (and the server extension module) stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import diffract
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = Path(diffract.__file__).parent
+
+
+def test_one_version_in_package_json_and_the_built_extension():
+    version = json.loads((ROOT / "package.json").read_text())["version"]
+    assert diffract.__version__ == version
+    built = PKG / "labextension" / "package.json"
+    if not built.exists():
+        pytest.skip("the lab extension is not built here (npm run build)")
+    assert json.loads(built.read_text())["version"] == diffract.__version__
+    assert json.loads(built.read_text())["name"] == "diffract-lab"
+
+
+def test_entry_points():
+    assert diffract._jupyter_labextension_paths() == [{"src": "labextension", "dest": "diffract-lab"}]
+    assert diffract._jupyter_server_extension_points() == [{"module": "diffract.server"}]
+    config = json.loads((ROOT / "jupyter-config" / "server-config" / "diffract.json").read_text())
+    assert config["ServerApp"]["jpserver_extensions"] == {"diffract": True}
+    assert json.loads((ROOT / "install.json").read_text())["packageName"] == "diffract-lab"
+
+
+def test_front_end_handshake_compares_package_json_version():
+    src = (ROOT / "js" / "lab" / "index.ts").read_text()
+    assert "import pkg from '../../package.json'" in src and "requestAPI<VersionReply>('version')" in src
+
+
+HEAVY = ("torch", "jax", "h5py", "plotly", "ipywidgets", "anywidget", "pandas", "scipy", "tornado", "jupyter_server")
+
+
+@pytest.mark.parametrize("module", ["diffract", "diffract.server"])
+def test_imports_stay_light(module):
+    code = f"import sys, {module}; print([m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_jupyter_sees_both_extensions():
+    jupyter = Path(sys.executable).parent / "jupyter"
+    if not jupyter.exists():
+        pytest.skip("jupyter is not installed in this environment")
+    labext = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True)
+    text = labext.stdout + labext.stderr
+    if "diffract-lab" not in text:
+        pytest.skip("diffract-lab is not installed as a package here (pip install .)")
+    assert "diffract-lab v" + diffract.__version__ in text and "enabled" in text
+    srv = subprocess.run([str(jupyter), "server", "extension", "list"], capture_output=True, text=True)
+    assert "diffract" in srv.stdout + srv.stderr and "enabled" in srv.stdout + srv.stderr

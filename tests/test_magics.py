@@ -1,0 +1,129 @@
+"""``%load_ext diffract`` and ``%diffract``: in-process IPython, and in a real kernel (nbclient)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("IPython")
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+
+@pytest.fixture
+def ip(in_tmp):
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "diffract")
+    sys.path.insert(0, str(Path(__file__).parent))
+    shell.run_cell("from _ui_helpers import mlp")
+    yield shell
+    magics = shell.magics_manager.registry.get("DiffractMagics")
+    if magics is not None and magics.session is not None:
+        magics.session.close()
+        magics.session = None
+    sys.path.remove(str(Path(__file__).parent))
+
+
+def test_open_add_compute_export(ip, in_tmp, capsys):
+    s = ip.run_line_magic("diffract", "open")
+    assert Path(s.store.path) == (in_tmp / ".diffract").resolve()
+    ip.run_line_magic("diffract", "add mlp(0) --id m1")
+    ip.run_line_magic("diffract", "add mlp(1, layers=2) --id m2")
+    assert "added 8 slices as 'm1'" in capsys.readouterr().out
+    ip.run_line_magic("diffract", "compute frob_norm --models m1 --types dense")
+    assert "computed" in capsys.readouterr().out
+    ip.run_line_magic("diffract", "export frob_norm --models m1 --to out.json")
+    rows = json.loads((in_tmp / "out.json").read_text())
+    assert rows and all(r["model_id"] == "m1" for r in (rows if isinstance(rows, list) else [rows]))
+    ip.run_line_magic("diffract", "export frob_norm --models m1 --names re:layers\\.[01]\\.weight --to out.csv")
+    lines = (in_tmp / "out.csv").read_text().splitlines()
+    assert lines[0].startswith("model_id,name,uid,type") and len(lines) == 3
+    runs = ip.run_line_magic("diffract", "runs")
+    assert "m1: 8 slices" in repr(runs) and "<table" in runs._repr_html_()
+
+
+def test_widgets_from_magics(ip):
+    from diffract.widgets import FieldPanel, FilterBuilder
+
+    ip.run_line_magic("diffract", "open --profile ram")
+    ip.run_line_magic("diffract", "add mlp(0) --id m1")
+    fb = ip.run_line_magic("diffract", "filter")
+    assert isinstance(fb, FilterBuilder) and fb.total == 8
+    p = ip.run_line_magic("diffract", "show frob_norm --kind bar")
+    assert isinstance(p, FieldPanel) and p.kind == "bar"
+    p.stop()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("compute frob_norm", "no store is open"),
+        ("", "needs a subcommand"),
+        ("frobnicate", "invalid choice"),
+        ("open --profile nope", "unknown profile"),
+    ],
+)
+def test_errors_are_one_line(ip, line, message):
+    with pytest.raises(UsageError, match=message) as info:
+        ip.run_line_magic("diffract", line)
+    assert "\n" not in str(info.value).strip()
+
+
+def test_errors_after_open_are_one_line(ip):
+    ip.run_line_magic("diffract", "open --profile ram")
+    for line, message in [
+        ("add nothing_here --id m", "cannot evaluate"),
+        ("add mlp(0) --id bad/id", "bad/id"),
+        ("compute frob_nrom", "frob_nrom"),
+        ("export frob_norm --to out.xlsx", "unknown file type"),
+        ("add mlp(0)", "--id"),
+    ]:
+        with pytest.raises(UsageError, match=message) as info:
+            ip.run_line_magic("diffract", line)
+        assert "\n" not in str(info.value).strip(), line
+
+
+def test_help_documents_every_subcommand(ip):
+    doc = ip.find_line_magic("diffract").__doc__
+    for sub in ("open", "add", "compute", "show", "filter", "runs", "export"):
+        assert f"%diffract {sub}" in doc
+
+
+@pytest.mark.slow
+def test_magics_and_widgets_in_a_real_kernel(in_tmp):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = [
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from _ui_helpers import mlp",
+        "%load_ext diffract",
+        "session = %diffract open\n%diffract add mlp(0) --id m1",
+        "run = %diffract compute frob_norm stable_rank\nrun",
+        "report = run.wait(60); print('ok', report.ok, run.widget.status)",
+        "session.compute.apply('pl_alpha')  # blocking apply: the notebook progress widget",
+        "%diffract show frob_norm",
+        "%diffract filter",
+        "%diffract compute nope_field",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env_path
+    try:
+        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(in_tmp)}}).execute()
+    finally:
+        os.environ["PATH"] = env_path
+    outs = [c.outputs for c in nb.cells]
+    widget = "application/vnd.jupyter.widget-view+json"
+    assert any(widget in o.get("data", {}) for o in outs[3])
+    assert "ok True done" in "".join(o.get("text", "") for o in outs[4])
+    assert any(widget in o.get("data", {}) for o in outs[5])  # progress widget of the blocking apply
+    assert any(widget in o.get("data", {}) and "text/html" in o["data"] for o in outs[6])
+    assert any(widget in o.get("data", {}) for o in outs[7])
+    # a usage error is one line on stderr, not a traceback
+    text = "".join(o.get("text", "") for o in outs[8])
+    assert "UsageError" in text and "nope_field" in text and "Traceback" not in text
+    assert not [o for o in outs[8] if o.get("output_type") == "error"]

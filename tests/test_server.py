@@ -1,0 +1,148 @@
+"""The server extension: listing stores, one store, one field, auth, traversal, and reading a
+store while another process writes to it (pytest-jupyter's jp_fetch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jupyter_server")
+pytest.importorskip("pytest_jupyter")
+
+from _ui_helpers import make_store
+from tornado.httpclient import HTTPClientError
+
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def jp_server_config():
+    return {"ServerApp": {"jpserver_extensions": {"diffract": True}}}
+
+
+@pytest.fixture
+def stores(jp_root_dir):
+    make_store(jp_root_dir / ".diffract", models=("m1", "m2"), fields=("frob_norm", "stable_rank"))
+    make_store(jp_root_dir / "runs" / "exp1" / ".diffract", models=("ckpt-000", "ckpt-100"), fields=())
+    (jp_root_dir / "node_modules" / "x" / ".diffract").mkdir(parents=True)  # skipped folder
+    (jp_root_dir / "notes").mkdir()
+    return jp_root_dir
+
+
+async def get(jp_fetch, endpoint, **params):
+    r = await jp_fetch("diffract", "api", endpoint, params=params)
+    return json.loads(r.body)
+
+
+async def status_of(jp_fetch, endpoint, headers=None, **params):
+    try:
+        r = await jp_fetch("diffract", "api", endpoint, params=params, headers=headers)
+    except HTTPClientError as exc:
+        return exc.code
+    return r.code
+
+
+async def test_version_handshake(jp_fetch):
+    import diffract
+
+    v = await get(jp_fetch, "version")
+    assert v == {"version": diffract.__version__, "api": 1, "package": "diffract-lab"}
+
+
+async def test_lists_stores_under_the_root(jp_fetch, stores):
+    reply = await get(jp_fetch, "stores")
+    paths = [s["path"] for s in reply["stores"]]
+    assert paths == [".diffract", "runs/exp1/.diffract"]
+    s = reply["stores"][0]
+    assert s["segments"] > 0 and s["updated"] > 0 and s["stamp"]
+
+
+async def test_one_store_models_slices_fields(jp_fetch, stores):
+    d = await get(jp_fetch, "store", path=".diffract")
+    assert [m["model_id"] for m in d["models"]] == ["m1", "m2"]
+    m1 = d["models"][0]
+    assert m1["slices"] == 8 and set(m1["fields"]) >= {"frob_norm", "stable_rank"}
+    assert m1["framework"] == "numpy" and m1["added"] > 0
+    assert "frob_norm" in d["fields"] and d["levels"]["frob_norm"] == "param"
+    d2 = await get(jp_fetch, "store", path="runs/exp1/.diffract")
+    assert [m["fields"] for m in d2["models"]] == [[], []]
+
+
+async def test_one_field_values_in_depth_order(jp_fetch, stores):
+    d = await get(jp_fetch, "field", path=".diffract", field="frob_norm", model="m2")
+    assert [m["model_id"] for m in d["models"]] == ["m2"]
+    pts = d["models"][0]["points"]
+    assert [p["name"] for p in pts] == [f"layers.{i}.weight" for i in range(4)]
+    assert all(isinstance(p["value"], float) and p["value"] > 0 for p in pts)
+    assert [p["index"] for p in pts] == sorted(p["index"] for p in pts)
+    both = await get(jp_fetch, "field", path=".diffract", field="frob_norm")
+    assert len(both["models"]) == 2
+    assert await status_of(jp_fetch, "field", path=".diffract") == 400
+    assert await status_of(jp_fetch, "field", path=".diffract", field="frob_norm", model="nope") == 404
+
+
+async def test_refuses_without_auth(jp_fetch, stores):
+    for endpoint in ("version", "stores", "store", "field"):
+        code = await status_of(jp_fetch, endpoint, headers={"Authorization": ""}, path=".diffract", field="frob_norm")
+        assert code == 403, endpoint
+
+
+async def test_never_reads_outside_the_root(jp_fetch, stores, tmp_path_factory):
+    outside = make_store(tmp_path_factory.mktemp("outside") / ".diffract", models=("secret",), fields=())
+    (stores / "link").symlink_to(outside.parent)
+    (stores / "linkstore").symlink_to(outside)
+    refused = ["../outside/.diffract", "/etc", str(outside), "runs/../../x", "link/.diffract", "linkstore", "..", "runs/..\\..", "C:/x"]
+    for p in refused:
+        code = await status_of(jp_fetch, "store", path=p)
+        assert code in (403, 404), (p, code)
+        assert code == 403 or p in ("runs/..\\..", "C:/x"), (p, code)
+    assert await status_of(jp_fetch, "store", path="notes") == 404
+    assert await status_of(jp_fetch, "store", path="missing/.diffract") == 404
+    assert await status_of(jp_fetch, "store") == 404
+    listed = [s["path"] for s in (await get(jp_fetch, "stores"))["stores"]]
+    assert not any("link" in p for p in listed)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, numpy as np
+    sys.path.insert(0, {tests!r})
+    from _ui_helpers import mlp
+    from diffract import Session
+    with Session(path={path!r}) as s:
+        for i in range(12):
+            s.models.add(mlp(i, layers=3), f"w{{i:02d}}")
+            s.filter(model_ids=f"w{{i:02d}}").compute.apply("frob_norm", progress=False)
+    """
+)
+
+
+async def test_reads_a_store_another_process_is_writing(jp_fetch, jp_root_dir):
+    path = jp_root_dir / "live" / ".diffract"
+    make_store(path, models=("base",), fields=("frob_norm",))
+    code = WRITER.format(tests=str(Path(__file__).parent), path=str(path))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    counts = []
+    try:
+        while proc.poll() is None:
+            d = await get(jp_fetch, "store", path="live/.diffract")
+            counts.append(len(d["models"]))
+            f = await get(jp_fetch, "field", path="live/.diffract", field="frob_norm")
+            assert all(all(isinstance(p["value"], float) for p in m["points"]) for m in f["models"])
+            time.sleep(0.01)
+    finally:
+        proc.wait(60)
+    assert proc.returncode == 0
+    d = await get(jp_fetch, "store", path="live/.diffract")
+    assert len(d["models"]) == 13
+    assert counts == sorted(counts) and len(counts) >= 2  # saw the writer's progress, never went back

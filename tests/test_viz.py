@@ -1,0 +1,73 @@
+"""Static figures: ``session.viz.*`` / ``scope.viz.*`` are plain Plotly Figures from tables."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("plotly")
+
+import plotly.graph_objects as go
+from _ui_helpers import mlp
+
+from diffract import Session, viz
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = Session("ram")
+    s.models.add(mlp(0, layers=5, width=40), "ckpt-000")
+    s.models.add(mlp(1, layers=5, width=40), "ckpt-100")
+    s.compute.apply("frob_norm", "stable_rank", "pl_alpha", "esd", "pl_esd_xmin", progress=False)
+    return s
+
+
+def test_layers_line_and_bar(session):
+    fig = session.viz.layers("frob_norm")
+    assert isinstance(fig, go.Figure) and not isinstance(fig, go.FigureWidget)
+    assert [t.name for t in fig.data] == ["ckpt-000", "ckpt-100"]
+    rows = session.results.export_metrics("frob_norm", export_format="list")
+    want = [r["frob_norm"] for r in rows if r["model_id"] == "ckpt-000" and r["frob_norm"] is not None]
+    assert list(fig.data[0].y) == pytest.approx(want)
+    assert list(fig.data[0].customdata[0][:3]) == ["ckpt-000", "layers.0.weight", "dense"]
+    assert "%{customdata[0]}" in fig.data[0].hovertemplate  # hover: model, name, type, value
+    bar = session.viz.layers("frob_norm", kind="bar")
+    assert bar.data[0].type == "bar" and bar.layout.barmode == "group"
+    with pytest.raises(ValueError, match="kind"):
+        session.viz.layers("frob_norm", kind="pie")
+
+
+def test_scoped_viz_and_heatmap(session):
+    scope = session.filter(model_ids="ckpt-100")
+    assert [t.name for t in scope.viz.layers("stable_rank").data] == ["ckpt-100"]
+    hm = session.viz.heatmap("pl_alpha")
+    assert hm.data[0].type == "heatmap"
+    assert list(hm.data[0].y) == ["ckpt-000", "ckpt-100"] and len(hm.data[0].z[0]) == 5
+
+
+def test_esd_log_log_with_power_law_fit(session):
+    fig = session.viz.esd("layers.2.weight", model_id="ckpt-000")
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    hist, fit = fig.data
+    assert min(hist.y) > 0
+    alpha = session.results.get("pl_alpha", "layers.2.weight", "ckpt-000")
+    assert f"{alpha:.3g}" in fit.name
+    xmin = session.results.get("pl_esd_xmin", "layers.2.weight", "ckpt-000")
+    assert fit.x[0] == pytest.approx(xmin)
+
+
+def test_scatter_and_write_html(session, tmp_path):
+    fig = session.viz.scatter("frob_norm", "stable_rank")
+    assert len(fig.data) == 2 and len(fig.data[0].x) == 5
+    out = tmp_path / "fig.html"
+    fig.write_html(out, include_plotlyjs=False)
+    assert "frob_norm" in out.read_text()
+
+
+def test_empty_before_compute_and_unknown_figure():
+    s = Session("ram")
+    s.models.add(mlp(0), "m")
+    assert s.viz.layers("frob_norm").data == ()
+    assert "not computed" in s.viz.esd("layers.0.weight").layout.title.text
+    with pytest.raises(AttributeError, match="available"):
+        s.viz.nope
+    assert set(viz.__all__) <= set(dir(s.viz))
