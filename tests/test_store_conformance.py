@@ -178,3 +178,35 @@ def test_session_end_to_end_on_every_backend(kind, tmp_path, mlp_weights):
         report = again.compute.apply("stable_rank", "frob_norm", progress=False)
         assert again.kernel_calls == {} and report.reused == 6
         assert again.results.export_metrics("stable_rank", "frob_norm", export_format="list") == table
+
+
+@pytest.mark.parametrize("kind", ["hdf5", "zarr"])
+def test_compaction_bounds_the_number_of_files_and_keeps_every_value(kind, tmp_path, rng):
+    open_ = opener(kind, tmp_path)
+    st = open_()
+    arrays = {"w": rng.normal(size=(4, 4))}
+    sl = make_slices("m", arrays)
+    st.commit(Batch(add_models={"m": {}}, slices=sl, weights={sl[0].uid: arrays["w"]}))
+    reader = open_(readonly=True)
+    expected = {}
+    for i in range(150):
+        key = (f"u{i % 40}", f"f{i % 7}")
+        value = np.arange(i + 1.0) if i % 3 == 0 else float(i)
+        st.commit(Batch(fields={key: value}))
+        expected[key] = value
+        if i % 20 == 0:
+            st.commit(Batch(erase=[key]))
+            del expected[key]
+    root = tmp_path / "store"
+    files = list((root / "segments").glob("*.h5")) if kind == "hdf5" else list((root / "commits").glob("*.json"))
+    assert len(files) <= 70, len(files)
+    for store in (st, reader, open_(readonly=True)):
+        store.refresh()
+        assert set(store.keys()) == set(expected)
+        for k, v in expected.items():
+            assert same_value(store.get(k), v)
+        np.testing.assert_array_equal(store.weights(sl[0].uid), arrays["w"])
+
+
+def same_value(a, b):
+    return np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b

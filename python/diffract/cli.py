@@ -64,10 +64,14 @@ def format_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def _session(args: argparse.Namespace, *, readonly: bool = False):
+    """A session on --store (its backend detected when it exists) or on --profile."""
     from .session import Session
+    from .store import detect_backend
 
     if args.profile == "ram":
         return Session(profile="ram")
+    if args.store and (("://" in args.store) or Path(args.store).exists()):
+        return Session(profile=args.profile, backend=detect_backend(args.store), path=args.store, readonly=readonly)
     return Session(profile=args.profile, path=args.store, readonly=readonly)
 
 
@@ -149,6 +153,42 @@ def cmd_fields(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from ._config import resolve
+
+    print(resolve(profile=args.profile_name).as_table())
+    return 0
+
+
+def cmd_store_copy(args: argparse.Namespace) -> int:
+    from .store import BACKENDS, open_backend, open_path
+    from .store._copy import copy_store
+
+    backend = args.backend or _backend_for(args.dst)
+    if backend not in BACKENDS or backend == "ram":
+        raise DiffractError(f"--backend must be one of {[b for b in BACKENDS if b != 'ram']}")
+    src = open_path(args.src, readonly=True)
+    dst = open_backend(backend, args.dst)
+    try:
+        if dst.models() or list(dst.keys()):
+            raise DiffractError(f"{args.dst} already holds data; copy into a new location")
+        counts = copy_store(src, dst)
+    finally:
+        dst.close()
+        src.close()
+    print(f"copied {src.backend} {args.src} -> {backend} {args.dst}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    return 0
+
+
+def _backend_for(dst: str) -> str:
+    low = dst.lower()
+    if "://" in low or low.endswith(".zarr"):
+        return "zarr"
+    if low.endswith((".sqlite", ".db")):
+        return "sqlite"
+    return "hdf5"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="diffract", description="Inspect and track neural-network weights.")
     p.add_argument("--version", action="version", version=f"diffract-lab {_version()}")
@@ -156,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def store_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--store", default=os.environ.get("DIFFRACT_STORE"), help="store folder (default ./.diffract)")
-        sp.add_argument("--profile", default="local", choices=["local", "hdf5", "ram"], help="storage profile")
+        sp.add_argument("--profile", default=None, help="storage profile (local, ram, hdf5, sqlite, zarr, hybrid or a project profile)")
 
     a = sub.add_parser("analyze", help="add a checkpoint and print a per-layer table of fields")
     a.add_argument("path", nargs="?", help="checkpoint file or folder (default: the bundled all-MiniLM-L6-v2)")
@@ -185,6 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     fl = sub.add_parser("fields", help="list every field a kernel can compute")
     fl.set_defaults(func=cmd_fields)
+
+    cf = sub.add_parser("config", help="print the resolved configuration and where each value comes from")
+    cf.add_argument("--profile", dest="profile_name", default=None)
+    cf.set_defaults(func=cmd_config)
+
+    st = sub.add_parser("store", help="store maintenance")
+    st_sub = st.add_subparsers(dest="store_command", required=True)
+    cp = st_sub.add_parser("copy", help="copy a store to another backend, losslessly")
+    cp.add_argument("src", help="existing store (folder, .sqlite file or URL)")
+    cp.add_argument("dst", help="new store location")
+    cp.add_argument("--backend", help="hdf5, sqlite, zarr or hybrid (default: from the destination name)")
+    cp.set_defaults(func=cmd_store_copy)
     return p
 
 
@@ -199,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (DiffractError, FileNotFoundError, KeyError, ValueError) as exc:
+    except (DiffractError, FileNotFoundError, KeyError, ValueError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"diffract: error: {msg}", file=sys.stderr)
         return 2

@@ -27,6 +27,10 @@ LAYOUT_VERSION = 1
 Key = tuple[str, str]  # (owner, field)
 
 
+class StaleRefError(StoreError):
+    """A value's file vanished (compacted by a writer); refresh and read again."""
+
+
 @dataclass
 class Batch:
     """One atomic write."""
@@ -228,7 +232,13 @@ class Store:
             s = self.slice(uid)
             raise StoreError(f"the weights of {s.model_id}:{s.name} are not in the store")
         ref = self._state.weight_refs[uid]
-        return ref if isinstance(ref, np.ndarray) else self._read_array(ref)
+        if isinstance(ref, np.ndarray):
+            return ref
+        try:
+            return self._read_array(ref)
+        except StaleRefError:
+            self.refresh()
+            return self.weights(uid)
 
     def has(self, key: Key) -> bool:
         return tuple(key) in self._state.values
@@ -246,7 +256,13 @@ class Store:
             hit = self.cache.get(ckey)
             if hit is not None:
                 return hit
-        value = self._read_array(v)
+        try:
+            value = self._read_array(v)
+        except StaleRefError:  # compacted meanwhile: read the value where it lives now
+            self.refresh()
+            if tuple(key) not in self._state.values:
+                raise KeyError(key) from None
+            return self.get(key)
         if ckey is not None:
             self.cache.set(ckey, value)
         return value

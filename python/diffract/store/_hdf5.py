@@ -35,7 +35,15 @@ from ._folder import open_store_folder, write_marker_if_missing
 from ._lock import WriterLock, fsync_dir
 
 SEGMENT_FORMAT = "diffract-segment"
-_SEG_NAME = re.compile(r"^(\d{12})\.h5$")
+_SEG_NAME = re.compile(r"^(\d{12})(-c)?\.h5$")
+#: compact after this many segments since the last compaction
+COMPACT_EVERY = 32
+#: arrays up to this size are copied into a compaction; larger ones are referenced
+COPY_LIMIT = 4 * 1024**2
+
+
+class _Vanished(Exception):
+    """A segment disappeared while being read (a writer compacted meanwhile)."""
 _SEP = "\x1f"
 
 
@@ -89,6 +97,8 @@ class HDF5Store(Store):
                 stale.unlink(missing_ok=True)
         self.store_id = info.get("store_id", "")
         self.refresh()
+        if not readonly:
+            self._collect_garbage()
 
     def close(self) -> None:
         self._lock.release()
@@ -103,17 +113,32 @@ class HDF5Store(Store):
             return []
         return sorted(p.name for p in self.segments_dir.iterdir() if _SEG_NAME.match(p.name))
 
+    def _live_segments(self) -> list[str]:
+        """Segments from the last compaction on (a compaction supersedes all before it)."""
+        names = self._segment_files()
+        starts = [i for i, n in enumerate(names) if n.endswith("-c.h5")]
+        return names[starts[-1]:] if starts else names
+
     def refresh(self) -> None:
         """Replay segments committed since the last look (by this or another process)."""
-        names = self._segment_files()
-        if names[: len(self._seen)] != self._seen:  # something was removed: rebuild
-            from ._base import StoreState
+        for attempt in range(5):
+            names = self._live_segments()
+            if names[: len(self._seen)] != self._seen:  # compacted or removed: rebuild
+                from ._base import StoreState
 
-            self._state = StoreState()
-            self._seen = []
-        for name in names[len(self._seen):]:
-            self._replay(self.segments_dir / name)
-            self._seen.append(name)
+                self._state = StoreState()
+                self._seen = []
+            try:
+                for name in names[len(self._seen):]:
+                    self._replay(self.segments_dir / name)
+                    self._seen.append(name)
+                return
+            except _Vanished:
+                from ._base import StoreState
+
+                self._state, self._seen = StoreState(), []
+                if attempt == 4:
+                    raise StoreError(f"{self.root}: segments keep vanishing while reading; retry") from None
 
     def _replay(self, file: Path) -> None:
         h5py = _h5py()
@@ -138,6 +163,9 @@ class HDF5Store(Store):
                         slices.append(s)
                         if "weights" in g:
                             refs[uid] = ArrayRef(file, f"slices/{uid}/weights")
+                        elif "weights_ref" in g.attrs:
+                            fname, _, ds = str(g.attrs["weights_ref"]).partition(":")
+                            refs[uid] = ArrayRef(self.segments_dir / fname, ds)
                 values: dict[Key, Any] = {}
                 if "fields" in f:
                     for fname, g in f["fields"].items():
@@ -150,6 +178,11 @@ class HDF5Store(Store):
                     for fname, g in f["arrays"].items():
                         for owner in g:
                             values[(owner, fname)] = ArrayRef(file, f"arrays/{fname}/{owner}")
+                if "array_refs" in f:
+                    for e in f["array_refs"][()]:
+                        o, fn, where = (e.decode() if isinstance(e, bytes) else e).split(_SEP)
+                        fname, _, ds = where.partition(":")
+                        values[(o, fn)] = ArrayRef(self.segments_dir / fname, ds)
                 erase = []
                 if "erase" in f:
                     for e in f["erase"][()]:
@@ -163,6 +196,8 @@ class HDF5Store(Store):
         except StoreCorruptError:
             raise
         except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
+            if not file.exists():
+                raise _Vanished(str(file)) from None
             raise StoreCorruptError(f"{file}: unreadable store segment ({type(exc).__name__}: {exc})") from None
         self._state.apply(
             add_models=add_models,
@@ -180,6 +215,10 @@ class HDF5Store(Store):
             with h5py.File(ref.file, "r") as f:
                 return f[ref.dataset][()]
         except (OSError, KeyError) as exc:
+            if not ref.file.exists():
+                from ._base import StaleRefError
+
+                raise StaleRefError(str(ref.file)) from None
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
 
     # --- writing -------------------------------------------------------------------------
@@ -187,38 +226,18 @@ class HDF5Store(Store):
         names = self._segment_files()
         return int(names[-1][:12]) + 1 if names else 1
 
-    def _commit(self, batch: Batch) -> None:
+    def _write_segment(self, name: str, fill) -> None:
+        """Write a segment through a temporary file, fsync, and rename it into place."""
         h5py = _h5py()
-        self._lock.acquire(self._lock_timeout)  # released by close() / a finished ``with``
-        self.refresh()
-        seq = self._next_seq()
-        final = self.segments_dir / f"{seq:012d}.h5"
-        tmp = self.segments_dir / f".tmp-{seq:012d}-{os.getpid()}.h5"
+        final = self.segments_dir / name
+        tmp = self.segments_dir / f".tmp-{name}-{os.getpid()}"
         try:
             with h5py.File(tmp, "w", libver="latest") as f:
                 f.attrs["format"] = SEGMENT_FORMAT
                 f.attrs["layout_version"] = LAYOUT_VERSION
-                f.attrs["seq"] = seq
+                f.attrs["seq"] = int(name[:12])
                 f.attrs["created"] = time.time()
-                str_dt = h5py.string_dtype()
-                if batch.remove_models:
-                    f.create_dataset("remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt)
-                for m, meta in batch.add_models.items():
-                    f.require_group("models").create_group(m).attrs["meta"] = json.dumps(meta, sort_keys=True, default=str)
-                for s in batch.slices:
-                    g = f.require_group("slices").create_group(s.uid)
-                    g.attrs["info"] = slice_to_json(s)
-                    if s.uid in batch.weights:
-                        arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
-                        g.create_dataset("weights", data=arr, chunks=None)
-                        del arr
-                _write_fields(f, batch.fields, str_dt)
-                if batch.erase:
-                    f.create_dataset(
-                        "erase", data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object), dtype=str_dt
-                    )
-                for (kind, name), text in batch.documents.items():
-                    f.require_group("documents").require_group(kind).create_dataset(name, data=text, dtype=str_dt)
+                fill(f, h5py.string_dtype())
                 f.flush()
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
@@ -227,7 +246,93 @@ class HDF5Store(Store):
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+
+    def compact(self) -> None:
+        """Write the live state as one compaction segment, then delete what it supersedes.
+
+        Weights (and arrays over COPY_LIMIT) are referenced, not copied, so compaction costs
+        about the size of the field values. Readers that listed the old segments see them
+        vanish, rebuild from the compaction, and go on.
+        """
+        self._lock.acquire(self._lock_timeout)
         self.refresh()
+        seq = self._next_seq()
+        state = self._state
+
+        def fill(f, str_dt):
+            for m, meta in state.models.items():
+                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(meta, sort_keys=True, default=str)
+            for uid, sl in state.slices.items():
+                g = f.require_group("slices").create_group(uid)
+                g.attrs["info"] = slice_to_json(sl)
+                ref = state.weight_refs.get(uid)
+                if isinstance(ref, ArrayRef):
+                    g.attrs["weights_ref"] = f"{ref.file.name}:{ref.dataset}"
+            scalars: dict[Key, Any] = {}
+            refs = []
+            for key, v in state.values.items():
+                if isinstance(v, ArrayRef):
+                    with h5py_file(v.file) as src:
+                        ds = src[v.dataset]
+                        if ds.nbytes <= COPY_LIMIT:
+                            f.require_group("arrays").require_group(key[1]).create_dataset(key[0], data=ds[()])
+                        else:
+                            refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.file.name}:{v.dataset}")
+                else:
+                    scalars[key] = v
+            _write_fields(f, scalars, str_dt)
+            if refs:
+                f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
+            for (kind, name), text in state.documents.items():
+                f.require_group("documents").require_group(kind).create_dataset(name, data=text, dtype=str_dt)
+
+        self._write_segment(f"{seq:012d}-c.h5", fill)
+        self.refresh()
+        self._collect_garbage()
+
+    def _collect_garbage(self) -> None:
+        """Delete segments older than the last compaction that nothing live refers to."""
+        live = set(self._live_segments())
+        if not live or not min(live).endswith("-c.h5"):
+            return
+        referenced = {r.file.name for r in self._state.weight_refs.values() if isinstance(r, ArrayRef)}
+        referenced |= {v.file.name for v in self._state.values.values() if isinstance(v, ArrayRef)}
+        first = min(live)
+        for name in self._segment_files():
+            if name < first and name not in referenced:
+                (self.segments_dir / name).unlink(missing_ok=True)
+
+    def _commit(self, batch: Batch) -> None:
+        self._lock.acquire(self._lock_timeout)  # released by close() / a finished ``with``
+        self.refresh()
+        seq = self._next_seq()
+
+        def fill(f, str_dt):
+            if batch.remove_models:
+                f.create_dataset("remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt)
+            for m, meta in batch.add_models.items():
+                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(meta, sort_keys=True, default=str)
+            for s in batch.slices:
+                g = f.require_group("slices").create_group(s.uid)
+                g.attrs["info"] = slice_to_json(s)
+                if s.uid in batch.weights:
+                    arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
+                    g.create_dataset("weights", data=arr, chunks=None)
+                    del arr
+            _write_fields(f, batch.fields, str_dt)
+            if batch.erase:
+                f.create_dataset("erase", data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object), dtype=str_dt)
+            for (kind, name), text in batch.documents.items():
+                f.require_group("documents").require_group(kind).create_dataset(name, data=text, dtype=str_dt)
+
+        self._write_segment(f"{seq:012d}.h5", fill)
+        self.refresh()
+        if len(self._seen) > COMPACT_EVERY:
+            self.compact()
+
+
+def h5py_file(path: Path):
+    return _h5py().File(path, "r")
 
 
 def _scalar(v: Any, kind: str) -> Any:

@@ -320,13 +320,19 @@ class HybridStore(SQLiteStore):
         self._lock = WriterLock(path.parent / "writer.lock", str(path.parent))
 
     def _remove_orphans(self) -> None:
-        """Array files written for a batch whose transaction never committed (a crash)."""
-        committed = int(dict(self._conn().execute("SELECT key, value FROM meta")).get("seq", "0"))
+        """Array files of a batch whose transaction never committed (a crash), and array
+        files no row refers to any more (their values were erased or replaced)."""
+        db = self._conn()
+        committed = int(dict(db.execute("SELECT key, value FROM meta")).get("seq", "0"))
+        referenced = set()
+        for table in ("slices", "fields"):
+            for (ref,) in db.execute(f"SELECT array_ref FROM {table} WHERE array_ref IS NOT NULL"):
+                referenced.add(ref.split(":")[0].split("/")[0])
         import shutil
 
         for p in self.arrays_dir.iterdir():
             stem = p.name.split(".")[0]
-            if p.name.startswith(".tmp-") or (stem.isdigit() and int(stem) > committed):
+            if p.name.startswith(".tmp-") or (stem.isdigit() and (int(stem) > committed or p.name not in referenced and stem not in referenced)):
                 shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
 
     def _write_arrays(self, seq: int, arrays: dict[str, np.ndarray]) -> dict[str, str]:

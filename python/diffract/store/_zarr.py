@@ -32,7 +32,9 @@ from ._base import LAYOUT_VERSION, Batch, Store, slice_from_json, slice_to_json
 from ._folder import STORE_MARKER, check_version
 from ._lock import WriterLock, atomic_write_text, fsync_dir
 
-_COMMIT = re.compile(r"^(\d{12})\.json$")
+_COMMIT = re.compile(r"^(\d{12})(-c)?\.json$")
+#: write a compaction record after this many commit records
+COMPACT_EVERY = 64
 
 
 class ZarrRef:
@@ -124,15 +126,62 @@ class ZarrStore(Store):
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(d, detail=False)]
         return sorted(n for n in names if _COMMIT.match(n))
 
+    def _live_commits(self) -> list[str]:
+        names = self._commits()
+        starts = [i for i, n in enumerate(names) if n.endswith("-c.json")]
+        return names[starts[-1]:] if starts else names
+
     def _remove_orphans(self) -> None:
-        committed = {n[:12] for n in self._commits()}
+        """Data of uncommitted batches (a crash), and what a compaction superseded."""
+        names = self._commits()
+        last = int(names[-1][:12]) if names else 0
         data = self._join("data")
-        if not self.fs.exists(data):
-            return
-        for p in self.fs.ls(data, detail=False):
-            name = p.rstrip("/").rsplit("/", 1)[-1]
-            if name.isdigit() and name not in committed:
-                self.fs.rm(p, recursive=True)
+        if self.fs.exists(data):
+            self.refresh()
+            referenced = {r.path.split("/")[1] for r in self._state.weight_refs.values() if isinstance(r, ZarrRef)}
+            referenced |= {v.path.split("/")[1] for v in self._state.values.values() if isinstance(v, ZarrRef)}
+            live_first = int(self._live_commits()[0][:12]) if names else 0
+            for p in self.fs.ls(data, detail=False):
+                name = p.rstrip("/").rsplit("/", 1)[-1]
+                if not name.isdigit():
+                    continue
+                if int(name) > last or (int(name) < live_first and name not in referenced):
+                    self.fs.rm(p, recursive=True)
+        live = set(self._live_commits())
+        for n in names:
+            if n not in live:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm(self._join("commits", n))
+
+    def compact(self) -> None:
+        """Write the live state as one record (arrays referenced, not copied); drop the rest."""
+        if self._lock is not None:
+            self._lock.acquire(self._lock_timeout)
+        self.refresh()
+        names = self._commits()
+        seq = int(names[-1][:12]) + 1 if names else 1
+        st = self._state
+        scalars: dict[str, dict[str, Any]] = {}
+        arrays: dict[str, dict[str, str]] = {}
+        for (owner, fld), v in st.values.items():
+            if isinstance(v, ZarrRef):
+                arrays.setdefault(fld, {})[owner] = v.path
+            else:
+                scalars.setdefault(fld, {})[owner] = v
+        rec = {
+            "seq": seq,
+            "created": time.time(),
+            "compaction": True,
+            "models": st.models,
+            "slices": [slice_to_json(s) for s in st.slices.values()],
+            "weights": {u: r.path for u, r in st.weight_refs.items() if isinstance(r, ZarrRef)},
+            "scalars": scalars,
+            "arrays": arrays,
+            "documents": [[k, n, t] for (k, n), t in st.documents.items()],
+        }
+        self._put(f"commits/{seq:012d}-c.json", json.dumps(rec, sort_keys=True, default=str))
+        self.refresh()
+        self._remove_orphans()
 
     def close(self) -> None:
         if self._lock is not None:
@@ -140,15 +189,20 @@ class ZarrStore(Store):
 
     # --- reading -------------------------------------------------------------------------------
     def refresh(self) -> None:
-        names = self._commits()
-        if names[: len(self._seen)] != self._seen:
-            from ._base import StoreState
+        from ._base import StoreState
 
-            self._state = StoreState()
-            self._seen = []
-        for name in names[len(self._seen):]:
-            self._replay(name)
-            self._seen.append(name)
+        for attempt in range(5):
+            names = self._live_commits()
+            if names[: len(self._seen)] != self._seen:  # compacted: rebuild
+                self._state, self._seen = StoreState(), []
+            try:
+                for name in names[len(self._seen):]:
+                    self._replay(name)
+                    self._seen.append(name)
+                return
+            except FileNotFoundError:  # a record vanished under a compaction: start over
+                self._state, self._seen = StoreState(), []
+        raise StoreError(f"{self.path}: commit records keep vanishing while reading; retry")
 
     def _replay(self, name: str) -> None:
         where = self._join("commits", name)
@@ -165,7 +219,11 @@ class ZarrStore(Store):
                     values[(owner, fld)] = ZarrRef(p)
             erase = [tuple(e) for e in rec.get("erase", [])]
             docs = {(d[0], d[1]): d[2] for d in rec.get("documents", [])}
+        except FileNotFoundError:
+            raise
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            if not self.fs.exists(where):
+                raise FileNotFoundError(where) from None
             raise StoreCorruptError(f"{where}: unreadable commit record ({type(exc).__name__}: {exc})") from None
         self._state.apply(
             add_models=rec.get("models", {}),
@@ -183,6 +241,10 @@ class ZarrStore(Store):
         try:
             return zarr.open_array(self.url, path=ref.path, mode="r")[...]
         except Exception as exc:
+            if not self.fs.exists(self._join(ref.path)):
+                from ._base import StaleRefError
+
+                raise StaleRefError(ref.path) from None
             raise StoreCorruptError(f"{self.path}: cannot read array {ref.path!r} ({type(exc).__name__}: {exc})") from None
 
     # --- writing -------------------------------------------------------------------------------
@@ -241,3 +303,5 @@ class ZarrStore(Store):
         if not self.remote:
             fsync_dir(Path(self._join("commits")))
         self.refresh()
+        if len(self._seen) > COMPACT_EVERY:
+            self.compact()
