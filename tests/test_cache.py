@@ -1,0 +1,119 @@
+"""Caches: the LRU respects its byte budget; Redis against a real redis-server; an
+unreachable Redis warns and the session goes on uncached. Values never go through pickle."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from diffract import Session
+from diffract.store import LRUCache, RedisCache
+from diffract.store._cache import CacheWarning
+from diffract.store._codec import CodecError, decode, encode
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.fail("redis-server is not installed: `make test` installs it (apt-get install redis-server)")
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_codec_round_trips_without_pickle():
+    for v in (1.5, -2, True, "x", np.arange(6, dtype=np.int16).reshape(2, 3), np.linspace(0, 1, 5, dtype=np.float32)):
+        out = decode(encode(v))
+        if isinstance(v, np.ndarray):
+            assert out.dtype == v.dtype and np.array_equal(out, v)
+        else:
+            assert out == v and type(out) is type(v)
+    with pytest.raises(CodecError):
+        encode({"a": 1})
+    with pytest.raises(CodecError):
+        encode(np.array([object()], dtype=object))
+    with pytest.raises(CodecError, match="bad magic"):
+        decode(b"\x80\x04pickle")
+
+
+def test_lru_respects_its_byte_budget():
+    cache = LRUCache(max_bytes=10_000)
+    for i in range(50):
+        cache.set(f"k{i}", np.zeros(100))  # ~ 900 bytes each
+        assert cache.nbytes <= 10_000
+    assert 5 <= len(cache) <= 12
+    assert cache.get("k0") is None and cache.get("k49") is not None
+    cache.get("k40")  # touch: k40 becomes most recent and survives the next evictions
+    for i in range(50, 55):
+        cache.set(f"k{i}", np.zeros(100))
+    assert cache.get("k40") is not None and cache.get("k41") is None
+    cache.set("huge", np.zeros(10_000))  # larger than the budget: not cached, nothing evicted
+    assert cache.get("huge") is None and cache.nbytes <= 10_000
+
+
+def test_redis_cache_serves_arrays_across_sessions(redis_url, tmp_path, mlp_weights):
+    import redis
+
+    with Session(path=tmp_path / "st", cache=redis_url) as s:
+        assert s.store.cache.name == "redis" and s.store.cache.available
+        s.models.add(mlp_weights, model_id="m")
+        s.compute.apply("esd", progress=False)
+        first = s.results.export_metrics("esd", export_format="list")
+    keys = redis.Redis.from_url(redis_url).keys("diffract:*")
+    assert len(keys) == 3  # one ESD per 2-D slice
+    reader = Session(path=tmp_path / "st", cache=redis_url, readonly=True)
+    cache = reader.store.cache
+    calls = []
+    original = reader.store._read_array
+    reader.store._read_array = lambda ref: calls.append(ref) or original(ref)
+    again = reader.results.export_metrics("esd", export_format="list")
+    assert calls == []  # every array came from Redis
+    for a, b in zip(first, again, strict=True):
+        assert (a["esd"] is None and b["esd"] is None) or np.array_equal(a["esd"], b["esd"])
+    assert cache.available
+
+
+def test_unreachable_redis_warns_and_goes_on_uncached(tmp_path, mlp_weights):
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    with pytest.warns(CacheWarning, match="unreachable"):
+        s = Session(path=tmp_path / "st", cache=url)
+    s.models.add(mlp_weights, model_id="m")
+    s.compute.apply("esd", progress=False)
+    assert len(s.results.export_metrics("esd", export_format="list")) == 6
+    assert not s.store.cache.available
+    s.close()
+
+
+def test_redis_cache_ignores_foreign_values(redis_url):
+    import redis
+
+    cache = RedisCache(redis_url)
+    redis.Redis.from_url(redis_url).set("diffract:foreign", b"\x80\x04K\x01.")  # a pickle of 1
+    assert cache.get("foreign") is None
