@@ -7,7 +7,15 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.diffract-installed
 
-.PHONY: install lab analyze test test-python lint docs clean
+.PHONY: install system-deps lab analyze test test-python lint docs clean
+
+# Debian packages the tests need: redis-server (the Redis cache tests start their own).
+# Installed with apt-get when missing (as root, or through sudo).
+system-deps:
+	@if ! command -v redis-server >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && $$SUDO apt-get install -y -q redis-server; \
+	fi
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -26,7 +34,7 @@ lab: analyze
 analyze: install
 	$(VENV)/bin/diffract analyze
 
-test: install test-python
+test: install system-deps test-python
 
 test-python:
 	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q
