@@ -24,22 +24,17 @@ import pytest
 
 from diffract import Session
 
-FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "weights_std", "esd")
+from _crash_helpers import reference_values, same
+
 BACKENDS = ["hdf5", "sqlite", "zarr", "hybrid"]
 TRIALS = 30
-
-
-def model_weights() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(7)
-    return {f"layers.{i}.weight": rng.normal(size=(48 + 4 * i, 32)).astype(np.float32) for i in range(16)}
-
 
 WRITER = textwrap.dedent(
     """
     import json, sys
     import numpy as np
     sys.path.insert(0, {tests!r})
-    from test_crash_safety import FIELDS, model_weights
+    from _crash_helpers import FIELDS, model_weights
     from diffract import Session
 
     s = Session(backend={backend!r}, path={path!r}, memory_budget=1, lock_timeout=10)
@@ -55,41 +50,25 @@ WRITER = textwrap.dedent(
     report()
     while True:
         s.compute.apply(*FIELDS, progress=report)
+        print("ERASING", flush=True)  # from here the fields may go: no claim until KEYS
         s.compute.erase(*FIELDS)
         report()
     """
 )
 
 
-def reference_values() -> dict[tuple[str, str], object]:
-    s = Session(profile="ram")
-    s.models.add(model_weights(), model_id="m")
-    s.compute.apply(*FIELDS, progress=False)
-    return {k: s.store.get(k) for k in s.store.keys()}
-
-
-def same(a, b) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(np.asarray(a), np.asarray(b))
-    return a == b
-
-
 def _store_path(backend: str, tmp_path) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     return str(tmp_path / ("store.sqlite" if backend == "sqlite" else "store"))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sigkill_at_random_moments_loses_nothing(backend, tmp_path):
-    ref = reference_values()
-    path = _store_path(backend, tmp_path)
-    rng = np.random.default_rng(12345)
-    tests_dir = os.path.dirname(__file__)
-    code = WRITER.format(tests=tests_dir, backend=backend, path=path)
+def _trials(backend: str, path: str, n: int, seed: int, ref: dict) -> tuple[int, int, int]:
+    """Run ``n`` kill trials on one store; return (values checked, lost, wrong)."""
+    rng = np.random.default_rng(seed)
+    code = WRITER.format(tests=os.path.dirname(__file__), backend=backend, path=path)
     losses = wrong = checked = 0
-    for trial in range(TRIALS):
+    for _ in range(n):
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        reported: list[str] = []
         lines: list[str] = []
         ready = threading.Event()
 
@@ -101,25 +80,43 @@ def test_sigkill_at_random_moments_loses_nothing(backend, tmp_path):
 
         t = threading.Thread(target=pump, daemon=True)
         t.start()
-        assert ready.wait(60), f"writer did not start: {proc.stderr.read() if proc.poll() is not None else ''}"
-        time.sleep(float(rng.uniform(0.0, 1.2)))
+        if not ready.wait(60):
+            proc.kill()
+            raise AssertionError(f"writer did not start: {proc.stderr.read()}")
+        time.sleep(float(rng.uniform(0.0, 1.0)))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         t.join(5)
+        reported: list[str] = []
         for line in lines:
             if line.startswith("KEYS ") and line.endswith("\n"):
                 reported = json.loads(line[5:])
+            elif line.startswith("ERASING"):
+                reported = []
         s = Session(backend=backend, path=path, readonly=True)
         stored = {k: s.store.get(k) for k in s.store.keys()}
         for key in reported:
-            owner, fld = key.split("|")
             checked += 1
-            if (owner, fld) not in stored:
+            if tuple(key.split("|")) not in stored:
                 losses += 1
-        for k, v in stored.items():
-            if not same(v, ref[k]):
-                wrong += 1
+        wrong += sum(not same(v, ref[k]) for k, v in stored.items())
         s.close()
+    return checked, losses, wrong
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigkill_at_random_moments_loses_nothing(backend, tmp_path):
+    """30 kills per backend: two stores, 15 kills each, run side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ref = reference_values()
+    paths = [_store_path(backend, tmp_path / f"run{i}") for i in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda i: _trials(backend, paths[i], TRIALS // 2, 12345 + i, ref), range(2)))
+    checked = sum(r[0] for r in results)
+    losses = sum(r[1] for r in results)
+    wrong = sum(r[2] for r in results)
     print(f"\n[crash-safety] backend={backend}: {TRIALS} SIGKILL trials, {checked} reported values checked, {losses} lost, {wrong} wrong")
     assert losses == 0 and wrong == 0
     assert checked > 0
@@ -130,7 +127,7 @@ READER = textwrap.dedent(
     import json, sys, time
     import numpy as np
     sys.path.insert(0, {tests!r})
-    from test_crash_safety import reference_values, same
+    from _crash_helpers import reference_values, same
     from diffract import Session
 
     ref = reference_values()

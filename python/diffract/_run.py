@@ -179,6 +179,96 @@ def validate_options(kernels: Iterable[Kernel], options: Mapping[str, Any], kern
             raise UnknownOptionError(f"kernel {kname!r} has no option(s) {bad}; it accepts {sorted(by_name[kname].options)}")
 
 
+def _call_kernel(k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, Any]], opts: dict[str, Any], pool) -> tuple[list[dict[str, Any] | _Failed], int]:
+    """Call one kernel on the ready slices: per slice (optionally in a thread pool), or once
+    on lists when the kernel is vectorized (one call per slice again if that call raises,
+    to isolate the failing slice). Returns results and the number of slice calls."""
+
+    def one(s: SliceInfo) -> dict[str, Any] | _Failed:
+        vals = values[s.uid]
+        try:
+            out = k.func(*[vals[i] for i in k.inputs], **opts)
+            return k.split_outputs(out)
+        except Exception as exc:  # recorded per parameter, the run goes on
+            return _Failed(_short_error(exc))
+
+    if k.vectorized:
+        try:
+            outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
+            if len(outs) != len(ready):
+                raise ValueError(f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices")
+            return [
+                o if isinstance(o, _Failed) else (_Failed(_short_error(o)) if isinstance(o, BaseException) else k.split_outputs(o))
+                for o in outs
+            ], len(ready)
+        except Exception:
+            res: list[dict[str, Any] | _Failed] = []
+            for s in ready:
+                try:
+                    out = k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
+                    res.append(_Failed(_short_error(out)) if isinstance(out, BaseException) else k.split_outputs(out))
+                except Exception as exc:
+                    res.append(_Failed(_short_error(exc)))
+            return res, len(ready)
+    if pool is not None and len(ready) > 1:
+        return list(pool.map(one, ready)), len(ready)
+    return [one(s) for s in ready], len(ready)
+
+
+def run_kernels(
+    chunk: list[SliceInfo],
+    kernels: list[Kernel],
+    plan_of: dict[str, set[str]],
+    values: dict[str, dict[str, Any]],
+    opts_of: dict[str, dict[str, Any]],
+    pool=None,
+    on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
+) -> dict[str, int]:
+    """Run ``kernels`` (in dependency order) on the slices of a chunk whose plan names
+    them, filling ``values`` in place; markers where a value cannot be made. Pure: no store
+    access, so it runs the same in this process, a process pool or a Dask worker."""
+    calls: dict[str, int] = {}
+    for k in kernels:
+        targets = [s for s in chunk if k.name in plan_of[s.uid]]
+        if targets and on_kernel is not None:
+            on_kernel(k, targets[0])
+        ready: list[SliceInfo] = []
+        for s in targets:
+            vals = values[s.uid]
+            if s.effective_ndim < k.min_ndim:
+                for o in k.outputs:
+                    vals[o] = NOT_APPLICABLE
+                continue
+            blocked = next((v for i in k.inputs if isinstance(v := vals.get(i), (_Failed, _NotApplicable))), None)
+            if blocked is not None:
+                for o in k.outputs:
+                    vals[o] = blocked
+                continue
+            ready.append(s)
+        if not ready:
+            continue
+        results, n = _call_kernel(k, ready, values, opts_of[k.name], pool)
+        calls[k.name] = calls.get(k.name, 0) + n
+        for s, res in zip(ready, results, strict=True):
+            vals = values[s.uid]
+            if isinstance(res, _Failed):
+                for o in k.outputs:
+                    vals[o] = res
+            else:
+                vals.update(res)
+    return calls
+
+
+def remote_chunk(chunk, kernels, plan_of, values, opts_of):
+    """Task body for process pools and Dask workers: run the kernels, send back the values
+    (inputs that were shipped in, such as the weights, are dropped from the reply)."""
+    calls = run_kernels(chunk, kernels, plan_of, values, opts_of)
+    for vals in values.values():
+        vals.pop("weights", None)
+        vals.pop("slice_info", None)
+    return values, calls
+
+
 class Runner:
     """Runs one ``apply``: param-level fields chunk by chunk, then model, then cross level."""
 
@@ -194,6 +284,7 @@ class Runner:
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
         call_counter: dict[str, int] | None = None,
+        executor: Any = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -204,6 +295,9 @@ class Runner:
         self.progress = progress
         self.cancel = cancel or threading.Event()
         self.calls = call_counter if call_counter is not None else {}
+        from ._executors import make_executor
+
+        self.executor = make_executor(executor)
         self._applicable_cache: dict[tuple[str, int], bool] = {}
 
     # --- helpers ---------------------------------------------------------------------------
@@ -355,6 +449,8 @@ class Runner:
                 plans[uid] = (order, to_load)
                 work.append(s)
         work.sort(key=lambda s: (s.model_id, s.index))
+        if self.executor is not None:
+            return self._run_param_remote(work, plans, explicit, report, t0)
         chunks = self._chunks(work)
         total = len(work)
         self._emit("start", report, t0, 0, len(chunks), 0, total)
@@ -375,6 +471,52 @@ class Runner:
                 pool.shutdown(wait=True)
         self._emit("done", report, t0, report.chunks, len(chunks), done, total)
 
+    def _run_param_remote(self, work: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float) -> None:
+        """Chunks as tasks on a process pool or a Dask cluster. This process stays the single
+        writer: it reads each chunk's inputs, ships them, and commits results in order. At
+        most ``slots`` chunks are in flight, and chunks are sized so that all of them
+        together fit the memory budget."""
+        from collections import deque
+
+        submit, slots, close = self.executor.open(self.workers)
+        budget = self.memory_budget
+        self.memory_budget = max(1, budget // slots)
+        try:
+            chunks = self._chunks(work)
+        finally:
+            self.memory_budget = budget
+        total = len(work)
+        self._emit("start", report, t0, 0, len(chunks), 0, total)
+        done = 0
+        pending: deque = deque()
+
+        def finish_one() -> None:
+            nonlocal done
+            chunk, future = pending.popleft()
+            values, calls = future.result()
+            for name, n in calls.items():
+                self.calls[name] = self.calls.get(name, 0) + n
+            batch = self._batch(chunk, plans, values, explicit, report)
+            self.store.commit(batch)
+            report.computed += len(batch.fields)
+            report.chunks += 1
+            done += len(chunk)
+            self._emit("chunk", report, t0, report.chunks, len(chunks), done, total)
+
+        try:
+            for chunk in chunks:
+                if self.cancel.is_set():
+                    break
+                while len(pending) >= slots:
+                    finish_one()
+                kernels, plan_of, values, opts_of = self._prepare(chunk, plans)
+                pending.append((chunk, submit(remote_chunk, chunk, kernels, plan_of, values, opts_of)))
+            while pending:  # finished work is kept, also after a cancel
+                finish_one()
+        finally:
+            close()
+        self._emit("done", report, t0, report.chunks, len(chunks), done, total)
+
     def _load_weights(self, s: SliceInfo) -> np.ndarray | _Failed:
         try:
             w = canonical_layout(_as_float_array(self.store.weights(s.uid)), s)
@@ -388,6 +530,10 @@ class Runner:
 
     def _run_chunk(self, chunk: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float, ci: int, nchunks: int, done: int, total: int, pool) -> Batch:
         values = self._compute_values(chunk, plans, pool, report, t0, ci, nchunks, done, total)
+        return self._batch(chunk, plans, values, explicit, report)
+
+    def _batch(self, chunk: list[SliceInfo], plans, values: dict[str, dict[str, Any]], explicit: set[str], report: RunReport) -> Batch:
+        """The values to persist: requested fields and non-transient intermediates."""
         batch = Batch()
         for s in chunk:
             vals = values[s.uid]
@@ -408,10 +554,12 @@ class Runner:
         report.failures[:] = _dedupe(report.failures)
         return batch
 
-    def _compute_values(self, chunk: list[SliceInfo], plans, pool, report: RunReport | None = None, t0: float = 0.0, ci: int = 0, nchunks: int = 0, done: int = 0, total: int = 0) -> dict[str, dict[str, Any]]:
-        """Run each slice's planned kernels in one global dependency order; values in memory
-        (``_Failed`` / ``NOT_APPLICABLE`` markers where a value could not be made)."""
+    def _prepare(self, chunk: list[SliceInfo], plans) -> tuple[list[Kernel], dict[str, set[str]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Inputs of a chunk read from the store (weights, stored fields) and its kernels in
+        one global dependency order."""
         values: dict[str, dict[str, Any]] = {}
+        kernels: dict[str, Kernel] = {}
+        plan_of: dict[str, set[str]] = {}
         for s in chunk:
             order, to_load = plans[s.uid]
             vals = values.setdefault(s.uid, {})
@@ -420,81 +568,25 @@ class Runner:
             if any("weights" in k.inputs for k in order):
                 vals["weights"] = self._load_weights(s)
             vals["slice_info"] = s
-        kernels_in_order: list[Kernel] = []
-        for s in chunk:
-            for k in plans[s.uid][0]:
-                if k not in kernels_in_order:
-                    kernels_in_order.append(k)
-        # a global topological order of the kernels of this chunk
-        rank = {k.name: i for i, k in enumerate(self.registry.closure([o for k in kernels_in_order for o in k.outputs]))}
-        kernels_in_order.sort(key=lambda k: rank[k.name])
-        for k in kernels_in_order:
-            targets = [s for s in chunk if k in plans[s.uid][0]]
-            if targets and report is not None:
-                self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], targets[0].name)
-            ready: list[SliceInfo] = []
-            for s in targets:
-                vals = values[s.uid]
-                if s.effective_ndim < k.min_ndim:
-                    for o in k.outputs:
-                        vals[o] = NOT_APPLICABLE
-                    continue
-                blocked = None
-                for inp in k.inputs:
-                    v = vals.get(inp)
-                    if isinstance(v, (_Failed, _NotApplicable)):
-                        blocked = v
-                        break
-                if blocked is not None:
-                    for o in k.outputs:
-                        vals[o] = blocked
-                    continue
-                ready.append(s)
-            if not ready:
-                continue
-            opts = self._opts(k)
-            results = self._call(k, ready, values, opts, pool)
-            for s, res in zip(ready, results, strict=True):
-                vals = values[s.uid]
-                if isinstance(res, _Failed):
-                    for o in k.outputs:
-                        vals[o] = res
-                    continue
-                for o, v in res.items():
-                    vals[o] = v
+            plan_of[s.uid] = {k.name for k in order}
+            for k in order:
+                kernels.setdefault(k.name, k)
+        rank = {k.name: i for i, k in enumerate(self.registry.closure([o for k in kernels.values() for o in k.outputs]))}
+        ordered = sorted(kernels.values(), key=lambda k: rank[k.name])
+        return ordered, plan_of, values, {k.name: self._opts(k) for k in ordered}
+
+    def _compute_values(self, chunk: list[SliceInfo], plans, pool, report: RunReport | None = None, t0: float = 0.0, ci: int = 0, nchunks: int = 0, done: int = 0, total: int = 0) -> dict[str, dict[str, Any]]:
+        """Run each slice's planned kernels here; values in memory (``_Failed`` /
+        ``NOT_APPLICABLE`` markers where a value could not be made)."""
+        kernels, plan_of, values, opts_of = self._prepare(chunk, plans)
+
+        def on_kernel(k: Kernel, s: SliceInfo) -> None:
+            if report is not None:
+                self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], s.name)
+
+        for name, n in run_kernels(chunk, kernels, plan_of, values, opts_of, pool, on_kernel).items():
+            self.calls[name] = self.calls.get(name, 0) + n
         return values
-
-    def _call(self, k: Kernel, ready: list[SliceInfo], values, opts, pool) -> list[dict[str, Any] | _Failed]:
-        def one(s: SliceInfo) -> dict[str, Any] | _Failed:
-            vals = values[s.uid]
-            try:
-                out = k.func(*[vals[i] for i in k.inputs], **opts)
-                return k.split_outputs(out)
-            except Exception as exc:  # recorded per parameter, the run goes on
-                return _Failed(_short_error(exc))
-
-        if k.vectorized:
-            try:
-                outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
-                self._count(k, len(ready))
-                if len(outs) != len(ready):
-                    raise ValueError(f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices")
-                return [o if isinstance(o, _Failed) else (_Failed(_short_error(o)) if isinstance(o, BaseException) else k.split_outputs(o)) for o in outs]
-            except Exception:
-                # isolate the failing slice(s): one call per slice
-                res = []
-                for s in ready:
-                    try:
-                        out = k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
-                        res.append(_Failed(_short_error(out)) if isinstance(out, BaseException) else k.split_outputs(out))
-                    except Exception as exc:
-                        res.append(_Failed(_short_error(exc)))
-                    self._count(k)
-                return res
-        self._count(k, len(ready))
-        if pool is not None and len(ready) > 1:
-            return list(pool.map(one, ready))
-        return [one(s) for s in ready]
 
     # --- model level -----------------------------------------------------------------------
     def _run_model_level(self, fields: list[str], slices: list[SliceInfo], model_slices: Mapping[str, list[SliceInfo]], scope_key: str | None, report: RunReport) -> None:

@@ -224,6 +224,7 @@ class Compute(_Namespace):
         cancel: threading.Event | None = None,
         workers: int | None = None,
         memory_budget: int | str | None = None,
+        executor: Any = None,
         kernel_options: dict[str, dict[str, Any]] | None = None,
         **options: Any,
     ) -> RunReport:
@@ -233,6 +234,8 @@ class Compute(_Namespace):
         (``kernel_options={"kernel": {...}}`` targets one kernel); they override
         :meth:`configure`. ``progress``: None (auto: a widget in a notebook, a bar in a
         terminal), True (terminal bar), False, or a callback receiving ProgressEvent.
+        ``executor``: "threads" (default), "processes", a dask ``Client`` or a scheduler
+        address; chunks then run there while this process stays the single writer.
         """
         session = self._session
         session._check_writable()
@@ -266,6 +269,7 @@ class Compute(_Namespace):
             progress=callback,
             cancel=cancel,
             call_counter=session.kernel_calls,
+            executor=executor if executor is not None else session.executor,
         )
         scope = self._scope
         try:
@@ -627,6 +631,7 @@ class Session(Scope):
         workers: int | None = None,
         readonly: bool = False,
         lock_timeout: float | None = None,
+        executor: Any = None,
         registry: KernelRegistry | None = None,
     ) -> None:
         from ._config import resolve
@@ -658,6 +663,8 @@ class Session(Scope):
         self.readonly = readonly
         self.memory_budget = cfg["memory_budget"]
         self.workers = cfg["workers"]
+        #: where chunks run by default: "threads", "processes", a dask Client or address
+        self.executor = executor
         self.registry = registry if registry is not None else default_registry()
         self._options: dict[str, Any] = {}
         self._kernel_options: dict[str, dict[str, Any]] = {}
