@@ -291,15 +291,20 @@ class HDF5Store(Store):
         self._collect_garbage()
 
     def _collect_garbage(self) -> None:
-        """Delete segments older than the last compaction that nothing live refers to."""
-        live = set(self._live_segments())
-        if not live or not min(live).endswith("-c.h5"):
+        """Delete segments that nothing live refers to and that a reader can no longer need.
+
+        Files superseded by the newest compaction are kept until the next one: a reader
+        whose snapshot predates the newest compaction still finds every file it lists, so
+        concurrent readers keep reading a consistent snapshot without errors.
+        """
+        compactions = [n for n in self._segment_files() if n.endswith("-c.h5")]
+        if len(compactions) < 2:
             return
+        cutoff = compactions[-2]
         referenced = {r.file.name for r in self._state.weight_refs.values() if isinstance(r, ArrayRef)}
         referenced |= {v.file.name for v in self._state.values.values() if isinstance(v, ArrayRef)}
-        first = min(live)
         for name in self._segment_files():
-            if name < first and name not in referenced:
+            if name < cutoff and name not in referenced:
                 (self.segments_dir / name).unlink(missing_ok=True)
 
     def _commit(self, batch: Batch) -> None:

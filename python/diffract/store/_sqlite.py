@@ -100,7 +100,7 @@ class SQLiteStore(Store):
             self._lock.acquire(self._lock_timeout)
         try:
             if readonly:
-                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False, isolation_level=None)
             else:
                 self._db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -154,9 +154,15 @@ class SQLiteStore(Store):
 
     # --- reading -------------------------------------------------------------------------------
     def refresh(self) -> None:
+        """Readers: end the previous read snapshot and start a new one. Every read until the
+        next refresh sees that one snapshot (WAL), so a value listed is a value readable."""
         db = self._conn()
         try:
+            if self.readonly and db.in_transaction:
+                db.execute("COMMIT")
             version = db.execute("PRAGMA data_version").fetchone()[0]
+            if self.readonly:
+                db.execute("BEGIN")
             seq = db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.db_path}: unreadable SQLite store ({exc})") from None
@@ -168,8 +174,10 @@ class SQLiteStore(Store):
 
     def _reload(self, db: sqlite3.Connection) -> None:
         state = StoreState()
+        own_txn = not db.in_transaction
         try:
-            db.execute("BEGIN")
+            if own_txn:
+                db.execute("BEGIN")
             models = {m: json.loads(meta) for m, meta in db.execute("SELECT model_id, meta FROM models")}
             slices, refs = [], {}
             for uid, info, has_w, aref, vid in db.execute("SELECT uid, info, weights IS NOT NULL, array_ref, vid FROM slices ORDER BY rowid"):
@@ -191,7 +199,8 @@ class SQLiteStore(Store):
                 else:
                     values[(owner, fld)] = float("nan") if num is None else float(num)
             docs = {(k, n): t for k, n, t in db.execute("SELECT kind, name, text FROM documents")}
-            db.execute("COMMIT")
+            if own_txn:
+                db.execute("COMMIT")
         except (sqlite3.DatabaseError, json.JSONDecodeError, KeyError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")

@@ -132,24 +132,30 @@ class ZarrStore(Store):
         return names[starts[-1]:] if starts else names
 
     def _remove_orphans(self) -> None:
-        """Data of uncommitted batches (a crash), and what a compaction superseded."""
+        """Data of uncommitted batches (a crash), and what compactions superseded.
+
+        Superseded data is deleted one compaction late, so a reader whose snapshot predates
+        the newest compaction still finds every array it lists.
+        """
         names = self._commits()
         last = int(names[-1][:12]) if names else 0
+        compactions = [n for n in names if n.endswith("-c.json")]
+        cutoff = int(compactions[-2][:12]) if len(compactions) >= 2 else 0
         data = self._join("data")
         if self.fs.exists(data):
             self.refresh()
             referenced = {r.path.split("/")[1] for r in self._state.weight_refs.values() if isinstance(r, ZarrRef)}
             referenced |= {v.path.split("/")[1] for v in self._state.values.values() if isinstance(v, ZarrRef)}
-            live_first = int(self._live_commits()[0][:12]) if names else 0
             for p in self.fs.ls(data, detail=False):
                 name = p.rstrip("/").rsplit("/", 1)[-1]
                 if not name.isdigit():
                     continue
-                if int(name) > last or (int(name) < live_first and name not in referenced):
+                if int(name) > last or (int(name) < cutoff and name not in referenced):
                     self.fs.rm(p, recursive=True)
         live = set(self._live_commits())
+        keep = set(compactions[-2:])
         for n in names:
-            if n not in live:
+            if n not in live and n not in keep:
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.rm(self._join("commits", n))
 
