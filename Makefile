@@ -1,5 +1,6 @@
 # Two commands on a fresh machine:
-#   make lab    installs everything into .venv and starts the main job
+#   make lab    installs everything into .venv, analyzes the demo model into notebooks/.diffract
+#               and starts JupyterLab on notebooks/ (sidebar "Weight runs", widgets, magics)
 #   make test   installs everything (test tools included) and runs every test
 SHELL := /bin/bash
 VENV ?= .venv
@@ -7,7 +8,11 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.diffract-installed
 
-.PHONY: install system-deps lab analyze test test-python lint docs clean
+.PHONY: install system-deps lab analyze test test-python test-ui chromium js lint docs clean
+
+LAB_PORT ?= 8888
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+JS_SOURCES := $(shell find js style -type f 2>/dev/null) package.json tsconfig.json
 
 # Debian packages the tests need: redis-server (the Redis cache tests start their own).
 # Installed with apt-get when missing (as root, or through sudo).
@@ -26,22 +31,48 @@ $(STAMP): pyproject.toml package.json | $(VENV)/bin/python
 	$(PIP) install -q -e ".[test]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# The front end: node_modules from package-lock.json, the widget bundles and the prebuilt lab
+# extension (pip install -e runs this too, but skips it when a build exists), linked into the venv.
+JS_STAMP := node_modules/.diffract-built
+$(JS_STAMP): $(JS_SOURCES) package-lock.json | $(STAMP)
+	@[ -d node_modules ] || npm ci --no-audit --no-fund
+	PATH="$(abspath $(VENV))/bin:$$PATH" npm run build
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter labextension develop --overwrite . >/dev/null
+	touch $(JS_STAMP)
 
-## the main job: analyze the bundled demo model (all-MiniLM-L6-v2) into ./.diffract
-lab: analyze
+js: $(JS_STAMP)
 
+install: $(STAMP) $(JS_STAMP)
+
+## the main job: JupyterLab on notebooks/ with the extension enabled, the demo model analyzed
+lab: install
+	$(VENV)/bin/diffract analyze --store notebooks/.diffract --quiet
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --notebook-dir=notebooks --no-browser --port=$(LAB_PORT) $(ROOT_FLAG)
+
+## analyze the bundled demo model (all-MiniLM-L6-v2) into ./.diffract
 analyze: install
 	$(VENV)/bin/diffract analyze
 
-test: install system-deps test-python
+test: install system-deps test-python test-ui
 
 test-python:
 	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q
+
+# Debian's Chromium for the browser tests (never a Playwright browser download)
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; \
+	fi
+
+## Galata browser tests in ui-tests/ (Playwright starts and stops JupyterLab itself)
+test-ui: install chromium
+	cd ui-tests && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+	cd ui-tests && PATH="$(abspath $(VENV))/bin:$$PATH" npx playwright test
 
 lint: install
 	$(VENV)/bin/ruff check python tests benchmarks
 	$(VENV)/bin/ruff format --check python tests benchmarks
 
 clean:
-	rm -rf $(VENV) .diffract build dist
+	rm -rf $(VENV) .diffract build dist node_modules lib tsconfig.tsbuildinfo python/diffract/labextension python/diffract/static ui-tests/node_modules ui-tests/test-results

@@ -122,7 +122,7 @@ def layers_spec(scope: Scope, field: str, *, models: list[str] | None = None, ki
         if kind == "line":
             trace["mode"] = "lines+markers"
         data.append(trace)
-    layout = _layout(f"{field} across depth", "layer (depth order)", field)
+    layout = _layout(f"{field} across depth", "layer (depth order)", field, xaxis={"tickformat": "d"})
     if kind == "bar":
         layout["barmode"] = "group"
     return {"data": data, "layout": layout}

@@ -295,8 +295,8 @@ class ProgressWidget(anywidget.AnyWidget):
     cancellable = t.Bool(True).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
 
-    #: seconds between two "kernel" updates sent to the front end (chunk events always go)
-    throttle = 0.1
+    #: minimum seconds between two "kernel" updates sent to the front end (chunk events always go)
+    throttle = 0.0
 
     def __init__(self, fields: Sequence[str] = (), *, cancel: threading.Event | None = None, **kwargs: Any) -> None:
         super().__init__(fields=list(fields), **kwargs)

@@ -1,0 +1,47 @@
+/**
+ * Galata + @playwright/test with Debian's Chromium (no browser download). Playwright starts
+ * JupyterLab (see jupyter_server_test_config.py) and stops it at the end.
+ */
+const base = require('@jupyterlab/galata/lib/playwright-config');
+const path = require('path');
+const os = require('os');
+const fs = require('fs');
+
+const port = process.env.DIFFRACT_UI_PORT || '8899';
+const token = process.env.DIFFRACT_UI_TOKEN || 'diffract-ui-token';
+if (!process.env.DIFFRACT_UI_ROOT) {
+  process.env.DIFFRACT_UI_ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'diffract-ui-'));
+}
+const venvBin = path.resolve(__dirname, '..', '.venv', 'bin');
+const jupyter = fs.existsSync(path.join(venvBin, 'jupyter')) ? path.join(venvBin, 'jupyter') : 'jupyter';
+
+module.exports = {
+  ...base,
+  testDir: './tests',
+  timeout: 120000,
+  expect: { timeout: 30000 },
+  retries: 0,
+  workers: 1,
+  reporter: [['list'], ['html', { open: 'never' }]],
+  outputDir: './test-results',
+  use: {
+    ...base.use,
+    baseURL: `http://127.0.0.1:${port}`,
+    extraHTTPHeaders: { Authorization: `token ${token}` },
+    trace: 'off',
+    video: 'off',
+    screenshot: 'only-on-failure',
+    viewport: { width: 1400, height: 900 },
+    launchOptions: {
+      executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
+    }
+  },
+  webServer: {
+    command: `${jupyter} lab --config jupyter_server_test_config.py`,
+    url: `http://127.0.0.1:${port}/api/status?token=${token}`,
+    reuseExistingServer: false,
+    timeout: 120000,
+    env: { ...process.env, PATH: `${venvBin}:${process.env.PATH}` }
+  }
+};

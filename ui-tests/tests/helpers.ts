@@ -1,0 +1,75 @@
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+import * as fs from 'fs';
+import * as path from 'path';
+
+/** Screenshots go to test-results (artifacts) and to ui-tests/screenshots (for the docs). */
+export async function shot(page: IJupyterLabPageFixture, name: string, target?: { screenshot(o: object): Promise<Buffer> }): Promise<void> {
+  const dir = path.resolve(__dirname, '..', 'screenshots');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${name}.png`);
+  if (target) {
+    await target.screenshot({ path: file });
+  } else {
+    await page.screenshot({ path: file });
+  }
+  const results = path.resolve(__dirname, '..', 'test-results', 'screenshots');
+  fs.mkdirSync(results, { recursive: true });
+  fs.copyFileSync(file, path.join(results, `${name}.png`));
+}
+
+/** Python that builds a small store in the notebook's folder: models m1, m2 with 4 layers. */
+export const SETUP = `
+import numpy as np, time, diffract
+from diffract import Session
+from diffract.widgets import run_with_progress, FieldPanel, FilterBuilder
+
+def mlp(seed, layers=4, width=48):
+    rng = np.random.default_rng(seed)
+    out, d = {}, 24
+    for i in range(layers):
+        out[f"layers.{i}.weight"] = rng.normal(size=(width, d)).astype("float32")
+        out[f"layers.{i}.bias"] = rng.normal(size=width).astype("float32")
+        d = width
+    return out
+
+@diffract.kernel(outputs="slow_norm", min_ndim=2, replace=True)
+def slow_norm(weights, delay=0.0):
+    """The Frobenius norm, slowly (to watch progress)."""
+    time.sleep(delay)
+    return float(np.sqrt((weights.astype("float64") ** 2).sum()))
+
+session = Session()
+for i, m in enumerate(["m1", "m2"]):
+    if m not in session.models:
+        session.models.add(mlp(i), m)
+`.trim();
+
+/** Append a code cell with \`code\`, run it, return its index. */
+export async function runCode(page: IJupyterLabPageFixture, code: string): Promise<number> {
+  const n = await page.notebook.getCellCount();
+  const lastText = n ? await page.notebook.getCellTextInput(n - 1) : 'x';
+  let idx: number;
+  if (n === 1 && lastText.trim() === '') {
+    await page.notebook.setCell(0, 'code', code);
+    idx = 0;
+  } else {
+    await page.notebook.addCell('code', code);
+    idx = (await page.notebook.getCellCount()) - 1;
+  }
+  await page.notebook.runCell(idx);
+  return idx;
+}
+
+export async function outputText(page: IJupyterLabPageFixture, idx: number): Promise<string> {
+  const out = await page.notebook.getCellTextOutput(idx);
+  return (out ?? []).join('\n');
+}
+
+/** A notebook in the test folder whose kernel imports SETUP (uploaded as ui_setup.py: the
+ * notebook editor would re-indent it if typed into a cell). */
+export async function newNotebookWithStore(page: IJupyterLabPageFixture, tmpPath: string, name: string): Promise<void> {
+  await page.contents.uploadContent(SETUP + '\n', 'text', `${tmpPath}/ui_setup.py`);
+  await page.notebook.createNew(name);
+  const idx = await runCode(page, 'from ui_setup import *\nprint("ready", len(session))');
+  await expect.poll(async () => outputText(page, idx), { timeout: 60000 }).toContain('ready 16');
+}

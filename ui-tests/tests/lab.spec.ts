@@ -1,0 +1,67 @@
+import { expect, test } from '@jupyterlab/galata';
+import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
+
+test.describe('JupyterLab integration', () => {
+  test('sidebar lists the store, shows fields and a chart, Open in notebook inserts a working cell', async ({ page, tmpPath }) => {
+    await newNotebookWithStore(page, tmpPath, 'sidebar.ipynb');
+    await runCode(page, 'session.compute.apply("frob_norm", "stable_rank", progress=False); print("computed")');
+    await page.locator('.jp-SideBar [data-id="diffract-runs"]').click();
+    const panel = page.locator('#diffract-runs');
+    await expect(panel).toBeVisible();
+    const store = panel.locator(`.diffract-store[data-path="${tmpPath}/.diffract"]`);
+    await expect(store).toBeVisible({ timeout: 15000 });
+    await store.locator('.diffract-store-row').click();
+    const m1 = store.locator('.diffract-model[data-model="m1"]');
+    await expect(m1).toBeVisible();
+    await expect(m1.locator('td').nth(1)).toHaveText('8');
+    // the text filter
+    await panel.locator('.diffract-search').fill('m2');
+    await expect(store.locator('.diffract-model')).toHaveCount(1);
+    await panel.locator('.diffract-search').fill('');
+    await m1.click();
+    await expect(panel.locator('.diffract-field[data-field="frob_norm"]')).toBeVisible();
+    await expect(panel.locator('.diffract-field[data-field="stable_rank"]')).toBeVisible();
+    await panel.locator('.diffract-field[data-field="frob_norm"]').click();
+    await expect(panel.locator('.diffract-chart .main-svg').first()).toBeVisible({ timeout: 20000 });
+    await expect(panel.locator('.diffract-chart')).toHaveAttribute('data-points', '4');
+    await shot(page, 'sidebar', panel);
+    // refreshes by itself when the store changes
+    await runCode(page, 'session.models.add(mlp(7), "m3"); print("added")');
+    await expect(store.locator('.diffract-model[data-model="m3"]')).toBeVisible({ timeout: 15000 });
+
+    const before = await page.notebook.getCellCount();
+    await panel.locator('.diffract-open').click();
+    await expect.poll(async () => page.notebook.getCellCount()).toBeGreaterThanOrEqual(before);
+    const n = await page.notebook.getCellCount();
+    let idx = -1;
+    for (let i = n - 1; i >= 0; i--) {
+      if ((await page.notebook.getCellTextInput(i)).includes('opened from the "Weight runs" sidebar')) {
+        idx = i;
+        break;
+      }
+    }
+    expect(idx).toBeGreaterThanOrEqual(0);
+    expect(await page.notebook.getCellTextInput(idx)).toContain('Session(path=".diffract", readonly=True)');
+    await page.notebook.runCell(idx);
+    await expect.poll(async () => outputText(page, idx)).toMatch(/\['m1'\] 8 slices; fields: \[.*'frob_norm'.*'stable_rank'/);
+    await shot(page, 'sidebar-open-in-notebook');
+  });
+
+  test('magics run in a notebook', async ({ page }) => {
+    await page.notebook.createNew('magics.ipynb');
+    await runCode(page, '%load_ext diffract');
+    await runCode(page, 'import numpy as np\nw = {f"l{i}.weight": np.random.default_rng(i).normal(size=(32, 16)) for i in range(3)}\nsession = %diffract open');
+    let idx = await runCode(page, '%diffract add w --id tiny');
+    await expect.poll(async () => outputText(page, idx)).toContain("added 3 slices as 'tiny'");
+    await runCode(page, '%diffract compute frob_norm stable_rank');
+    await expect(page.locator('.diffract-progress').last()).toHaveAttribute('data-status', 'done', { timeout: 30000 });
+    await runCode(page, '%diffract show frob_norm');
+    await expect(page.locator('.diffract-panel-status').last()).toContainText('3 values');
+    idx = await runCode(page, '%diffract runs');
+    await expect.poll(async () => outputText(page, idx)).toContain('tiny');
+    idx = await runCode(page, '%diffract compute not_a_field');
+    await expect.poll(async () => outputText(page, idx)).toContain('UsageError');
+    expect(await outputText(page, idx)).not.toContain('Traceback');
+    await shot(page, 'magics');
+  });
+});
