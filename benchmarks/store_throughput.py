@@ -27,7 +27,18 @@ BACKENDS = ["hdf5", "sqlite", "zarr", "hybrid", "ram"]
 
 def workload(n_slices: int, n_scalars: int, array_len: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    slices = [SliceInfo("m", f"layers.{i}.weight", make_uid("m", f"layers.{i}.weight"), ParameterType.DENSE, (64, 64), "float32", i) for i in range(n_slices)]
+    slices = [
+        SliceInfo(
+            "m",
+            f"layers.{i}.weight",
+            make_uid("m", f"layers.{i}.weight"),
+            ParameterType.DENSE,
+            (64, 64),
+            "float32",
+            i,
+        )
+        for i in range(n_slices)
+    ]
     weights = {s.uid: rng.normal(size=(64, 64)).astype(np.float32) for s in slices}
     fields = {}
     for s in slices:
@@ -38,7 +49,11 @@ def workload(n_slices: int, n_scalars: int, array_len: int, seed: int = 0):
 
 
 def run(backend: str, root: Path, slices, weights, fields, chunk: int) -> dict[str, float]:
-    path = None if backend == "ram" else root / (f"{backend}.sqlite" if backend == "sqlite" else backend)
+    path = (
+        None
+        if backend == "ram"
+        else root / (f"{backend}.sqlite" if backend == "sqlite" else backend)
+    )
     out: dict[str, float] = {}
     st = open_backend(backend, path)
     t0 = time.perf_counter()
@@ -92,7 +107,9 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=50)
     args = ap.parse_args()
     slices, weights, fields = workload(args.slices, args.scalars, args.array_len)
-    print(f"workload: {args.slices} slices of 64x64 float32, {args.scalars} scalar fields + one {args.array_len}-float array each, batches of {args.chunk} slices")
+    print(
+        f"workload: {args.slices} slices of 64x64 float32, {args.scalars} scalar fields + one {args.array_len}-float array each, batches of {args.chunk} slices"
+    )
     root = Path(tempfile.mkdtemp(prefix="diffract-bench-"))
     rows = {}
     try:
@@ -100,15 +117,32 @@ def main() -> None:
             rows[b] = run(b, root, slices, weights, fields, args.chunk)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    cols = ["weights_MBps", "write_values_per_s", "write_batches_per_s", "open_s", "read_scalars_per_s", "read_arrays_per_s", "read_arrays_lru_per_s"]
+    cols = [
+        "weights_MBps",
+        "write_values_per_s",
+        "write_batches_per_s",
+        "open_s",
+        "read_scalars_per_s",
+        "read_arrays_per_s",
+        "read_arrays_lru_per_s",
+    ]
     print("| backend | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for b, r in rows.items():
-        print(f"| {b} | " + " | ".join(f"{r[c]:,.0f}" if c in r and r[c] >= 100 else (f"{r[c]:.3g}" if c in r else "-") for c in cols) + " |")
+        print(
+            f"| {b} | "
+            + " | ".join(
+                f"{r[c]:,.0f}" if c in r and r[c] >= 100 else (f"{r[c]:.3g}" if c in r else "-")
+                for c in cols
+            )
+            + " |"
+        )
     base = rows["hdf5"]
     print("\nratios to hdf5 (higher is faster):")
     for b, r in rows.items():
-        print(f"  {b:7s} write {r['write_values_per_s'] / base['write_values_per_s']:.2f}x  read scalars {r['read_scalars_per_s'] / base['read_scalars_per_s']:.2f}x  read arrays {r['read_arrays_per_s'] / base['read_arrays_per_s']:.2f}x")
+        print(
+            f"  {b:7s} write {r['write_values_per_s'] / base['write_values_per_s']:.2f}x  read scalars {r['read_scalars_per_s'] / base['read_scalars_per_s']:.2f}x  read arrays {r['read_arrays_per_s'] / base['read_arrays_per_s']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

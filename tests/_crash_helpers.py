@@ -9,7 +9,10 @@ FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "weights_std", "esd")
 
 def model_weights() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(7)
-    return {f"layers.{i}.weight": rng.normal(size=(48 + 4 * i, 32)).astype(np.float32) for i in range(16)}
+    return {
+        f"layers.{i}.weight": rng.normal(size=(48 + 4 * i, 32)).astype(np.float32)
+        for i in range(16)
+    }
 
 
 def reference_values() -> dict[tuple[str, str], object]:

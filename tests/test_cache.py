@@ -27,10 +27,28 @@ def free_port() -> int:
 def redis_url(tmp_path_factory):
     exe = shutil.which("redis-server")
     if exe is None:
-        pytest.fail("redis-server is not installed: `make test` installs it (apt-get install redis-server)")
+        pytest.fail(
+            "redis-server is not installed: `make test` installs it (apt-get install redis-server)"
+        )
     port = free_port()
     workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import redis
 
     client = redis.Redis(port=port)
@@ -49,7 +67,14 @@ def redis_url(tmp_path_factory):
 
 
 def test_codec_round_trips_without_pickle():
-    for v in (1.5, -2, True, "x", np.arange(6, dtype=np.int16).reshape(2, 3), np.linspace(0, 1, 5, dtype=np.float32)):
+    for v in (
+        1.5,
+        -2,
+        True,
+        "x",
+        np.arange(6, dtype=np.int16).reshape(2, 3),
+        np.linspace(0, 1, 5, dtype=np.float32),
+    ):
         out = decode(encode(v))
         if isinstance(v, np.ndarray):
             assert out.dtype == v.dtype and np.array_equal(out, v)

@@ -16,16 +16,28 @@ from diffract.store import open_path
 
 @pytest.mark.slow
 def test_analyze_demo_model_prints_a_per_layer_table(in_tmp):
-    proc = subprocess.run([sys.executable, "-m", "diffract.cli", "analyze", "--quiet"], capture_output=True, text=True, cwd=in_tmp)
+    proc = subprocess.run(
+        [sys.executable, "-m", "diffract.cli", "analyze", "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=in_tmp,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     header = lines[0].split()
-    assert header[:3] == ["name", "type", "shape"] and "frob_norm" in header and "pl_alpha" in header
+    assert (
+        header[:3] == ["name", "type", "shape"] and "frob_norm" in header and "pl_alpha" in header
+    )
     rows = [line for line in lines[2:] if line.strip()]
     assert len(rows) == 40  # MiniLM's 2-D weights: 36 encoder matrices, 3 embeddings, the pooler
     assert any(r.startswith("encoder.layer.0.attention.self.query.weight") for r in rows)
     assert "added 'all-MiniLM-L6-v2': 103 slices" in proc.stderr
-    again = subprocess.run([sys.executable, "-m", "diffract.cli", "analyze", "--quiet"], capture_output=True, text=True, cwd=in_tmp)
+    again = subprocess.run(
+        [sys.executable, "-m", "diffract.cli", "analyze", "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=in_tmp,
+    )
     assert "already stored; reusing it" in again.stderr and "computed 0 values" in again.stderr
     assert again.stdout == proc.stdout
 
@@ -44,13 +56,23 @@ def test_list_and_export(in_tmp, mlp_weights, capsys):
     assert (in_tmp / "out.csv").read_text().splitlines()[0] == "model_id,name,uid,type,frob_norm"
 
 
-@pytest.mark.parametrize("dst,backend", [("copy.sqlite", "sqlite"), ("copy.zarr", "zarr"), ("copy-hybrid", "hybrid"), ("copy-h5", "hdf5")])
+@pytest.mark.parametrize(
+    "dst,backend",
+    [
+        ("copy.sqlite", "sqlite"),
+        ("copy.zarr", "zarr"),
+        ("copy-hybrid", "hybrid"),
+        ("copy-h5", "hdf5"),
+    ],
+)
 def test_store_copy_is_lossless(in_tmp, mlp_weights, dst, backend, capsys):
     with Session() as s:
         s.models.add(mlp_weights, model_id="m")
         s.models.add({k: v * 2 for k, v in mlp_weights.items()}, model_id="m2")
         s.compute.apply("stable_rank", "esd", "weights_std", progress=False)
-    args = ["store", "copy", ".diffract", dst] + (["--backend", backend] if backend == "hybrid" else [])
+    args = ["store", "copy", ".diffract", dst] + (
+        ["--backend", backend] if backend == "hybrid" else []
+    )
     assert main(args) == 0
     assert f"-> {backend}" in capsys.readouterr().out
     src, out = open_path(".diffract"), open_path(dst)

@@ -62,7 +62,10 @@ def session(registry, mlp_weights):
 
 
 def values(scope, *fields):
-    return {r["name"]: tuple(r[f] for f in fields) for r in scope.results.export_metrics(*fields, export_format="list")}
+    return {
+        r["name"]: tuple(r[f] for f in fields)
+        for r in scope.results.export_metrics(*fields, export_format="list")
+    }
 
 
 def test_apply_computes_only_missing_fields(session):
@@ -77,12 +80,16 @@ def test_apply_computes_only_missing_fields(session):
 def test_shared_intermediate_computed_once_per_slice(session):
     producer = session.registry.producer("frob_norm").inputs[0]
     spectrum_kernel = session.registry.producer(producer).name
-    session.compute.apply("frob_norm", "spectral_norm", "nuclear_norm", "stable_rank", progress=False)
+    session.compute.apply(
+        "frob_norm", "spectral_norm", "nuclear_norm", "stable_rank", progress=False
+    )
     assert session.kernel_calls[spectrum_kernel] == 3  # one per 2-D slice, not one per field
 
 
 def test_values_match_numpy_linalg(session, mlp_weights):
-    session.compute.apply("frob_norm", "spectral_norm", "nuclear_norm", "stable_rank", progress=False)
+    session.compute.apply(
+        "frob_norm", "spectral_norm", "nuclear_norm", "stable_rank", progress=False
+    )
     got = values(session, "frob_norm", "spectral_norm", "nuclear_norm", "stable_rank")
     for name, w in mlp_weights.items():
         if w.ndim != 2:
@@ -127,7 +134,9 @@ def test_options_at_run_time_and_configure(session, registry):
 def test_unknown_field_is_a_clear_error_and_changes_nothing(session):
     session.compute.apply("frob_norm", progress=False)
     before = sorted(session.store.keys())
-    with pytest.raises(UnknownFieldError, match="unknown field 'frob_nrom'.*Did you mean 'frob_norm'"):
+    with pytest.raises(
+        UnknownFieldError, match=r"unknown field 'frob_nrom'.*Did you mean 'frob_norm'"
+    ):
         session.compute.apply("frob_norm", "frob_nrom")
     assert sorted(session.store.keys()) == before
 
@@ -163,10 +172,15 @@ def test_nan_and_inf_weights_are_recorded_failures_and_the_run_goes_on(registry,
     s.models.add(bad, model_id="bad")
     with pytest.warns(KernelFailureWarning, match="2 kernel failure"):
         report = s.compute.apply("frob_norm", progress=False)
-    assert {(f.name, f.field) for f in report.failures} == {("layers.1.weight", "frob_norm"), ("layers.2.weight", "frob_norm")}
+    assert {(f.name, f.field) for f in report.failures} == {
+        ("layers.1.weight", "frob_norm"),
+        ("layers.2.weight", "frob_norm"),
+    }
     assert "1 NaN" in next(f.error for f in report.failures if f.name == "layers.1.weight")
     got = values(s, "frob_norm")
-    assert got["layers.0.weight"][0] == pytest.approx(np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6)
+    assert got["layers.0.weight"][0] == pytest.approx(
+        np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6
+    )
     assert got["layers.1.weight"] == (None,)
 
 
@@ -216,12 +230,30 @@ def test_workers_give_the_same_values(registry, mlp_weights):
 def test_model_level_aggregate_over_the_scope(session, mlp_weights):
     session.compute.apply("mean_frob", progress=False)
     rows = session.results.export_metrics("mean_frob", export_format="list")
-    assert rows == [{"model_id": "mlp", "name": "", "uid": "@mlp", "type": "model", "mean_frob": pytest.approx(
-        np.mean([np.linalg.norm(w.astype(np.float64)) for w in mlp_weights.values() if w.ndim == 2]), rel=1e-6)}]
+    assert rows == [
+        {
+            "model_id": "mlp",
+            "name": "",
+            "uid": "@mlp",
+            "type": "model",
+            "mean_frob": pytest.approx(
+                np.mean(
+                    [
+                        np.linalg.norm(w.astype(np.float64))
+                        for w in mlp_weights.values()
+                        if w.ndim == 2
+                    ]
+                ),
+                rel=1e-6,
+            ),
+        }
+    ]
     part = session.filter(param_names=["layers.0.weight"])
     part.compute.apply("mean_frob", progress=False)
     (row,) = part.results.export_metrics("mean_frob", export_format="list")
-    assert row["uid"].startswith("@mlp[") and row["mean_frob"] == pytest.approx(np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6)
+    assert row["uid"].startswith("@mlp[") and row["mean_frob"] == pytest.approx(
+        np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6
+    )
 
 
 def test_cross_model_field_against_a_reference(session, mlp_weights):
@@ -230,7 +262,9 @@ def test_cross_model_field_against_a_reference(session, mlp_weights):
     with pytest.raises(UnknownOptionError, match="need a reference model"):
         session.compute.apply("frob_delta")
     session.compute.apply("frob_delta", reference="mlp", progress=False)
-    rows = session.filter(model_ids=["mlp-step-0001"]).results.export_metrics("frob_delta", export_format="list", reference="mlp")
+    rows = session.filter(model_ids=["mlp-step-0001"]).results.export_metrics(
+        "frob_delta", export_format="list", reference="mlp"
+    )
     for r in rows:
         w = mlp_weights[r["name"]]
         assert r["reference"] == "mlp"
@@ -241,13 +275,18 @@ def test_duplicate_model_id_and_replace(session, mlp_weights):
     session.compute.apply("frob_norm", progress=False)
     with pytest.raises(DuplicateModelError, match="already stored; pass replace=True"):
         session.models.add(mlp_weights, model_id="mlp")
-    assert session.results.export_metrics("frob_norm", export_format="dict")["frob_norm"][1] is not None
+    assert (
+        session.results.export_metrics("frob_norm", export_format="dict")["frob_norm"][1]
+        is not None
+    )
     session.models.add({k: 2 * v for k, v in mlp_weights.items()}, model_id="mlp", replace=True)
     with pytest.raises(FieldNotComputedError):
         session.results.export_metrics("frob_norm")
     session.compute.apply("frob_norm", progress=False)
     got = values(session, "frob_norm")
-    assert got["layers.0.weight"][0] == pytest.approx(2 * np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6)
+    assert got["layers.0.weight"][0] == pytest.approx(
+        2 * np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6
+    )
 
 
 def test_remove_model_drops_its_fields(session):
@@ -306,9 +345,9 @@ def test_user_kernel_with_the_public_decorator(mlp_weights):
     s = Session(profile="ram", registry=reg)
     s.models.add(mlp_weights, model_id="m")
     s.compute.apply("n_rows", progress=False)
-    assert {r["name"]: r["n_rows"] for r in s.results.export_metrics("n_rows", export_format="list")} == {
-        k: (v.shape[0] if v.ndim == 2 else None) for k, v in mlp_weights.items()
-    }
+    assert {
+        r["name"]: r["n_rows"] for r in s.results.export_metrics("n_rows", export_format="list")
+    } == {k: (v.shape[0] if v.ndim == 2 else None) for k, v in mlp_weights.items()}
 
 
 def test_no_warning_on_a_clean_run(session):

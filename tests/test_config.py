@@ -17,12 +17,16 @@ def test_defaults_are_the_local_profile(tmp_path):
 
 
 def test_precedence_file_then_env_then_argument(tmp_path):
-    (tmp_path / "diffract.toml").write_text('profile = "sqlite"\nworkers = 2\ncache = "lru"\nmemory_budget = "1GB"\n')
+    (tmp_path / "diffract.toml").write_text(
+        'profile = "sqlite"\nworkers = 2\ncache = "lru"\nmemory_budget = "1GB"\n'
+    )
     cfg = resolve(cwd=tmp_path, env={})
     assert cfg["backend"] == "sqlite" and cfg["workers"] == 2 and cfg["cache"] == "lru"
     assert cfg.sources["workers"].endswith("diffract.toml")
     cfg = resolve(cwd=tmp_path, env={"DIFFRACT_WORKERS": "3", "DIFFRACT_PROFILE": "zarr"})
-    assert cfg["workers"] == 3 and cfg["backend"] == "zarr" and cfg.sources["workers"] == "environment"
+    assert (
+        cfg["workers"] == 3 and cfg["backend"] == "zarr" and cfg.sources["workers"] == "environment"
+    )
     cfg = resolve(cwd=tmp_path, env={"DIFFRACT_WORKERS": "3"}, workers=1, profile="ram")
     assert cfg["workers"] == 1 and cfg["backend"] == "ram" and cfg["path"] is None
     assert cfg["memory_budget"] == 1024**3
@@ -45,7 +49,7 @@ def test_custom_profiles_in_pyproject(tmp_path):
         ('colour = "red"', r"unknown key\(s\) \['colour'\]; valid keys are \["),
         ('backend = "mongodb"', r"invalid backend='mongodb' \(valid backends are"),
         ('cache = "memcached"', r"valid caches are 'none', 'lru' and a redis:// URL"),
-        ('workers = 0', "workers must be an int >= 1"),
+        ("workers = 0", "workers must be an int >= 1"),
         ('memory_budget = "lots"', "memory_budget must be a positive size"),
         ("[profiles.x]\ncolour = 1", r"\[profiles.x\]: unknown key"),
     ],
@@ -58,7 +62,7 @@ def test_bad_configuration_names_what_is_valid(tmp_path, toml, message):
 
 def test_broken_toml_names_the_file(tmp_path):
     (tmp_path / "diffract.toml").write_text("profile = ")
-    with pytest.raises(ConfigError, match="diffract.toml: cannot read the configuration"):
+    with pytest.raises(ConfigError, match=r"diffract\.toml: cannot read the configuration"):
         resolve(cwd=tmp_path, env={})
 
 

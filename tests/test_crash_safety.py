@@ -22,9 +22,8 @@ import time
 import numpy as np
 import pytest
 
-from diffract import Session
-
 from _crash_helpers import reference_values, same
+from diffract import Session
 
 BACKENDS = ["hdf5", "sqlite", "zarr", "hybrid"]
 TRIALS = 30
@@ -68,7 +67,9 @@ def _trials(backend: str, path: str, n: int, seed: int, ref: dict) -> tuple[int,
     code = WRITER.format(tests=os.path.dirname(__file__), backend=backend, path=path)
     losses = wrong = checked = 0
     for _ in range(n):
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         lines: list[str] = []
         ready = threading.Event()
 
@@ -113,11 +114,15 @@ def test_sigkill_at_random_moments_loses_nothing(backend, tmp_path):
     ref = reference_values()
     paths = [_store_path(backend, tmp_path / f"run{i}") for i in range(2)]
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda i: _trials(backend, paths[i], TRIALS // 2, 12345 + i, ref), range(2)))
+        results = list(
+            pool.map(lambda i: _trials(backend, paths[i], TRIALS // 2, 12345 + i, ref), range(2))
+        )
     checked = sum(r[0] for r in results)
     losses = sum(r[1] for r in results)
     wrong = sum(r[2] for r in results)
-    print(f"\n[crash-safety] backend={backend}: {TRIALS} SIGKILL trials, {checked} reported values checked, {losses} lost, {wrong} wrong")
+    print(
+        f"\n[crash-safety] backend={backend}: {TRIALS} SIGKILL trials, {checked} reported values checked, {losses} lost, {wrong} wrong"
+    )
     assert losses == 0 and wrong == 0
     assert checked > 0
 
@@ -162,9 +167,23 @@ READER = textwrap.dedent(
 def test_one_writer_two_readers_for_ten_seconds(backend, tmp_path):
     path = _store_path(backend, tmp_path)
     tests_dir = os.path.dirname(__file__)
-    writer = subprocess.Popen([sys.executable, "-c", WRITER.format(tests=tests_dir, backend=backend, path=path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER.format(tests=tests_dir, backend=backend, path=path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     readers = [
-        subprocess.Popen([sys.executable, "-c", READER.format(tests=tests_dir, backend=backend, path=path, seconds=10)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                READER.format(tests=tests_dir, backend=backend, path=path, seconds=10),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     try:

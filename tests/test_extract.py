@@ -142,7 +142,10 @@ def build_onnx(w, tmp_path):
             helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6]),
             helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 3, 8, 8]),
         ],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("e", [2, 6]), ("y", [1, 4]), ("c", [1, 5, 6, 6]))],
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+            for n, s in (("e", [2, 6]), ("y", [1, 4]), ("c", [1, 5, 6, 6]))
+        ],
         initializer=[numpy_helper.from_array(v, name=k) for k, v in w.items()],
     )
     model = helper.make_model(graph)
@@ -220,7 +223,9 @@ def build_flax_linen(w, tmp_path):
             c = nn.Conv(5, (3, 3), padding="VALID", name="conv")(img)
             return e, nn.Dense(4, name="fc2")(h), c
 
-    variables = Net().init(jax.random.PRNGKey(0), jnp.zeros(2, jnp.int32), jnp.zeros((1, 6)), jnp.zeros((1, 8, 8, 3)))
+    variables = Net().init(
+        jax.random.PRNGKey(0), jnp.zeros(2, jnp.int32), jnp.zeros((1, 6)), jnp.zeros((1, 8, 8, 3))
+    )
     params = jax.tree_util.tree_map(lambda x: x, variables["params"])
     params = {k: dict(v) for k, v in params.items()}
     for name, value in w.items():
@@ -284,11 +289,17 @@ def test_same_weights_same_slices_and_fields(source, weights, reference, tmp_pat
     for their, canon in names.items():
         sl = got[their]
         assert sl.type == TYPES[canon], f"{source}: {their} typed {sl.type}"
-        expected_shape = to_in_out(canon, weights[canon]).shape if sl.layout == "in_out" else CANON[canon]
+        expected_shape = (
+            to_in_out(canon, weights[canon]).shape if sl.layout == "in_out" else CANON[canon]
+        )
         if source == "equinox" and canon == "conv.bias":
             expected_shape = (5, 1, 1)
         assert sl.shape == expected_shape, f"{source}: {their} shape {sl.shape}"
-        if source in ("flax.nnx", "flax.linen", "keras") and canon.split(".")[0] in ("fc1", "fc2", "conv") and canon.endswith("weight"):
+        if (
+            source in ("flax.nnx", "flax.linen", "keras")
+            and canon.split(".")[0] in ("fc1", "fc2", "conv")
+            and canon.endswith("weight")
+        ):
             assert sl.layout == "in_out"
     s.compute.apply(*FIELDS, progress=False)
     rows = {r["name"]: r for r in s.results.export_metrics(*FIELDS, export_format="list")}
@@ -315,9 +326,16 @@ def test_bf16_and_fp16_kept_and_converted(tmp_path):
     for model in (sd, str(tmp_path / "m.safetensors")):
         s = Session(profile="ram")
         slices = s.models.add(model, model_id="m")
-        assert {sl.name: sl.dtype for sl in slices} == {"a.weight": "bfloat16", "b.weight": "float16", "c.weight": "float32"}
+        assert {sl.name: sl.dtype for sl in slices} == {
+            "a.weight": "bfloat16",
+            "b.weight": "float16",
+            "c.weight": "float32",
+        }
         s.compute.apply("frob_norm", progress=False)
-        rows = {r["name"]: r["frob_norm"] for r in s.results.export_metrics("frob_norm", export_format="list")}
+        rows = {
+            r["name"]: r["frob_norm"]
+            for r in s.results.export_metrics("frob_norm", export_format="list")
+        }
         for name, t in sd.items():
             assert rows[name] == pytest.approx(float(torch.linalg.norm(t.float())), rel=1e-5)
 
@@ -326,8 +344,8 @@ def test_safetensors_is_read_lazily(weights, tmp_path):
     from safetensors.numpy import save_file
 
     from diffract import LazyArray
-    from diffract.extract import model_tree
     from diffract._tree import tree_leaves_with_path
+    from diffract.extract import model_tree
 
     path = tmp_path / "m.safetensors"
     save_file(dict(weights), str(path))
@@ -345,9 +363,17 @@ def test_sharded_safetensors_folder(weights, tmp_path):
 
     names = sorted(weights)
     half = len(names) // 2
-    save_file({k: weights[k] for k in names[:half]}, str(tmp_path / "model-00001-of-00002.safetensors"))
-    save_file({k: weights[k] for k in names[half:]}, str(tmp_path / "model-00002-of-00002.safetensors"))
-    index = {"weight_map": {k: f"model-0000{1 if i < half else 2}-of-00002.safetensors" for i, k in enumerate(names)}}
+    save_file(
+        {k: weights[k] for k in names[:half]}, str(tmp_path / "model-00001-of-00002.safetensors")
+    )
+    save_file(
+        {k: weights[k] for k in names[half:]}, str(tmp_path / "model-00002-of-00002.safetensors")
+    )
+    index = {
+        "weight_map": {
+            k: f"model-0000{1 if i < half else 2}-of-00002.safetensors" for i, k in enumerate(names)
+        }
+    }
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     s = Session(profile="ram")
     assert {sl.name for sl in s.models.add(str(tmp_path), model_id="sharded")} == set(weights)
@@ -361,7 +387,9 @@ def test_custom_extractor_registered_by_the_user(weights):
         def __init__(self, params):
             self.params = params
 
-    diffract.register_extractor("mymodel", lambda m: isinstance(m, MyModel), lambda m: {"body": m.params})
+    diffract.register_extractor(
+        "mymodel", lambda m: isinstance(m, MyModel), lambda m: {"body": m.params}
+    )
     try:
         s = Session(profile="ram")
         slices = s.models.add(MyModel({"w": weights["fc1.weight"]}), model_id="mine")
@@ -373,7 +401,10 @@ def test_custom_extractor_registered_by_the_user(weights):
 
 def test_filter_spec_prefix_tree_and_predicate(weights):
     s = Session(profile="ram")
-    nested = {"enc": {"w": weights["fc1.weight"], "b": weights["fc1.bias"]}, "head": {"w": weights["fc2.weight"]}}
+    nested = {
+        "enc": {"w": weights["fc1.weight"], "b": weights["fc1.bias"]},
+        "head": {"w": weights["fc2.weight"]},
+    }
     kept = s.models.add(nested, model_id="a", filter_spec={"enc": True, "head": False})
     assert sorted(sl.name for sl in kept) == ["enc.b", "enc.w"]
     kept = s.models.add(nested, model_id="b", filter_spec=lambda x: getattr(x, "ndim", 0) == 2)
@@ -395,7 +426,9 @@ def test_integer_and_scalar_leaves_are_skipped_with_a_reason(weights):
 def test_0d_leaf_kept_by_filter_spec_is_a_clear_error():
     s = Session(profile="ram")
     with pytest.raises(ExtractionError, match="'scale' is 0-d"):
-        s.models.add({"w": np.ones((2, 2)), "scale": np.float32(2.0)}, model_id="m", filter_spec=True)
+        s.models.add(
+            {"w": np.ones((2, 2)), "scale": np.float32(2.0)}, model_id="m", filter_spec=True
+        )
     assert s.models.ids() == []
 
 
@@ -436,5 +469,7 @@ def test_import_of_diffract_does_not_activate_frameworks():
         "s.models.add({'w': np.ones((3, 2))}, model_id='m')\n"
         "print(sorted(m for m in ('torch', 'jax', 'flax', 'equinox', 'onnx', 'keras') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from diffract import FilterChain, FilterError, ParameterType, Session
@@ -36,20 +35,26 @@ def names(scope):
 def test_exact_and_regex_names(session):
     assert names(session.filter(param_names=["h.0.mlp.c_fc.weight"])) == ["h.0.mlp.c_fc.weight"]
     assert names(session.filter(param_names=["re:.*attn.*weight"])) == [
-        "h.0.attn.c_attn.weight", "h.0.attn.c_proj.weight", "h.1.attn.c_attn.weight"
+        "h.0.attn.c_attn.weight",
+        "h.0.attn.c_proj.weight",
+        "h.1.attn.c_attn.weight",
     ]
     assert names(session.filter(param_names=["re:.*proj$"])) == ["h.1.mlp.proj"]
     # full match: "attn" alone does not match a longer name
     assert names(session.filter(param_names=["re:attn"])) == []
     assert names(session.filter(param_names=["re:h\\.[0-0]\\..*"])) == [
-        "h.0.attn.c_attn.weight", "h.0.attn.c_proj.weight", "h.0.mlp.c_fc.weight"
+        "h.0.attn.c_attn.weight",
+        "h.0.attn.c_proj.weight",
+        "h.0.mlp.c_fc.weight",
     ]
 
 
 def test_model_ids_exact_and_regex(session):
     assert session.filter(model_ids=["gpt2-small"]).models.ids() == ["gpt2-small"]
     assert session.filter(model_ids=["re:gpt2-.*"]).models.ids() == ["gpt2-medium", "gpt2-small"]
-    assert {s.model_id for s in session.filter(model_ids=["gpt2-small"]).models.slices()} == {"gpt2-small"}
+    assert {s.model_id for s in session.filter(model_ids=["gpt2-small"]).models.slices()} == {
+        "gpt2-small"
+    }
 
 
 def test_types_builtin_and_custom(session):
@@ -68,7 +73,9 @@ def test_uids(session):
 def test_and_combination_and_chaining(session):
     both = session.filter(model_ids=["gpt2-small"], param_names=["re:.*attn.*"])
     assert {(s.model_id, s.name) for s in both.models.slices()} == {
-        ("gpt2-small", "h.0.attn.c_attn.weight"), ("gpt2-small", "h.0.attn.c_proj.weight"), ("gpt2-small", "h.1.attn.c_attn.weight")
+        ("gpt2-small", "h.0.attn.c_attn.weight"),
+        ("gpt2-small", "h.0.attn.c_proj.weight"),
+        ("gpt2-small", "h.1.attn.c_attn.weight"),
     }
     chained = session.filter(model_ids=["gpt2-small"]).filter(param_names=["re:.*attn.*"])
     assert [s.uid for s in chained.models.slices()] == [s.uid for s in both.models.slices()]
@@ -84,7 +91,9 @@ def test_empty_scope_is_not_an_error(session):
 
 
 def test_bad_regex_names_the_pattern(session):
-    with pytest.raises(FilterError, match=r"invalid regular expression '\(unclosed' in param_names"):
+    with pytest.raises(
+        FilterError, match=r"invalid regular expression '\(unclosed' in param_names"
+    ):
         session.filter(param_names=["re:(unclosed"])
     with pytest.raises(FilterError, match="model_ids"):
         session.filter(model_ids=["re:[z-a]"])
@@ -100,7 +109,9 @@ def test_wrong_types_are_clear_errors(session):
 
 
 def test_filters_are_data_json_round_trip(session):
-    scope = session.filter(model_ids=["gpt2-small"], param_types=[ParameterType.DENSE]).filter(param_names=["re:.*attn.*"])
+    scope = session.filter(model_ids=["gpt2-small"], param_types=[ParameterType.DENSE]).filter(
+        param_names=["re:.*attn.*"]
+    )
     text = scope.utils.filter_json()
     assert json.loads(text) == [
         {"model_ids": ["gpt2-small"], "param_types": ["dense"]},

@@ -30,7 +30,9 @@ def test_import_is_light():
         "'anywidget', 'pandas', 'polars', 'onnx', 'keras', 'tensorflow', 'scipy']; "
         "print([m for m in heavy if m in sys.modules])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 

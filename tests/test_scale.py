@@ -86,14 +86,21 @@ def test_process_pool_gives_the_same_fields(weights, local_table):
 def test_dask_local_cluster_gives_the_same_fields(weights, local_table, tmp_path):
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         assert len(client.scheduler_info()["workers"]) == 2
         with Session(path=tmp_path / "st", executor=client, memory_budget="200KB") as s:
             s.models.add(weights, model_id="m")
             events = []
             report = s.compute.apply(*FIELDS, progress=events.append)
             assert report.chunks > 2 and not report.failures
-            assert [e.chunks_done for e in events if e.stage == "chunk"] == list(range(1, report.chunks + 1))
+            assert [e.chunks_done for e in events if e.stage == "chunk"] == list(
+                range(1, report.chunks + 1)
+            )
             assert_same(local_table, table(s))
         # the same through a scheduler address
         with Session(path=tmp_path / "st2", executor=cluster.scheduler_address) as s:

@@ -16,7 +16,9 @@ def test_h5py_recipe_reads_every_scalar_field(in_tmp, mlp_weights):
     with Session() as s:
         s.models.add(mlp_weights, model_id="m")
         for i in range(40):  # enough batches to trigger a compaction
-            s.filter(param_names=[f"layers.{i % 3}.weight"]).compute.apply("frob_norm", "stable_rank", progress=False)
+            s.filter(param_names=[f"layers.{i % 3}.weight"]).compute.apply(
+                "frob_norm", "stable_rank", progress=False
+            )
             if i % 4 == 0:
                 s.compute.erase("stable_rank")
         s.compute.apply("frob_norm", "stable_rank", "weights_std", progress=False)

@@ -19,7 +19,9 @@ FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "weights_std")
 
 
 def run_py(code: str, cwd) -> str:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -59,10 +61,19 @@ def test_fresh_process_reopens_and_recomputes_nothing(tmp_path, minilm_path):
 def test_every_value_kind_round_trips(tmp_path):
     with open_store("local", tmp_path / "st") as st:
         st.commit(Batch(add_models={"m": {"framework": "numpy"}}))
-        values = {("u1", "f"): 1.5, ("u1", "i"): 7, ("u1", "b"): True, ("u1", "s"): "under-trained", ("u1", "a"): np.arange(5.0), ("u2", "f"): float("nan")}
+        values = {
+            ("u1", "f"): 1.5,
+            ("u1", "i"): 7,
+            ("u1", "b"): True,
+            ("u1", "s"): "under-trained",
+            ("u1", "a"): np.arange(5.0),
+            ("u2", "f"): float("nan"),
+        }
         st.commit(Batch(fields=values))
     with open_store("local", tmp_path / "st", readonly=True) as st:
-        assert st.get(("u1", "f")) == 1.5 and st.get(("u1", "i")) == 7 and st.get(("u1", "b")) is True
+        assert (
+            st.get(("u1", "f")) == 1.5 and st.get(("u1", "i")) == 7 and st.get(("u1", "b")) is True
+        )
         assert st.get(("u1", "s")) == "under-trained"
         np.testing.assert_array_equal(st.get(("u1", "a")), np.arange(5.0))
         assert np.isnan(st.get(("u2", "f")))
@@ -84,10 +95,10 @@ def test_second_writer_gets_a_clear_error_and_readers_still_read(tmp_path, mlp_w
         code = f"""
             from diffract import Session, StoreLockedError
             try:
-                Session(profile="local", path={str(tmp_path / 'st')!r})
+                Session(profile="local", path={str(tmp_path / "st")!r})
             except StoreLockedError as exc:
                 print("LOCKED", exc)
-            reader = Session(profile="local", path={str(tmp_path / 'st')!r}, readonly=True)
+            reader = Session(profile="local", path={str(tmp_path / "st")!r}, readonly=True)
             print("READ", reader.models.ids())
             """
         out = run_py(code, tmp_path)
@@ -96,9 +107,8 @@ def test_second_writer_gets_a_clear_error_and_readers_still_read(tmp_path, mlp_w
     # after the writer closed, a new writer may open it
     with Session(profile="local", path=tmp_path / "st") as again:
         assert again.models.ids() == ["m"]
-    with pytest.raises(StoreLockedError):
-        with Session(profile="local", path=tmp_path / "st"):
-            Session(profile="local", path=tmp_path / "st")
+    with pytest.raises(StoreLockedError), Session(profile="local", path=tmp_path / "st"):
+        Session(profile="local", path=tmp_path / "st")
 
 
 def test_readonly_session_refuses_writes(tmp_path, mlp_weights):
@@ -154,7 +164,9 @@ def test_foreign_folder_file_and_layout_versions(tmp_path, mlp_weights):
     path = _stored(tmp_path, mlp_weights)
     marker = path / "diffract-store.json"
     for version, word in ((99, "newer"), (0, "older")):
-        marker.write_text(json.dumps({"format": "diffract-store", "layout_version": version, "backend": "hdf5"}))
+        marker.write_text(
+            json.dumps({"format": "diffract-store", "layout_version": version, "backend": "hdf5"})
+        )
         with pytest.raises(StoreCorruptError, match=f"layout version {version} is {word}"):
             Session(profile="local", path=path)
     marker.write_text("{not json")
@@ -165,7 +177,10 @@ def test_foreign_folder_file_and_layout_versions(tmp_path, mlp_weights):
 def test_unknown_profile_lists_valid_ones():
     from diffract import ConfigError
 
-    with pytest.raises(ConfigError, match=r"valid profiles are \['hdf5', 'hybrid', 'local', 'ram', 'sqlite', 'zarr'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"valid profiles are \['hdf5', 'hybrid', 'local', 'ram', 'sqlite', 'zarr'\]",
+    ):
         Session(profile="s3")
 
 
@@ -177,8 +192,13 @@ def test_referenced_checkpoint_that_changed_is_a_clear_error(tmp_path, mlp_weigh
     with Session(profile="local", path=tmp_path / "st") as s:
         s.models.add(str(ckpt), model_id="m")
         assert s.models.info("m")["weights"] == "referenced"
-        np.testing.assert_array_equal(s.models.weights("layers.0.weight"), mlp_weights["layers.0.weight"])
+        np.testing.assert_array_equal(
+            s.models.weights("layers.0.weight"), mlp_weights["layers.0.weight"]
+        )
         ckpt.unlink()
         with pytest.warns(KernelFailureWarning):
             report = s.compute.apply("frob_norm", progress=False)
-        assert report.failures and "checkpoint behind m:layers.0.weight is gone" in report.failures[0].error
+        assert (
+            report.failures
+            and "checkpoint behind m:layers.0.weight is gone" in report.failures[0].error
+        )

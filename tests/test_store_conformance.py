@@ -37,7 +37,15 @@ def opener(kind, tmp_path):
 
 def make_slices(model_id, arrays):
     return [
-        SliceInfo(model_id, name, make_uid(model_id, name), ParameterType.DENSE if a.ndim == 2 else ParameterType.BIAS, a.shape, str(a.dtype), i)
+        SliceInfo(
+            model_id,
+            name,
+            make_uid(model_id, name),
+            ParameterType.DENSE if a.ndim == 2 else ParameterType.BIAS,
+            a.shape,
+            str(a.dtype),
+            i,
+        )
         for i, (name, a) in enumerate(arrays.items())
     ]
 
@@ -49,11 +57,21 @@ def kind(request):
 
 def test_models_slices_and_weights_round_trip(kind, tmp_path, rng):
     open_ = opener(kind, tmp_path)
-    arrays = {"a.weight": rng.normal(size=(5, 3)).astype(np.float32), "a.bias": rng.normal(size=5), "b.weight": rng.normal(size=(2, 4)).astype(np.float16)}
+    arrays = {
+        "a.weight": rng.normal(size=(5, 3)).astype(np.float32),
+        "a.bias": rng.normal(size=5),
+        "b.weight": rng.normal(size=(2, 4)).astype(np.float16),
+    }
     st = open_()
     sl = make_slices("m1", arrays)
-    st.commit(Batch(add_models={"m1": {"framework": "numpy", "n": 3}}, slices=sl, weights={s.uid: arrays[s.name] for s in sl}))
-    for store in ([st, open_(readonly=True)] if kind in PERSISTENT else [st]):
+    st.commit(
+        Batch(
+            add_models={"m1": {"framework": "numpy", "n": 3}},
+            slices=sl,
+            weights={s.uid: arrays[s.name] for s in sl},
+        )
+    )
+    for store in [st, open_(readonly=True)] if kind in PERSISTENT else [st]:
         store.refresh()
         assert store.models() == {"m1": {"framework": "numpy", "n": 3}}
         assert [s.name for s in store.slices("m1")] == list(arrays)
@@ -65,7 +83,14 @@ def test_models_slices_and_weights_round_trip(kind, tmp_path, rng):
 
 def test_field_values_of_every_kind(kind, tmp_path):
     st = opener(kind, tmp_path)()
-    values = {("u1", "f"): 1.25, ("u1", "i"): -3, ("u1", "b"): False, ("u1", "s"): "over-trained", ("u1", "esd"): np.linspace(0, 1, 7), ("@m", "agg"): 2.5}
+    values = {
+        ("u1", "f"): 1.25,
+        ("u1", "i"): -3,
+        ("u1", "b"): False,
+        ("u1", "s"): "over-trained",
+        ("u1", "esd"): np.linspace(0, 1, 7),
+        ("@m", "agg"): 2.5,
+    }
     st.commit(Batch(fields=values))
     st.commit(Batch(fields={("u2", "nan"): float("nan")}))
     readers = [st, opener(kind, tmp_path)(readonly=True)] if kind in PERSISTENT else [st]
@@ -88,7 +113,16 @@ def test_erase_remove_and_replace(kind, tmp_path, rng):
         arrays = {"w": rng.normal(size=(3, 3))}
         sl = make_slices(m, arrays)
         st.commit(Batch(add_models={m: {}}, slices=sl, weights={s.uid: arrays[s.name] for s in sl}))
-        st.commit(Batch(fields={(sl[0].uid, "f"): 1.0, (sl[0].uid, "g"): 2.0, (f"@{m}", "agg"): 3.0, (f"{sl[0].uid}@m0", "x"): 4.0}))
+        st.commit(
+            Batch(
+                fields={
+                    (sl[0].uid, "f"): 1.0,
+                    (sl[0].uid, "g"): 2.0,
+                    (f"@{m}", "agg"): 3.0,
+                    (f"{sl[0].uid}@m0", "x"): 4.0,
+                }
+            )
+        )
     u1 = make_uid("m1", "w")
     u2 = make_uid("m2", "w")
     st.commit(Batch(erase=[(u1, "f")]))
@@ -98,7 +132,11 @@ def test_erase_remove_and_replace(kind, tmp_path, rng):
     assert not any(o in (u1, "@m1", f"{u1}@m0") for o, _ in st.keys())
     assert st.has((u2, "f")) and st.has(("@m2", "agg"))
     arrays = {"w": np.ones((3, 3))}
-    st.commit(Batch(add_models={"m2": {"v": 2}}, slices=make_slices("m2", arrays), weights={u2: arrays["w"]}))
+    st.commit(
+        Batch(
+            add_models={"m2": {"v": 2}}, slices=make_slices("m2", arrays), weights={u2: arrays["w"]}
+        )
+    )
     assert st.models()["m2"] == {"v": 2} and not st.has((u2, "f")) and not st.has(("@m2", "agg"))
     np.testing.assert_array_equal(st.weights(u2), np.ones((3, 3)))
     if kind in PERSISTENT:
@@ -177,7 +215,9 @@ def test_session_end_to_end_on_every_backend(kind, tmp_path, mlp_weights):
         again = Session(**kwargs)
         report = again.compute.apply("stable_rank", "frob_norm", progress=False)
         assert again.kernel_calls == {} and report.reused == 6
-        assert again.results.export_metrics("stable_rank", "frob_norm", export_format="list") == table
+        assert (
+            again.results.export_metrics("stable_rank", "frob_norm", export_format="list") == table
+        )
 
 
 @pytest.mark.parametrize("kind", ["hdf5", "zarr"])
@@ -198,7 +238,11 @@ def test_compaction_bounds_the_number_of_files_and_keeps_every_value(kind, tmp_p
             st.commit(Batch(erase=[key]))
             del expected[key]
     root = tmp_path / "store"
-    files = list((root / "segments").glob("*.h5")) if kind == "hdf5" else list((root / "commits").glob("*.json"))
+    files = (
+        list((root / "segments").glob("*.h5"))
+        if kind == "hdf5"
+        else list((root / "commits").glob("*.json"))
+    )
     assert len(files) <= 70, len(files)
     for store in (st, reader, open_(readonly=True)):
         store.refresh()

@@ -41,7 +41,9 @@ def same(a, b) -> bool:
         return False
     for x, y in zip(la, lb, strict=True):
         if diffract.is_array(x) or diffract.is_array(y):
-            if not (diffract.is_array(x) and diffract.is_array(y)) or not np.array_equal(np.asarray(x), np.asarray(y)):
+            if not (diffract.is_array(x) and diffract.is_array(y)) or not np.array_equal(
+                np.asarray(x), np.asarray(y)
+            ):
                 return False
         elif x is not y and x != y:
             return False
@@ -104,7 +106,17 @@ def test_replace_and_is_leaf_match_equinox():
 
 
 def test_is_array_predicates_agree_with_equinox_on_jax_and_numpy():
-    leaves = [jnp.ones(3), jnp.arange(3), np.ones(2), np.arange(2), np.float32(1.0), 1.0, "x", None, jnp.ones(2, jnp.bfloat16)]
+    leaves = [
+        jnp.ones(3),
+        jnp.arange(3),
+        np.ones(2),
+        np.arange(2),
+        np.float32(1.0),
+        1.0,
+        "x",
+        None,
+        jnp.ones(2, jnp.bfloat16),
+    ]
     for leaf in leaves:
         assert diffract.is_array(leaf) == eqx.is_array(leaf), leaf
         assert diffract.is_inexact_array(leaf) == eqx.is_inexact_array(leaf), leaf
@@ -136,15 +148,21 @@ def test_builtin_backend_without_jax_gives_equinox_results():
         print(json.dumps([show(f), show(l), show(r), show(c)]))
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     import collections
     import json
 
     Pair = collections.namedtuple("Pair", "w b")
-    tree = {"enc": [Pair(np.ones((2, 2)), np.zeros(2)), (np.arange(3), "tag")], "head": {"k": np.ones(3), "n": None}, "lr": 0.1}
+    tree = {
+        "enc": [Pair(np.ones((2, 2)), np.zeros(2)), (np.arange(3), "tag")],
+        "head": {"k": np.ones(3), "n": None},
+        "lr": 0.1,
+    }
     f = eqx.filter(tree, eqx.is_inexact_array)
-    l, r = eqx.partition(tree, {"enc": [True, eqx.is_array], "head": False, "lr": True})
-    c = eqx.combine(l, r)
+    left, right = eqx.partition(tree, {"enc": [True, eqx.is_array], "head": False, "lr": True})
+    c = eqx.combine(left, right)
 
     def show(t):
         if isinstance(t, dict):
@@ -155,4 +173,4 @@ def test_builtin_backend_without_jax_gives_equinox_results():
             return t.tolist()
         return t
 
-    assert json.loads(out) == json.loads(json.dumps([show(f), show(l), show(r), show(c)]))
+    assert json.loads(out) == json.loads(json.dumps([show(f), show(left), show(right), show(c)]))

@@ -9,36 +9,89 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     ConfigError as ConfigError,
+)
+from ._errors import (
     DependencyCycleError as DependencyCycleError,
+)
+from ._errors import (
     DiffractError as DiffractError,
+)
+from ._errors import (
     DuplicateModelError as DuplicateModelError,
+)
+from ._errors import (
     ExtractionError as ExtractionError,
+)
+from ._errors import (
     FieldNotComputedError as FieldNotComputedError,
+)
+from ._errors import (
     FilterError as FilterError,
+)
+from ._errors import (
     InvalidModelIdError as InvalidModelIdError,
+)
+from ._errors import (
     KernelDefinitionError as KernelDefinitionError,
+)
+from ._errors import (
     StoreCorruptError as StoreCorruptError,
+)
+from ._errors import (
     StoreError as StoreError,
+)
+from ._errors import (
     StoreLockedError as StoreLockedError,
+)
+from ._errors import (
     UnknownFieldError as UnknownFieldError,
+)
+from ._errors import (
     UnknownModelError as UnknownModelError,
+)
+from ._errors import (
     UnknownOptionError as UnknownOptionError,
 )
-from ._kernel import Kernel as Kernel, kernel as kernel
-from ._params import ParameterType as ParameterType, SliceInfo as SliceInfo
+from ._kernel import Kernel as Kernel
+from ._kernel import kernel as kernel
+from ._params import ParameterType as ParameterType
+from ._params import SliceInfo as SliceInfo
 from ._tree import (
     combine as combine,
-    filter as filter,  # noqa: A004 - mirrors equinox.filter
+)
+from ._tree import (
+    filter as filter,  # mirrors equinox.filter
+)
+from ._tree import (
     is_array as is_array,
+)
+from ._tree import (
     is_inexact_array as is_inexact_array,
+)
+from ._tree import (
     partition as partition,
 )
-from .filters import Filter as Filter, FilterChain as FilterChain
+from .filters import Filter as Filter
+from .filters import FilterChain as FilterChain
 
 if TYPE_CHECKING:
-    from ._run import Failure, ProgressEvent, RunReport
-    from .extract import ModelTree, register_extractor
-    from .session import Scope, Session
+    from ._lazy import LazyArray as LazyArray
+    from ._run import (
+        Failure as Failure,
+    )
+    from ._run import (
+        KernelFailureWarning as KernelFailureWarning,
+    )
+    from ._run import (
+        ProgressEvent as ProgressEvent,
+    )
+    from ._run import (
+        RunReport as RunReport,
+    )
+    from .extract import ModelTree as ModelTree
+    from .extract import register_extractor as register_extractor
+    from .session import Scope as Scope
+    from .session import Session as Session
 
 
 def _version() -> str:

@@ -16,10 +16,11 @@ errors that list the valid ones.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from ._errors import ConfigError
 from .store import BACKENDS, PROFILES
@@ -51,7 +52,10 @@ class ResolvedConfig:
 
     def as_table(self) -> str:
         width = max(len(k) for k in KEYS)
-        lines = [f"{k:<{width}}  {self.values.get(k)!s:<28}  ({self.sources.get(k, 'default')})" for k in KEYS]
+        lines = [
+            f"{k:<{width}}  {self.values.get(k)!s:<28}  ({self.sources.get(k, 'default')})"
+            for k in KEYS
+        ]
         if self.config_file:
             lines.append(f"\nproject config: {self.config_file}")
         return "\n".join(lines)
@@ -93,7 +97,9 @@ def _validate(key: str, value: Any, where: str) -> Any:
             raise ValueError(f"valid backends are {list(BACKENDS)}")
         if key == "arrays" and value not in ("hdf5", "zarr"):
             raise ValueError("valid values are ['hdf5', 'zarr']")
-        if key == "cache" and not (value in ("none", "lru") or str(value).startswith(("redis://", "rediss://", "unix://"))):
+        if key == "cache" and not (
+            value in ("none", "lru") or str(value).startswith(("redis://", "rediss://", "unix://"))
+        ):
             raise ValueError("valid caches are 'none', 'lru' and a redis:// URL")
         if key in ("cache_bytes", "memory_budget"):
             return parse_bytes(value)
@@ -114,7 +120,9 @@ def _validate(key: str, value: Any, where: str) -> Any:
     return value
 
 
-def resolve(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None, **explicit: Any) -> ResolvedConfig:
+def resolve(
+    cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None, **explicit: Any
+) -> ResolvedConfig:
     """The configuration in force for ``Session(**explicit)`` run in ``cwd``."""
     cwd = Path(cwd or os.getcwd())
     env = dict(os.environ if env is None else env)
@@ -131,7 +139,11 @@ def resolve(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | Non
     env_values = {k: env[f"DIFFRACT_{k.upper()}"] for k in KEYS if f"DIFFRACT_{k.upper()}" in env}
 
     out = ResolvedConfig(config_file=file_name)
-    for source, data in (("argument", explicit), ("environment", env_values), (file_name or "file", top)):
+    for source, data in (
+        ("argument", explicit),
+        ("environment", env_values),
+        (file_name or "file", top),
+    ):
         if data.get("profile") is not None:
             out.values["profile"], out.sources["profile"] = data["profile"], source
             break
@@ -149,8 +161,20 @@ def resolve(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | Non
     else:
         valid = sorted(set(PROFILES) | set(profiles_table))
         raise ConfigError(f"unknown profile {profile!r}; valid profiles are {valid}")
-    layers = [(base_source, base), (file_name or "file", top), ("environment", env_values), ("argument", explicit)]
-    defaults = {"arrays": "hdf5", "cache": "none", "cache_bytes": "256MB", "memory_budget": "2GB", "workers": 1, "lock_timeout": 0.0}
+    layers = [
+        (base_source, base),
+        (file_name or "file", top),
+        ("environment", env_values),
+        ("argument", explicit),
+    ]
+    defaults = {
+        "arrays": "hdf5",
+        "cache": "none",
+        "cache_bytes": "256MB",
+        "memory_budget": "2GB",
+        "workers": 1,
+        "lock_timeout": 0.0,
+    }
     for key in PROFILE_KEYS:
         value, source = defaults.get(key), "default"
         for src, data in layers:

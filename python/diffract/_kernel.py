@@ -142,7 +142,9 @@ def make_kernel(
         raise KernelDefinitionError(f"kernel {kname!r}: {sorted(clash)} is both input and output")
     trans = frozenset(transient)
     if not trans <= set(outs):
-        raise KernelDefinitionError(f"kernel {kname!r}: transient {sorted(trans - set(outs))} not outputs")
+        raise KernelDefinitionError(
+            f"kernel {kname!r}: transient {sorted(trans - set(outs))} not outputs"
+        )
     return Kernel(
         name=kname,
         func=func,
@@ -256,7 +258,7 @@ class KernelRegistry:
                 if prod is None:
                     continue
                 if state.get(prod) == 1:
-                    cyc = stack[stack.index(prod):] + [prod]
+                    cyc = [*stack[stack.index(prod) :], prod]
                     raise DependencyCycleError(
                         "kernels depend on each other in a cycle: " + " -> ".join(cyc)
                     )

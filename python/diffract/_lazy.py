@@ -153,7 +153,9 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any
     except FileNotFoundError:
         raise ExtractionError(f"checkpoint file not found: {path}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ExtractionError(f"{path}: not a safetensors file (header is not JSON: {exc})") from None
+        raise ExtractionError(
+            f"{path}: not a safetensors file (header is not JSON: {exc})"
+        ) from None
     if not isinstance(header, dict):
         raise ExtractionError(f"{path}: not a safetensors file (header is not a JSON object)")
     return header, 8 + n
@@ -173,7 +175,9 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
             shape = tuple(int(d) for d in spec["shape"])
             start, end = (int(v) for v in spec["data_offsets"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ExtractionError(f"{path}: tensor {name!r} has a malformed header entry ({exc})") from None
+            raise ExtractionError(
+                f"{path}: tensor {name!r} has a malformed header entry ({exc})"
+            ) from None
         if offset + end > size or start > end:
             raise ExtractionError(
                 f"{path}: tensor {name!r} points past the end of the file (truncated file?)"
@@ -182,7 +186,9 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
         def load(start=start, end=end, dtype=dtype, shape=shape) -> np.ndarray:
             if end == start:
                 return np.zeros(shape, dtype=np.float32 if dtype in NON_NUMPY_FLOATS else dtype)
-            raw = np.memmap(path, dtype=np.uint8, mode="r", offset=offset + start, shape=(end - start,))
+            raw = np.memmap(
+                path, dtype=np.uint8, mode="r", offset=offset + start, shape=(end - start,)
+            )
             return decode_raw(raw, dtype, shape)
 
         out[name] = LazyArray(shape=shape, dtype=dtype, loader=load, source=f"{path}::{name}")

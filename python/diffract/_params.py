@@ -189,7 +189,9 @@ def _itemsize(dtype: str) -> int:
 
 # --- type inference from names and shapes (used when no module class is known) ----------
 
-_NORM_WORDS = re.compile(r"(^|[._/])(ln|ln_\w+|\w*norm\w*|bn\d*|layer_?norm|rms_?norm|scale)([._/]|$)", re.I)
+_NORM_WORDS = re.compile(
+    r"(^|[._/])(ln|ln_\w+|\w*norm\w*|bn\d*|layer_?norm|rms_?norm|scale)([._/]|$)", re.I
+)
 _EMBED_WORDS = re.compile(r"(embed|(^|[._/])(emb|wte|wpe|tok_emb|pos_emb|lookup)([._/]|$))", re.I)
 _BIAS_WORDS = re.compile(r"(^|[._/])bias$", re.I)
 _CONV_WORDS = re.compile(r"(^|[._/])conv", re.I)

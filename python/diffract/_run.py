@@ -53,7 +53,9 @@ def parse_bytes(value: int | float | str | None) -> int:
             out = int(float(m.group(1)) * mult)
             if out > 0:
                 return out
-    raise ValueError(f"memory_budget must be a positive size like '2GB' or a number of bytes, got {value!r}")
+    raise ValueError(
+        f"memory_budget must be a positive size like '2GB' or a number of bytes, got {value!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,11 @@ def _as_float_array(arr: np.ndarray) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def validate_options(kernels: Iterable[Kernel], options: Mapping[str, Any], kernel_options: Mapping[str, Mapping[str, Any]]) -> None:
+def validate_options(
+    kernels: Iterable[Kernel],
+    options: Mapping[str, Any],
+    kernel_options: Mapping[str, Mapping[str, Any]],
+) -> None:
     kernels = list(kernels)
     known = {o for k in kernels for o in k.options}
     unknown = sorted(set(options) - known)
@@ -173,13 +179,19 @@ def validate_options(kernels: Iterable[Kernel], options: Mapping[str, Any], kern
     by_name = {k.name: k for k in kernels}
     for kname, opts in kernel_options.items():
         if kname not in by_name:
-            raise UnknownOptionError(f"kernel_options names kernel {kname!r}, which this apply does not run; kernels: {sorted(by_name)}")
+            raise UnknownOptionError(
+                f"kernel_options names kernel {kname!r}, which this apply does not run; kernels: {sorted(by_name)}"
+            )
         bad = sorted(set(opts) - set(by_name[kname].options))
         if bad:
-            raise UnknownOptionError(f"kernel {kname!r} has no option(s) {bad}; it accepts {sorted(by_name[kname].options)}")
+            raise UnknownOptionError(
+                f"kernel {kname!r} has no option(s) {bad}; it accepts {sorted(by_name[kname].options)}"
+            )
 
 
-def _call_kernel(k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, Any]], opts: dict[str, Any], pool) -> tuple[list[dict[str, Any] | _Failed], int]:
+def _call_kernel(
+    k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, Any]], opts: dict[str, Any], pool
+) -> tuple[list[dict[str, Any] | _Failed], int]:
     """Call one kernel on the ready slices: per slice (optionally in a thread pool), or once
     on lists when the kernel is vectorized (one call per slice again if that call raises,
     to isolate the failing slice). Returns results and the number of slice calls."""
@@ -196,9 +208,15 @@ def _call_kernel(k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, 
         try:
             outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
             if len(outs) != len(ready):
-                raise ValueError(f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices")
+                raise ValueError(
+                    f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices"
+                )
             return [
-                o if isinstance(o, _Failed) else (_Failed(_short_error(o)) if isinstance(o, BaseException) else k.split_outputs(o))
+                o
+                if isinstance(o, _Failed)
+                else (
+                    _Failed(_short_error(o)) if isinstance(o, BaseException) else k.split_outputs(o)
+                )
                 for o in outs
             ], len(ready)
         except Exception:
@@ -206,7 +224,11 @@ def _call_kernel(k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, 
             for s in ready:
                 try:
                     out = k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
-                    res.append(_Failed(_short_error(out)) if isinstance(out, BaseException) else k.split_outputs(out))
+                    res.append(
+                        _Failed(_short_error(out))
+                        if isinstance(out, BaseException)
+                        else k.split_outputs(out)
+                    )
                 except Exception as exc:
                     res.append(_Failed(_short_error(exc)))
             return res, len(ready)
@@ -239,7 +261,10 @@ def run_kernels(
                 for o in k.outputs:
                     vals[o] = NOT_APPLICABLE
                 continue
-            blocked = next((v for i in k.inputs if isinstance(v := vals.get(i), (_Failed, _NotApplicable))), None)
+            blocked = next(
+                (v for i in k.inputs if isinstance(v := vals.get(i), (_Failed, _NotApplicable))),
+                None,
+            )
             if blocked is not None:
                 for o in k.outputs:
                     vals[o] = blocked
@@ -310,13 +335,23 @@ class Runner:
         self.calls[k.name] = self.calls.get(k.name, 0) + n
 
     # --- the plan --------------------------------------------------------------------------
-    def run(self, fields: Iterable[str], slices: list[SliceInfo], *, scope_key: str | None, model_slices: Mapping[str, list[SliceInfo]]) -> RunReport:
+    def run(
+        self,
+        fields: Iterable[str],
+        slices: list[SliceInfo],
+        *,
+        scope_key: str | None,
+        model_slices: Mapping[str, list[SliceInfo]],
+    ) -> RunReport:
         fields = tuple(dict.fromkeys(fields))
         kernels = self.registry.closure(fields)  # raises UnknownFieldError
         validate_options(kernels, self.options, self.kernel_options)
         report = RunReport(requested=fields)
         t0 = time.perf_counter()
-        by_level = {lvl: [f for f in fields if self.registry.producer(f).level == lvl] for lvl in ("param", "model", "cross")}
+        by_level = {
+            lvl: [f for f in fields if self.registry.producer(f).level == lvl]
+            for lvl in ("param", "model", "cross")
+        }
         reference = self.options.get("reference")
         cross_slices: list[SliceInfo] = []
         if by_level["cross"]:
@@ -327,7 +362,9 @@ class Runner:
                     f"cross-model field(s) {by_level['cross']} need a reference model: apply(..., reference='<model_id>')"
                 )
             if not self.store.has_model(reference):
-                raise UnknownModelError(f"reference model {reference!r} is not in the store; stored: {sorted(self.store.models())}")
+                raise UnknownModelError(
+                    f"reference model {reference!r} is not in the store; stored: {sorted(self.store.models())}"
+                )
             ref_names = {s.name: s for s in self.store.slices(reference)}
             cross_slices = [s for s in slices if s.model_id != reference and s.name in ref_names]
             self._ref_names = ref_names
@@ -361,7 +398,9 @@ class Runner:
         report.cancelled = self.cancel.is_set()
         if report.failures:
             shown = "\n  ".join(str(f) for f in report.failures[:10])
-            more = f"\n  ... and {len(report.failures) - 10} more" if len(report.failures) > 10 else ""
+            more = (
+                f"\n  ... and {len(report.failures) - 10} more" if len(report.failures) > 10 else ""
+            )
             warnings.warn(
                 f"{len(report.failures)} kernel failure(s) (the run went on; see RunReport.failures):\n  {shown}{more}",
                 KernelFailureWarning,
@@ -376,11 +415,17 @@ class Runner:
         hit = self._applicable_cache.get(key)
         if hit is None:
             k = self.registry.producer(f)
-            hit = ndim >= k.min_ndim and all(self._applicable(d, ndim) for d in k.field_inputs() if self.registry.producer(d).level == "param")
+            hit = ndim >= k.min_ndim and all(
+                self._applicable(d, ndim)
+                for d in k.field_inputs()
+                if self.registry.producer(d).level == "param"
+            )
             self._applicable_cache[key] = hit
         return hit
 
-    def _slice_plan(self, s: SliceInfo, wanted: set[str], explicit: set[str]) -> tuple[list[Kernel], set[str], int, int]:
+    def _slice_plan(
+        self, s: SliceInfo, wanted: set[str], explicit: set[str]
+    ) -> tuple[list[Kernel], set[str], int, int]:
         """Kernels to run for one slice, fields to load, counts reused and not applicable."""
         present = set(self.store.fields_of(s.uid))
         to_run: dict[str, Kernel] = {}
@@ -426,16 +471,46 @@ class Runner:
             chunks.append(cur)
         return chunks
 
-    def _emit(self, stage: str, report: RunReport, t0: float, chunks_done: int, chunks_total: int, done: int, total: int, fld: str | None = None, param: str | None = None) -> None:
+    def _emit(
+        self,
+        stage: str,
+        report: RunReport,
+        t0: float,
+        chunks_done: int,
+        chunks_total: int,
+        done: int,
+        total: int,
+        fld: str | None = None,
+        param: str | None = None,
+    ) -> None:
         if self.progress is None:
             return
         elapsed = time.perf_counter() - t0
         eta = (elapsed / done) * (total - done) if done else None
         self.progress(
-            ProgressEvent(stage, chunks_done, chunks_total, done, total, fld, param, elapsed, eta, len(report.failures), self.cancel.is_set())
+            ProgressEvent(
+                stage,
+                chunks_done,
+                chunks_total,
+                done,
+                total,
+                fld,
+                param,
+                elapsed,
+                eta,
+                len(report.failures),
+                self.cancel.is_set(),
+            )
         )
 
-    def _run_param_level(self, all_slices: dict[str, SliceInfo], needed: dict[str, set[str]], explicit: set[str], report: RunReport, t0: float) -> None:
+    def _run_param_level(
+        self,
+        all_slices: dict[str, SliceInfo],
+        needed: dict[str, set[str]],
+        explicit: set[str],
+        report: RunReport,
+        t0: float,
+    ) -> None:
         plans: dict[str, tuple[list[Kernel], set[str]]] = {}
         work: list[SliceInfo] = []
         for uid, wanted in needed.items():
@@ -460,7 +535,9 @@ class Runner:
             for ci, chunk in enumerate(chunks):
                 if self.cancel.is_set():
                     break
-                batch = self._run_chunk(chunk, plans, explicit, report, t0, ci, len(chunks), done, total, pool)
+                batch = self._run_chunk(
+                    chunk, plans, explicit, report, t0, ci, len(chunks), done, total, pool
+                )
                 self.store.commit(batch)
                 report.computed += len(batch.fields)
                 report.chunks += 1
@@ -471,7 +548,9 @@ class Runner:
                 pool.shutdown(wait=True)
         self._emit("done", report, t0, report.chunks, len(chunks), done, total)
 
-    def _run_param_remote(self, work: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float) -> None:
+    def _run_param_remote(
+        self, work: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float
+    ) -> None:
         """Chunks as tasks on a process pool or a Dask cluster. This process stays the single
         writer: it reads each chunk's inputs, ships them, and commits results in order. At
         most ``slots`` chunks are in flight, and chunks are sized so that all of them
@@ -510,7 +589,9 @@ class Runner:
                 while len(pending) >= slots:
                     finish_one()
                 kernels, plan_of, values, opts_of = self._prepare(chunk, plans)
-                pending.append((chunk, submit(remote_chunk, chunk, kernels, plan_of, values, opts_of)))
+                pending.append(
+                    (chunk, submit(remote_chunk, chunk, kernels, plan_of, values, opts_of))
+                )
             while pending:  # finished work is kept, also after a cancel
                 finish_one()
         finally:
@@ -528,11 +609,30 @@ class Runner:
             return _Failed(f"weights contain {n_nan} NaN and {n_inf} Inf value(s) of {w.size}")
         return w
 
-    def _run_chunk(self, chunk: list[SliceInfo], plans, explicit: set[str], report: RunReport, t0: float, ci: int, nchunks: int, done: int, total: int, pool) -> Batch:
+    def _run_chunk(
+        self,
+        chunk: list[SliceInfo],
+        plans,
+        explicit: set[str],
+        report: RunReport,
+        t0: float,
+        ci: int,
+        nchunks: int,
+        done: int,
+        total: int,
+        pool,
+    ) -> Batch:
         values = self._compute_values(chunk, plans, pool, report, t0, ci, nchunks, done, total)
         return self._batch(chunk, plans, values, explicit, report)
 
-    def _batch(self, chunk: list[SliceInfo], plans, values: dict[str, dict[str, Any]], explicit: set[str], report: RunReport) -> Batch:
+    def _batch(
+        self,
+        chunk: list[SliceInfo],
+        plans,
+        values: dict[str, dict[str, Any]],
+        explicit: set[str],
+        report: RunReport,
+    ) -> Batch:
         """The values to persist: requested fields and non-transient intermediates."""
         batch = Batch()
         for s in chunk:
@@ -554,7 +654,11 @@ class Runner:
         report.failures[:] = _dedupe(report.failures)
         return batch
 
-    def _prepare(self, chunk: list[SliceInfo], plans) -> tuple[list[Kernel], dict[str, set[str]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    def _prepare(
+        self, chunk: list[SliceInfo], plans
+    ) -> tuple[
+        list[Kernel], dict[str, set[str]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]
+    ]:
         """Inputs of a chunk read from the store (weights, stored fields) and its kernels in
         one global dependency order."""
         values: dict[str, dict[str, Any]] = {}
@@ -571,11 +675,27 @@ class Runner:
             plan_of[s.uid] = {k.name for k in order}
             for k in order:
                 kernels.setdefault(k.name, k)
-        rank = {k.name: i for i, k in enumerate(self.registry.closure([o for k in kernels.values() for o in k.outputs]))}
+        rank = {
+            k.name: i
+            for i, k in enumerate(
+                self.registry.closure([o for k in kernels.values() for o in k.outputs])
+            )
+        }
         ordered = sorted(kernels.values(), key=lambda k: rank[k.name])
         return ordered, plan_of, values, {k.name: self._opts(k) for k in ordered}
 
-    def _compute_values(self, chunk: list[SliceInfo], plans, pool, report: RunReport | None = None, t0: float = 0.0, ci: int = 0, nchunks: int = 0, done: int = 0, total: int = 0) -> dict[str, dict[str, Any]]:
+    def _compute_values(
+        self,
+        chunk: list[SliceInfo],
+        plans,
+        pool,
+        report: RunReport | None = None,
+        t0: float = 0.0,
+        ci: int = 0,
+        nchunks: int = 0,
+        done: int = 0,
+        total: int = 0,
+    ) -> dict[str, dict[str, Any]]:
         """Run each slice's planned kernels here; values in memory (``_Failed`` /
         ``NOT_APPLICABLE`` markers where a value could not be made)."""
         kernels, plan_of, values, opts_of = self._prepare(chunk, plans)
@@ -584,12 +704,21 @@ class Runner:
             if report is not None:
                 self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], s.name)
 
-        for name, n in run_kernels(chunk, kernels, plan_of, values, opts_of, pool, on_kernel).items():
+        for name, n in run_kernels(
+            chunk, kernels, plan_of, values, opts_of, pool, on_kernel
+        ).items():
             self.calls[name] = self.calls.get(name, 0) + n
         return values
 
     # --- model level -----------------------------------------------------------------------
-    def _run_model_level(self, fields: list[str], slices: list[SliceInfo], model_slices: Mapping[str, list[SliceInfo]], scope_key: str | None, report: RunReport) -> None:
+    def _run_model_level(
+        self,
+        fields: list[str],
+        slices: list[SliceInfo],
+        model_slices: Mapping[str, list[SliceInfo]],
+        scope_key: str | None,
+        report: RunReport,
+    ) -> None:
         by_model: dict[str, list[SliceInfo]] = {}
         for s in slices:
             by_model.setdefault(s.model_id, []).append(s)
@@ -598,7 +727,9 @@ class Runner:
             full = len(ms) == len(model_slices.get(model_id, []))
             owner = f"@{model_id}" if full or scope_key is None else f"@{model_id}[{scope_key}]"
             ms = sorted(ms, key=lambda s: s.index)
-            computed: dict[str, Any] = {f: self.store.get((owner, f)) for f in self.store.fields_of(owner)}
+            computed: dict[str, Any] = {
+                f: self.store.get((owner, f)) for f in self.store.fields_of(owner)
+            }
             for k in self.registry.closure(fields):
                 if k.level != "model" or all(o in computed for o in k.outputs):
                     if k.level == "model" and any(o in fields for o in k.outputs):
@@ -606,7 +737,11 @@ class Runner:
                     continue
                 args = []
                 use = []
-                per_param = [i for i in k.inputs if i != "slices" and self.registry.producer(i).level == "param"]
+                per_param = [
+                    i
+                    for i in k.inputs
+                    if i != "slices" and self.registry.producer(i).level == "param"
+                ]
                 for s in ms:
                     if all(self.store.has((s.uid, i)) for i in per_param):
                         use.append(s)
@@ -619,7 +754,9 @@ class Runner:
                         else:
                             args.append(computed[inp])
                     if not use and per_param:
-                        raise ValueError(f"no slice of the model has {per_param} (not applicable or failed)")
+                        raise ValueError(
+                            f"no slice of the model has {per_param} (not applicable or failed)"
+                        )
                     self._count(k)
                     out = k.split_outputs(k.func(*args, **self._opts(k)))
                     for o, v in out.items():
@@ -629,7 +766,9 @@ class Runner:
                 except Exception as exc:
                     for o in k.outputs:
                         if o in fields:
-                            report.failures.append(Failure(model_id, "", owner, o, _short_error(exc)))
+                            report.failures.append(
+                                Failure(model_id, "", owner, o, _short_error(exc))
+                            )
         self.store.commit(batch)
         report.computed += len(batch.fields)
 
@@ -651,7 +790,9 @@ class Runner:
                 return None
         return vals
 
-    def _run_cross_level(self, fields: list[str], slices: list[SliceInfo], reference: str, report: RunReport) -> None:
+    def _run_cross_level(
+        self, fields: list[str], slices: list[SliceInfo], reference: str, report: RunReport
+    ) -> None:
         batch = Batch()
         kernels = [k for k in self.registry.closure(fields) if k.level == "cross"]
         param_inputs = {
@@ -664,9 +805,13 @@ class Runner:
         for s in slices:
             ref = self._ref_names[s.name]
             owner = f"{s.uid}@{reference}"
-            computed: dict[str, Any] = {f: self.store.get((owner, f)) for f in self.store.fields_of(owner)}
+            computed: dict[str, Any] = {
+                f: self.store.get((owner, f)) for f in self.store.fields_of(owner)
+            }
             todo = [k for k in kernels if not all(o in computed for o in k.outputs)]
-            report.reused += sum(1 for k in kernels if k not in todo for o in k.outputs if o in fields)
+            report.reused += sum(
+                1 for k in kernels if k not in todo for o in k.outputs if o in fields
+            )
             if not todo:
                 continue
             try:
@@ -676,7 +821,9 @@ class Runner:
                 for k in todo:
                     for o in k.outputs:
                         if o in fields:
-                            report.failures.append(Failure(s.model_id, s.name, owner, o, _short_error(exc)))
+                            report.failures.append(
+                                Failure(s.model_id, s.name, owner, o, _short_error(exc))
+                            )
                 continue
             if own is None or theirs is None or s.effective_ndim != ref.effective_ndim:
                 report.not_applicable += sum(1 for k in todo for o in k.outputs if o in fields)
@@ -690,9 +837,13 @@ class Runner:
                         elif inp == "ref_slice_info":
                             args.append(ref)
                         elif inp == "weights":
-                            args.append(canonical_layout(_as_float_array(self.store.weights(s.uid)), s))
+                            args.append(
+                                canonical_layout(_as_float_array(self.store.weights(s.uid)), s)
+                            )
                         elif inp == "ref_weights":
-                            args.append(canonical_layout(_as_float_array(self.store.weights(ref.uid)), ref))
+                            args.append(
+                                canonical_layout(_as_float_array(self.store.weights(ref.uid)), ref)
+                            )
                         elif inp.startswith("ref_") and inp[4:] in param_inputs:
                             args.append(theirs[inp[4:]])
                         elif inp in param_inputs:
@@ -708,7 +859,9 @@ class Runner:
                 except Exception as exc:
                     for o in k.outputs:
                         if o in fields:
-                            report.failures.append(Failure(s.model_id, s.name, owner, o, _short_error(exc)))
+                            report.failures.append(
+                                Failure(s.model_id, s.name, owner, o, _short_error(exc))
+                            )
         self.store.commit(batch)
         report.computed += len(batch.fields)
 

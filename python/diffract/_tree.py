@@ -102,10 +102,11 @@ def _node(tree: Any):
                 return defaultdict(factory, zip(keys, ch, strict=True))
 
             return [("dict", k) for k in keys], [tree[k] for k in keys], rebuild_dd
+        kind = type(tree)
         return (
             [("dict", k) for k in keys],
             [tree[k] for k in keys],
-            lambda ch, keys=keys, kind=type(tree): kind(zip(keys, ch, strict=True)),
+            lambda ch, keys=keys, kind=kind: kind(zip(keys, ch, strict=True)),
         )
     if type(tree) is dict:
         keys = sorted(tree.keys())
@@ -116,10 +117,11 @@ def _node(tree: Any):
         )
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         fields = tree._fields
+        kind = type(tree)
         return (
             [("attr", f) for f in fields],
             list(tree),
-            lambda ch, kind=type(tree): kind(*ch),
+            lambda ch, kind=kind: kind(*ch),
         )
     if type(tree) is tuple:
         return [("seq", i) for i in range(len(tree))], list(tree), tuple
@@ -210,7 +212,7 @@ def _make_filter_tree(is_leaf: IsLeaf) -> Callable[[Any, Any], Any]:
     return _filter_tree
 
 
-def filter(  # noqa: A001 - mirrors equinox.filter
+def filter(  # mirrors equinox.filter
     pytree: Any,
     filter_spec: Any,
     inverse: bool = False,

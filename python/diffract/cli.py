@@ -57,7 +57,11 @@ def format_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = []
     for j, row in enumerate(cells):
-        lines.append("  ".join(v.ljust(widths[i]) if i < 3 else v.rjust(widths[i]) for i, v in enumerate(row)))
+        lines.append(
+            "  ".join(
+                v.ljust(widths[i]) if i < 3 else v.rjust(widths[i]) for i, v in enumerate(row)
+            )
+        )
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -71,7 +75,12 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
     if args.profile == "ram":
         return Session(profile="ram")
     if args.store and (("://" in args.store) or Path(args.store).exists()):
-        return Session(profile=args.profile, backend=detect_backend(args.store), path=args.store, readonly=readonly)
+        return Session(
+            profile=args.profile,
+            backend=detect_backend(args.store),
+            path=args.store,
+            readonly=readonly,
+        )
     return Session(profile=args.profile, path=args.store, readonly=readonly)
 
 
@@ -90,13 +99,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             slices = session.models.add(str(path), model_id=model_id, replace=args.replace)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
         else:
-            print(f"{model_id!r} is already stored; reusing it (--replace to re-add)", file=sys.stderr)
+            print(
+                f"{model_id!r} is already stored; reusing it (--replace to re-add)", file=sys.stderr
+            )
         scope = session.filter(model_ids=[model_id])
         if args.names:
             scope = scope.filter(param_names=args.names)
         if args.types:
             scope = scope.filter(param_types=args.types)
-        report = scope.compute.apply(*fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers)
+        report = scope.compute.apply(
+            *fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers
+        )
         print(str(report), file=sys.stderr)
         rows = scope.results.export_metrics(*fields, export_format="list")
         if not args.all:
@@ -115,8 +128,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         for m, meta in session.store.models().items():
             slices = session.store.slices(m)
             owners = {s.uid for s in slices}
-            nfields = len({f for (o, f) in session.store.keys() if o in owners or o.startswith(f"@{m}")})
-            rows.append({"model_id": m, "framework": meta.get("framework"), "slices": len(slices), "fields": nfields, "source": meta.get("source")})
+            nfields = len(
+                {f for (o, f) in session.store.keys() if o in owners or o.startswith(f"@{m}")}
+            )
+            rows.append(
+                {
+                    "model_id": m,
+                    "framework": meta.get("framework"),
+                    "slices": len(slices),
+                    "fields": nfields,
+                    "source": meta.get("source"),
+                }
+            )
         if args.json:
             print(json.dumps(rows, indent=2))
         elif not rows:
@@ -176,7 +199,10 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
     finally:
         dst.close()
         src.close()
-    print(f"copied {src.backend} {args.src} -> {backend} {args.dst}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    print(
+        f"copied {src.backend} {args.src} -> {backend} {args.dst}: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items())
+    )
     return 0
 
 
@@ -190,23 +216,39 @@ def _backend_for(dst: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="diffract", description="Inspect and track neural-network weights.")
+    p = argparse.ArgumentParser(
+        prog="diffract", description="Inspect and track neural-network weights."
+    )
     p.add_argument("--version", action="version", version=f"diffract-lab {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def store_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--store", default=os.environ.get("DIFFRACT_STORE"), help="store folder (default ./.diffract)")
-        sp.add_argument("--profile", default=None, help="storage profile (local, ram, hdf5, sqlite, zarr, hybrid or a project profile)")
+        sp.add_argument(
+            "--store",
+            default=os.environ.get("DIFFRACT_STORE"),
+            help="store folder (default ./.diffract)",
+        )
+        sp.add_argument(
+            "--profile",
+            default=None,
+            help="storage profile (local, ram, hdf5, sqlite, zarr, hybrid or a project profile)",
+        )
 
     a = sub.add_parser("analyze", help="add a checkpoint and print a per-layer table of fields")
-    a.add_argument("path", nargs="?", help="checkpoint file or folder (default: the bundled all-MiniLM-L6-v2)")
+    a.add_argument(
+        "path", nargs="?", help="checkpoint file or folder (default: the bundled all-MiniLM-L6-v2)"
+    )
     a.add_argument("--id", help="model_id to store it under (default: the file name)")
     a.add_argument("--fields", help="comma-separated fields (default: norms, ranks and alpha)")
     a.add_argument("--names", nargs="*", help="parameter names or re: patterns to analyze")
     a.add_argument("--types", nargs="*", help="parameter types (dense, conv, embedding, ...)")
-    a.add_argument("--replace", action="store_true", help="re-add the model even if its id is stored")
+    a.add_argument(
+        "--replace", action="store_true", help="re-add the model even if its id is stored"
+    )
     a.add_argument("--workers", type=int, default=1, help="threads across slices")
-    a.add_argument("--all", action="store_true", help="also list slices where no field applies (biases, norms)")
+    a.add_argument(
+        "--all", action="store_true", help="also list slices where no field applies (biases, norms)"
+    )
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     store_args(a)
     a.set_defaults(func=cmd_analyze)
@@ -226,7 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     fl = sub.add_parser("fields", help="list every field a kernel can compute")
     fl.set_defaults(func=cmd_fields)
 
-    cf = sub.add_parser("config", help="print the resolved configuration and where each value comes from")
+    cf = sub.add_parser(
+        "config", help="print the resolved configuration and where each value comes from"
+    )
     cf.add_argument("--profile", dest="profile_name", default=None)
     cf.set_defaults(func=cmd_config)
 
@@ -235,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp = st_sub.add_parser("copy", help="copy a store to another backend, losslessly")
     cp.add_argument("src", help="existing store (folder, .sqlite file or URL)")
     cp.add_argument("dst", help="new store location")
-    cp.add_argument("--backend", help="hdf5, sqlite, zarr or hybrid (default: from the destination name)")
+    cp.add_argument(
+        "--backend", help="hdf5, sqlite, zarr or hybrid (default: from the destination name)"
+    )
     cp.set_defaults(func=cmd_store_copy)
     return p
 

@@ -30,13 +30,17 @@ def _jsonable(v: Any) -> Any:
 def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format: str) -> Any:
     """Turn rows (dicts with every column) into the requested format."""
     if export_format not in EXPORT_FORMATS:
-        raise ValueError(f"unknown export_format {export_format!r}; choose one of {list(EXPORT_FORMATS)}")
+        raise ValueError(
+            f"unknown export_format {export_format!r}; choose one of {list(EXPORT_FORMATS)}"
+        )
     if export_format == "list":
         return [dict(r) for r in rows]
     if export_format == "dict":
         return {c: [r.get(c) for r in rows] for c in columns}
     if export_format == "json":
-        return json.dumps([{c: _jsonable(r.get(c)) for c in columns} for r in rows], allow_nan=False)
+        return json.dumps(
+            [{c: _jsonable(r.get(c)) for c in columns} for r in rows], allow_nan=False
+        )
     if export_format == "pandas":
         import pandas as pd
 

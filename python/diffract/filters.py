@@ -28,7 +28,9 @@ def _as_list(value: Any, what: str) -> tuple[str, ...] | None:
     if isinstance(value, (str, ParameterType)):
         value = [value]
     if not isinstance(value, Iterable):
-        raise FilterError(f"{what} must be a list of strings, got {type(value).__name__}: {value!r}")
+        raise FilterError(
+            f"{what} must be a list of strings, got {type(value).__name__}: {value!r}"
+        )
     out = []
     for v in value:
         if isinstance(v, ParameterType):
@@ -44,7 +46,7 @@ def compile_pattern(entry: str, what: str) -> re.Pattern[str] | str:
     """A compiled full-match regex for ``re:`` entries, else the exact string."""
     if not entry.startswith(REGEX_PREFIX):
         return entry
-    pattern = entry[len(REGEX_PREFIX):]
+    pattern = entry[len(REGEX_PREFIX) :]
     try:
         return re.compile(pattern)
     except re.error as exc:
@@ -180,7 +182,9 @@ class FilterChain:
 
     def to_json(self) -> str:
         """Canonical JSON: a list of clause objects (``[]`` selects everything)."""
-        return json.dumps([c.to_dict() for c in self.clauses], sort_keys=True, separators=(",", ":"))
+        return json.dumps(
+            [c.to_dict() for c in self.clauses], sort_keys=True, separators=(",", ":")
+        )
 
     @classmethod
     def from_json(cls, text: str | list | dict) -> FilterChain:

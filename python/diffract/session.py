@@ -25,10 +25,10 @@ from ._errors import (
 )
 from ._kernel import KernelRegistry, default_registry
 from ._params import ParameterType, SliceInfo, make_uid, validate_model_id
-from ._run import ProgressCallback, ProgressEvent, RunReport, Runner, parse_bytes
+from ._run import ProgressCallback, ProgressEvent, Runner, RunReport, parse_bytes
 from .export import KEY_COLUMNS, to_format
 from .filters import Filter, FilterChain
-from .store import Batch, Store, open_store
+from .store import Batch, Store
 
 
 class _Namespace:
@@ -99,9 +99,13 @@ class Models(_Namespace):
                 from ._lazy import LazyArray
 
                 if not isinstance(leaf.array, LazyArray):
-                    raise ExtractionError("copy_weights=False needs a checkpoint file; in-memory models are always copied")
+                    raise ExtractionError(
+                        "copy_weights=False needs a checkpoint file; in-memory models are always copied"
+                    )
                 meta["external"] = _external_ref(ex.source, leaf.name)
-            slices.append(SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, meta))
+            slices.append(
+                SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, meta)
+            )
             if copy:
                 weights[uid] = leaf.array
         info = {
@@ -125,13 +129,19 @@ class Models(_Namespace):
     def _require(self, model_id: str) -> None:
         self._store.refresh()
         if not self._store.has_model(model_id):
-            raise UnknownModelError(f"no model {model_id!r} in the store; stored models: {sorted(self._store.models())}")
+            raise UnknownModelError(
+                f"no model {model_id!r} in the store; stored models: {sorted(self._store.models())}"
+            )
 
     def ids(self) -> list[str]:
         """Model ids in this scope (sorted as strings: zero-pad numeric suffixes)."""
         self._store.refresh()
         chain = self._scope._chain
-        return [m for m in self._store.models() if chain.matches_model(m) and (chain.is_empty or self._scope._has_slices(m))]
+        return [
+            m
+            for m in self._store.models()
+            if chain.matches_model(m) and (chain.is_empty or self._scope._has_slices(m))
+        ]
 
     def info(self, model_id: str) -> dict[str, Any]:
         """What was recorded when the model was added (framework, source, skipped leaves...)."""
@@ -180,7 +190,9 @@ def _read_weights(store: Store, s: SliceInfo) -> np.ndarray:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise StoreError(f"the checkpoint behind {s.model_id}:{s.name} is gone: {path}; restore it or re-add the model") from None
+        raise StoreError(
+            f"the checkpoint behind {s.model_id}:{s.name} is gone: {path}; restore it or re-add the model"
+        ) from None
     if st.st_size != ext["size"] or abs(st.st_mtime - ext["mtime"]) > 1e-6:
         raise StoreError(
             f"the checkpoint behind {s.model_id}:{s.name} changed since it was added ({path}); "
@@ -264,7 +276,9 @@ class Compute(_Namespace):
             session.registry,
             options=merged_opts,
             kernel_options=merged_kopts,
-            memory_budget=parse_bytes(memory_budget) if memory_budget is not None else session.memory_budget,
+            memory_budget=parse_bytes(memory_budget)
+            if memory_budget is not None
+            else session.memory_budget,
             workers=workers if workers is not None else session.workers,
             progress=callback,
             cancel=cancel,
@@ -277,7 +291,9 @@ class Compute(_Namespace):
                 fields,
                 scope._slices(),
                 scope_key=None if scope._chain.is_empty else scope._chain.key(),
-                model_slices={m: self._store.slices(m) for m in {s.model_id for s in scope._slices()}},
+                model_slices={
+                    m: self._store.slices(m) for m in {s.model_id for s in scope._slices()}
+                },
             )
         finally:
             if finish is not None:
@@ -319,7 +335,9 @@ class Compute(_Namespace):
             if unknown:
                 from ._errors import UnknownOptionError
 
-                raise UnknownOptionError(f"no kernel has option(s) {unknown}; known options: {sorted(known)}")
+                raise UnknownOptionError(
+                    f"no kernel has option(s) {unknown}; known options: {sorted(known)}"
+                )
             session._options.update(options)
             return dict(session._options)
         k = session.registry.kernel(kernel_or_field)
@@ -327,7 +345,9 @@ class Compute(_Namespace):
         if bad:
             from ._errors import UnknownOptionError
 
-            raise UnknownOptionError(f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}")
+            raise UnknownOptionError(
+                f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}"
+            )
         session._kernel_options.setdefault(k.name, {}).update(options)
         return dict(session._kernel_options[k.name])
 
@@ -349,7 +369,9 @@ class Compute(_Namespace):
         }
 
 
-def _progress_callback(progress: bool | ProgressCallback | None, fields: Sequence[str]) -> tuple[ProgressCallback | None, Callable[[], None] | None]:
+def _progress_callback(
+    progress: bool | ProgressCallback | None, fields: Sequence[str]
+) -> tuple[ProgressCallback | None, Callable[[], None] | None]:
     if progress is False:
         return None, None
     if callable(progress):
@@ -370,7 +392,9 @@ def _progress_callback(progress: bool | ProgressCallback | None, fields: Sequenc
 
     def on_event(ev: ProgressEvent) -> None:
         if ev.stage == "start":
-            bar["bar"] = tqdm(total=ev.slices_total, desc=", ".join(fields)[:40], unit="slice", leave=True)
+            bar["bar"] = tqdm(
+                total=ev.slices_total, desc=", ".join(fields)[:40], unit="slice", leave=True
+            )
             return
         b = bar.get("bar")
         if b is None:
@@ -403,7 +427,9 @@ def _in_notebook() -> bool:
 class Results(_Namespace):
     """Read stored fields of the scope as tables."""
 
-    def export_metrics(self, *fields: str, export_format: str = "dict", reference: str | None = None) -> Any:
+    def export_metrics(
+        self, *fields: str, export_format: str = "dict", reference: str | None = None
+    ) -> Any:
         """One row per parameter (model_id, name, uid, type, one column per field) in
         ``export_format``: "dict" (columns), "list" (rows), "json", "pandas", "polars".
         Model-level fields give one row per model; cross-model fields need ``reference``."""
@@ -420,13 +446,20 @@ class Results(_Namespace):
         cross_fields = [f for f in fields if levels[f] == "cross"]
         model_fields = [f for f in fields if levels[f] == "model"]
         if cross_fields and not reference:
-            raise ValueError(f"cross-model field(s) {cross_fields} need export_metrics(..., reference='<model_id>')")
+            raise ValueError(
+                f"cross-model field(s) {cross_fields} need export_metrics(..., reference='<model_id>')"
+            )
         found = dict.fromkeys(fields, False)
         if param_fields or cross_fields:
             for s in slices:
                 if cross_fields and s.model_id == reference:
                     continue
-                row: dict[str, Any] = {"model_id": s.model_id, "name": s.name, "uid": s.uid, "type": s.type.value}
+                row: dict[str, Any] = {
+                    "model_id": s.model_id,
+                    "name": s.name,
+                    "uid": s.uid,
+                    "type": s.type.value,
+                }
                 for f in param_fields:
                     v = store.get((s.uid, f)) if store.has((s.uid, f)) else None
                     found[f] |= v is not None
@@ -465,7 +498,9 @@ class Results(_Namespace):
         self._store.refresh()
         if not self._store.has((s.uid, field)):
             self._session.registry.producer(field)
-            raise FieldNotComputedError(f"field {field!r} is not stored for {s.model_id}:{s.name}; run .compute.apply({field!r})")
+            raise FieldNotComputedError(
+                f"field {field!r} is not stored for {s.model_id}:{s.name}; run .compute.apply({field!r})"
+            )
         return self._store.get((s.uid, field))
 
     def fields(self) -> list[str]:
@@ -557,7 +592,12 @@ class Scope:
     ) -> Scope:
         """A narrower scope: criteria AND together and with this scope's; names and model ids
         accept ``re:`` regular expressions (full match)."""
-        f = Filter.make(model_ids=model_ids, param_names=param_names, param_types=param_types, param_ids=param_ids)
+        f = Filter.make(
+            model_ids=model_ids,
+            param_names=param_names,
+            param_types=param_types,
+            param_ids=param_ids,
+        )
         return Scope(self._session, self._chain.and_(f))
 
     def _slices(self) -> list[SliceInfo]:
@@ -587,7 +627,11 @@ class Scope:
         uids = set(owners)
         models = {s.model_id for s in slices}
         owners += [self._model_owner(m) for m in sorted(models)]
-        owners += [o for (o, _) in self._session.store.keys() if "@" in o and not o.startswith("@") and o.partition("@")[0] in uids]
+        owners += [
+            o
+            for (o, _) in self._session.store.keys()
+            if "@" in o and not o.startswith("@") and o.partition("@")[0] in uids
+        ]
         return list(dict.fromkeys(owners))
 
     def _find(self, uid_or_name: str, model_id: str | None) -> SliceInfo:
@@ -595,12 +639,22 @@ class Scope:
         for s in slices:
             if s.uid == uid_or_name:
                 return s
-        matches = [s for s in slices if s.name == uid_or_name and (model_id is None or s.model_id == model_id)]
+        matches = [
+            s
+            for s in slices
+            if s.name == uid_or_name and (model_id is None or s.model_id == model_id)
+        ]
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise KeyError(f"no slice with uid or name {uid_or_name!r}" + (f" in model {model_id!r}" if model_id else "") + " in this scope")
-        raise KeyError(f"name {uid_or_name!r} is in several models {[s.model_id for s in matches]}; pass model_id=")
+            raise KeyError(
+                f"no slice with uid or name {uid_or_name!r}"
+                + (f" in model {model_id!r}" if model_id else "")
+                + " in this scope"
+            )
+        raise KeyError(
+            f"name {uid_or_name!r} is in several models {[s.model_id for s in matches]}; pass model_id="
+        )
 
     def __len__(self) -> int:
         return len(self._slices())
@@ -636,8 +690,7 @@ class Session(Scope):
     ) -> None:
         from ._config import resolve
         from ._errors import ConfigError
-        from .store import make_cache
-        from .store import open_backend
+        from .store import make_cache, open_backend
 
         self.config = resolve(
             profile=profile,
@@ -650,7 +703,9 @@ class Session(Scope):
         )
         cfg = self.config
         if cfg["backend"] == "ram" and path is not None:
-            raise ConfigError("profile 'ram' keeps nothing on disk; drop path= or use profile='local'")
+            raise ConfigError(
+                "profile 'ram' keeps nothing on disk; drop path= or use profile='local'"
+            )
         self.profile = cfg["profile"]
         self.store: Store = open_backend(
             cfg["backend"],
@@ -676,7 +731,9 @@ class Session(Scope):
 
     def _check_writable(self) -> None:
         if self.readonly:
-            raise StoreError(f"this session opened {self.store.path} read-only; open it with readonly=False to write")
+            raise StoreError(
+                f"this session opened {self.store.path} read-only; open it with readonly=False to write"
+            )
 
     def close(self) -> None:
         """Release the store (and its writer lock)."""

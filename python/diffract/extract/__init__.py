@@ -78,7 +78,9 @@ def register_extractor(
     ``extract`` may return a :class:`ModelTree` or any pytree of arrays.
     """
     if not callable(applies) or not callable(extract):
-        raise TypeError("register_extractor(name, applies, extract): applies and extract must be callables")
+        raise TypeError(
+            "register_extractor(name, applies, extract): applies and extract must be callables"
+        )
 
     def wrapped(obj: Any) -> ModelTree:
         out = extract(obj)
@@ -177,7 +179,9 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
             continue
         name = dotted_name(path)
         if not name:
-            raise ExtractionError("the model is a single bare array; wrap it in a dict: {'weight': array}")
+            raise ExtractionError(
+                "the model is a single bare array; wrap it in a dict: {'weight': array}"
+            )
         if not is_array(leaf):
             raise ExtractionError(
                 f"leaf {name!r} is kept by filter_spec but is not an array ({type(leaf).__name__}); "
@@ -190,10 +194,18 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
                 "Drop it with filter_spec (the default keeps floating arrays with ndim >= 1)"
             )
         if 0 in shape:
-            raise ExtractionError(f"leaf {name!r} is empty (shape {shape}); weight slices need data")
+            raise ExtractionError(
+                f"leaf {name!r} is empty (shape {shape}); weight slices need data"
+            )
         ptype = mt.types.get(name) or infer_type(name, shape)
-        in_out = path[-1] == "kernel" and (mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out")
-        leaves.append(ExtractedLeaf(name, leaf, shape, dtype_name(leaf), ptype, "in_out" if in_out else "out_in"))
+        in_out = path[-1] == "kernel" and (
+            mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out"
+        )
+        leaves.append(
+            ExtractedLeaf(
+                name, leaf, shape, dtype_name(leaf), ptype, "in_out" if in_out else "out_in"
+            )
+        )
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

@@ -100,12 +100,17 @@ def _torch_leaves(path: Path) -> dict[str, Any]:
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict):
-        raise ExtractionError(f"{path}: expected a state_dict (a dict of tensors), got {type(obj).__name__}")
+        raise ExtractionError(
+            f"{path}: expected a state_dict (a dict of tensors), got {type(obj).__name__}"
+        )
     leaves: dict[str, Any] = {}
     for k, v in obj.items():
         if isinstance(v, torch.Tensor):
             leaves[str(k)] = LazyArray(
-                tuple(v.shape), str(v.dtype).replace("torch.", ""), lambda v=v: to_numpy(v), f"{path}::{k}"
+                tuple(v.shape),
+                str(v.dtype).replace("torch.", ""),
+                lambda v=v: to_numpy(v),
+                f"{path}::{k}",
             )
         else:
             leaves[str(k)] = v

@@ -28,7 +28,7 @@ def _weight_name(model: Any, weight: Any) -> str:
     path = getattr(weight, "path", None) or weight.name.split(":")[0]
     prefix = f"{model.name}/"
     if path.startswith(prefix):
-        path = path[len(prefix):]
+        path = path[len(prefix) :]
     return path.replace("/", ".")
 
 

@@ -22,7 +22,9 @@ def _looks_like_flax_params(tree: Any) -> bool:
     if "flax" not in sys.modules or jax is None:
         return False
     leaves = tree_leaves_with_path(tree)
-    return any(isinstance(leaf, jax.Array) for _, leaf in leaves) and any(p and p[-1] == "kernel" for p, _ in leaves)
+    return any(isinstance(leaf, jax.Array) for _, leaf in leaves) and any(
+        p and p[-1] == "kernel" for p, _ in leaves
+    )
 
 
 def _extract(obj: Any) -> ModelTree:

@@ -27,7 +27,15 @@ _OP_TYPES = {
 
 
 #: operators whose input 2, when 1-D, is a bias (Gemm C, Conv B, LayerNormalization B, ...)
-_BIAS_AT_2 = ("Gemm", "Conv", "ConvTranspose", "LayerNormalization", "BatchNormalization", "InstanceNormalization", "GroupNormalization")
+_BIAS_AT_2 = (
+    "Gemm",
+    "Conv",
+    "ConvTranspose",
+    "LayerNormalization",
+    "BatchNormalization",
+    "InstanceNormalization",
+    "GroupNormalization",
+)
 
 
 def _is_onnx(obj: Any) -> bool:

@@ -61,8 +61,12 @@ def _from_module(module: Any) -> ModelTree:
             if t is not None:
                 types[f"{mname}.{pname}" if mname else pname] = t
     state = module.state_dict(keep_vars=False)
-    return ModelTree(tree=nest_dotted(dict(state)), types=types, framework="torch",
-                     source=type(module).__qualname__)
+    return ModelTree(
+        tree=nest_dotted(dict(state)),
+        types=types,
+        framework="torch",
+        source=type(module).__qualname__,
+    )
 
 
 def _from_state_dict(state: dict) -> ModelTree:

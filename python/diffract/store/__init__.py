@@ -64,7 +64,9 @@ def open_backend(
         raise ConfigError(f"unknown backend {backend!r}; valid backends are {list(BACKENDS)}")
     if backend == "ram":
         if path is not None:
-            raise ConfigError("the ram backend keeps nothing on disk; drop path= or choose another backend")
+            raise ConfigError(
+                "the ram backend keeps nothing on disk; drop path= or choose another backend"
+            )
         return RamStore(cache=cache)
     if path is None:
         raise ConfigError(f"the {backend} backend needs a path")
@@ -79,7 +81,9 @@ def open_backend(
     if backend == "hybrid":
         from ._sqlite import HybridStore
 
-        return HybridStore(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache, arrays=arrays)
+        return HybridStore(
+            path, readonly=readonly, lock_timeout=lock_timeout, cache=cache, arrays=arrays
+        )
     from ._zarr import ZarrStore
 
     return ZarrStore(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
@@ -115,7 +119,9 @@ def detect_backend(path: str | os.PathLike[str]) -> str:
             head = fh.read(16)
         if head == b"SQLite format 3\x00":
             return "sqlite"
-        raise StoreCorruptError(f"{p}: not a diffract store (a file that is not an SQLite database)")
+        raise StoreCorruptError(
+            f"{p}: not a diffract store (a file that is not an SQLite database)"
+        )
     from ._folder import read_marker
 
     info = read_marker(p)

@@ -46,7 +46,12 @@ class Batch:
 
     def is_empty(self) -> bool:
         return not (
-            self.add_models or self.slices or self.fields or self.erase or self.remove_models or self.documents
+            self.add_models
+            or self.slices
+            or self.fields
+            or self.erase
+            or self.remove_models
+            or self.documents
         )
 
 
@@ -184,20 +189,31 @@ class Store:
         """Release files and locks."""
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend, "path": self.path, "readonly": self.readonly, "cache": self.cache.describe()}
+        return {
+            "backend": self.backend,
+            "path": self.path,
+            "readonly": self.readonly,
+            "cache": self.cache.describe(),
+        }
 
     # --- writes --------------------------------------------------------------------------
     def commit(self, batch: Batch) -> None:
         """Write ``batch`` atomically (all of it, or nothing)."""
         if self.readonly:
-            raise StoreError(f"store {self.path or self.backend} is open read-only; open it with readonly=False to write")
+            raise StoreError(
+                f"store {self.path or self.backend} is open read-only; open it with readonly=False to write"
+            )
         if batch.is_empty():
             return
         for (_, fld), v in batch.fields.items():
             if not isinstance(v, (bool, int, float, str, np.ndarray, np.generic)):
-                raise StoreError(f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
+                raise StoreError(
+                    f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
+                )
             if isinstance(v, np.ndarray) and v.dtype.kind not in "biufc":
-                raise StoreError(f"field {fld!r}: arrays of dtype {v.dtype} cannot be stored (numeric dtypes only)")
+                raise StoreError(
+                    f"field {fld!r}: arrays of dtype {v.dtype} cannot be stored (numeric dtypes only)"
+                )
         self._commit(batch)
 
     # --- reads ---------------------------------------------------------------------------
@@ -298,7 +314,10 @@ class RamStore(Store):
         from .._lazy import to_numpy
 
         weights = {uid: np.array(to_numpy(a), copy=True) for uid, a in batch.weights.items()}
-        values = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in batch.fields.items()}
+        values = {
+            k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
+            for k, v in batch.fields.items()
+        }
         self._state.apply(
             add_models=batch.add_models,
             slices=batch.slices,

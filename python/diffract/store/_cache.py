@@ -92,7 +92,9 @@ class RedisCache:
         try:
             import redis
         except ImportError:
-            raise ConfigError("the Redis cache needs the redis package: pip install redis") from None
+            raise ConfigError(
+                "the Redis cache needs the redis package: pip install redis"
+            ) from None
         self.url = url
         self.ttl = ttl
         self.prefix = prefix
@@ -143,7 +145,9 @@ class RedisCache:
         return f"redis ({self.url}{', unreachable' if self._down else ''})"
 
 
-def make_cache(spec: str | None, *, max_bytes: int | None = None) -> NoCache | LRUCache | RedisCache:
+def make_cache(
+    spec: str | None, *, max_bytes: int | None = None
+) -> NoCache | LRUCache | RedisCache:
     """``None``/``"none"``, ``"lru"`` or a ``redis://`` URL -> a cache."""
     if spec is None or spec == "none":
         return NoCache()
@@ -151,4 +155,6 @@ def make_cache(spec: str | None, *, max_bytes: int | None = None) -> NoCache | L
         return LRUCache(max_bytes or 256 * 1024**2)
     if isinstance(spec, str) and spec.startswith(("redis://", "rediss://", "unix://")):
         return RedisCache(spec)
-    raise ConfigError(f"unknown cache {spec!r}; valid caches are 'none', 'lru' and a 'redis://host:port/db' URL")
+    raise ConfigError(
+        f"unknown cache {spec!r}; valid caches are 'none', 'lru' and a 'redis://host:port/db' URL"
+    )

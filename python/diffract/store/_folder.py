@@ -35,7 +35,11 @@ def check_version(where: str, version: Any) -> None:
         raise StoreCorruptError(
             f"{where}: store layout version {version} is {'newer' if newer else 'older'} than this "
             f"diffract's layout version {LAYOUT_VERSION}; "
-            + ("upgrade diffract-lab to read it" if newer else "copy it with an older diffract-lab release")
+            + (
+                "upgrade diffract-lab to read it"
+                if newer
+                else "copy it with an older diffract-lab release"
+            )
         )
 
 
@@ -51,7 +55,9 @@ def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, An
         check_version(str(path), info.get("layout_version"))
         found = info.get("backend", "hdf5")
         if found != backend:
-            raise StoreCorruptError(f"{path}: a {found!r} store, opened as {backend!r}; open it with profile/backend {found!r}")
+            raise StoreCorruptError(
+                f"{path}: a {found!r} store, opened as {backend!r}; open it with profile/backend {found!r}"
+            )
         return info
     if path.exists() and any(True for _ in path.iterdir()):
         raise StoreCorruptError(
@@ -67,6 +73,12 @@ def write_marker_if_missing(path: Path, backend: str, **extra: Any) -> dict[str,
     path.mkdir(parents=True, exist_ok=True)
     info = read_marker(path)
     if info is None:
-        info = {"format": "diffract-store", "layout_version": LAYOUT_VERSION, "backend": backend, "store_id": uuid.uuid4().hex, **extra}
+        info = {
+            "format": "diffract-store",
+            "layout_version": LAYOUT_VERSION,
+            "backend": backend,
+            "store_id": uuid.uuid4().hex,
+            **extra,
+        }
         atomic_write_text(path / STORE_MARKER, json.dumps(info, sort_keys=True))
     return info

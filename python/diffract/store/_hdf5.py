@@ -44,6 +44,8 @@ COPY_LIMIT = 4 * 1024**2
 
 class _Vanished(Exception):
     """A segment disappeared while being read (a writer compacted meanwhile)."""
+
+
 _SEP = "\x1f"
 
 
@@ -117,7 +119,7 @@ class HDF5Store(Store):
         """Segments from the last compaction on (a compaction supersedes all before it)."""
         names = self._segment_files()
         starts = [i for i, n in enumerate(names) if n.endswith("-c.h5")]
-        return names[starts[-1]:] if starts else names
+        return names[starts[-1] :] if starts else names
 
     def refresh(self) -> None:
         """Replay segments committed since the last look (by this or another process)."""
@@ -129,7 +131,7 @@ class HDF5Store(Store):
                 self._state = StoreState()
                 self._seen = []
             try:
-                for name in names[len(self._seen):]:
+                for name in names[len(self._seen) :]:
                     self._replay(self.segments_dir / name)
                     self._seen.append(name)
                 return
@@ -138,20 +140,28 @@ class HDF5Store(Store):
 
                 self._state, self._seen = StoreState(), []
                 if attempt == 4:
-                    raise StoreError(f"{self.root}: segments keep vanishing while reading; retry") from None
+                    raise StoreError(
+                        f"{self.root}: segments keep vanishing while reading; retry"
+                    ) from None
 
     def _replay(self, file: Path) -> None:
         h5py = _h5py()
         try:
             with h5py.File(file, "r") as f:
                 if f.attrs.get("format") != SEGMENT_FORMAT:
-                    raise StoreCorruptError(f"{file}: not a diffract segment (format attribute missing)")
+                    raise StoreCorruptError(
+                        f"{file}: not a diffract segment (format attribute missing)"
+                    )
                 if int(f.attrs.get("layout_version", -1)) != LAYOUT_VERSION:
                     raise StoreCorruptError(
                         f"{file}: segment layout version {f.attrs.get('layout_version')} "
                         f"(this diffract reads {LAYOUT_VERSION})"
                     )
-                remove = [s.decode() if isinstance(s, bytes) else s for s in f["remove_models"][()]] if "remove_models" in f else []
+                remove = (
+                    [s.decode() if isinstance(s, bytes) else s for s in f["remove_models"][()]]
+                    if "remove_models" in f
+                    else []
+                )
                 add_models = {}
                 if "models" in f:
                     for m in f["models"]:
@@ -169,7 +179,9 @@ class HDF5Store(Store):
                 values: dict[Key, Any] = {}
                 if "fields" in f:
                     for fname, g in f["fields"].items():
-                        owners = [o.decode() if isinstance(o, bytes) else o for o in g["owners"][()]]
+                        owners = [
+                            o.decode() if isinstance(o, bytes) else o for o in g["owners"][()]
+                        ]
                         kind = g.attrs.get("kind", "float")
                         raw = g["values"][()]
                         for o, v in zip(owners, raw, strict=True):
@@ -192,13 +204,17 @@ class HDF5Store(Store):
                 if "documents" in f:
                     for kind, g in f["documents"].items():
                         for name, ds in g.items():
-                            docs[(kind, name)] = ds[()].decode() if isinstance(ds[()], bytes) else str(ds[()])
+                            docs[(kind, name)] = (
+                                ds[()].decode() if isinstance(ds[()], bytes) else str(ds[()])
+                            )
         except StoreCorruptError:
             raise
         except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
             if not file.exists():
                 raise _Vanished(str(file)) from None
-            raise StoreCorruptError(f"{file}: unreadable store segment ({type(exc).__name__}: {exc})") from None
+            raise StoreCorruptError(
+                f"{file}: unreadable store segment ({type(exc).__name__}: {exc})"
+            ) from None
         self._state.apply(
             add_models=add_models,
             slices=slices,
@@ -261,7 +277,9 @@ class HDF5Store(Store):
 
         def fill(f, str_dt):
             for m, meta in state.models.items():
-                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(meta, sort_keys=True, default=str)
+                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(
+                    meta, sort_keys=True, default=str
+                )
             for uid, sl in state.slices.items():
                 g = f.require_group("slices").create_group(uid)
                 g.attrs["info"] = slice_to_json(sl)
@@ -275,7 +293,9 @@ class HDF5Store(Store):
                     with h5py_file(v.file) as src:
                         ds = src[v.dataset]
                         if ds.nbytes <= COPY_LIMIT:
-                            f.require_group("arrays").require_group(key[1]).create_dataset(key[0], data=ds[()])
+                            f.require_group("arrays").require_group(key[1]).create_dataset(
+                                key[0], data=ds[()]
+                            )
                         else:
                             refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.file.name}:{v.dataset}")
                 else:
@@ -284,7 +304,9 @@ class HDF5Store(Store):
             if refs:
                 f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
             for (kind, name), text in state.documents.items():
-                f.require_group("documents").require_group(kind).create_dataset(name, data=text, dtype=str_dt)
+                f.require_group("documents").require_group(kind).create_dataset(
+                    name, data=text, dtype=str_dt
+                )
 
         self._write_segment(f"{seq:012d}-c.h5", fill)
         self.refresh()
@@ -301,7 +323,9 @@ class HDF5Store(Store):
         if len(compactions) < 2:
             return
         cutoff = compactions[-2]
-        referenced = {r.file.name for r in self._state.weight_refs.values() if isinstance(r, ArrayRef)}
+        referenced = {
+            r.file.name for r in self._state.weight_refs.values() if isinstance(r, ArrayRef)
+        }
         referenced |= {v.file.name for v in self._state.values.values() if isinstance(v, ArrayRef)}
         for name in self._segment_files():
             if name < cutoff and name not in referenced:
@@ -314,9 +338,13 @@ class HDF5Store(Store):
 
         def fill(f, str_dt):
             if batch.remove_models:
-                f.create_dataset("remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt)
+                f.create_dataset(
+                    "remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt
+                )
             for m, meta in batch.add_models.items():
-                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(meta, sort_keys=True, default=str)
+                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(
+                    meta, sort_keys=True, default=str
+                )
             for s in batch.slices:
                 g = f.require_group("slices").create_group(s.uid)
                 g.attrs["info"] = slice_to_json(s)
@@ -326,9 +354,15 @@ class HDF5Store(Store):
                     del arr
             _write_fields(f, batch.fields, str_dt)
             if batch.erase:
-                f.create_dataset("erase", data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object), dtype=str_dt)
+                f.create_dataset(
+                    "erase",
+                    data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object),
+                    dtype=str_dt,
+                )
             for (kind, name), text in batch.documents.items():
-                f.require_group("documents").require_group(kind).create_dataset(name, data=text, dtype=str_dt)
+                f.require_group("documents").require_group(kind).create_dataset(
+                    name, data=text, dtype=str_dt
+                )
 
         self._write_segment(f"{seq:012d}.h5", fill)
         self.refresh()
@@ -372,7 +406,9 @@ def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
             v = v.item()
         kind = _kind(v)
         if kind is None:
-            raise StoreError(f"field {fname!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
+            raise StoreError(
+                f"field {fname!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
+            )
         bucket = scalars.setdefault(fname, {"owners": [], "values": [], "kinds": set()})
         bucket["owners"].append(owner)
         bucket["values"].append(v)
@@ -384,7 +420,9 @@ def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
         g.attrs["kind"] = kind
         g.create_dataset("owners", data=np.array(b["owners"], dtype=object), dtype=str_dt)
         if kind == "str":
-            g.create_dataset("values", data=np.array([str(x) for x in b["values"]], dtype=object), dtype=str_dt)
+            g.create_dataset(
+                "values", data=np.array([str(x) for x in b["values"]], dtype=object), dtype=str_dt
+            )
         elif kind == "int":
             g.create_dataset("values", data=np.array(b["values"], dtype=np.int64))
         elif kind == "bool":

@@ -24,7 +24,15 @@ import numpy as np
 
 from .._errors import StoreCorruptError, StoreError
 from .._lazy import to_numpy
-from ._base import LAYOUT_VERSION, Batch, Store, StoreState, owner_model_ids, slice_from_json, slice_to_json
+from ._base import (
+    LAYOUT_VERSION,
+    Batch,
+    Store,
+    StoreState,
+    owner_model_ids,
+    slice_from_json,
+    slice_to_json,
+)
 from ._codec import CodecError, decode, encode
 from ._folder import open_store_folder, write_marker_if_missing
 from ._lock import WriterLock, fsync_dir
@@ -72,7 +80,14 @@ class SQLiteStore(Store):
     backend = "sqlite"
     persistent = True
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, lock_timeout: float = 0.0, cache: Any = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        lock_timeout: float = 0.0,
+        cache: Any = None,
+    ) -> None:
         super().__init__(readonly=readonly, cache=cache)
         self._setup_paths(Path(path).expanduser().resolve())
         self._lock_timeout = lock_timeout
@@ -92,7 +107,9 @@ class SQLiteStore(Store):
             raise StoreCorruptError(f"{path} is a folder, not an SQLite store file")
         exists = path.exists() and path.stat().st_size > 0
         if exists and not _is_sqlite_file(path):
-            raise StoreCorruptError(f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store")
+            raise StoreCorruptError(
+                f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store"
+            )
         if not exists and readonly:
             raise StoreError(f"no diffract store at {path}")
         if not readonly:
@@ -100,9 +117,17 @@ class SQLiteStore(Store):
             self._lock.acquire(self._lock_timeout)
         try:
             if readonly:
-                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False, isolation_level=None)
+                self._db = sqlite3.connect(
+                    f"file:{path}?mode=ro",
+                    uri=True,
+                    timeout=30,
+                    check_same_thread=False,
+                    isolation_level=None,
+                )
             else:
-                self._db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+                self._db = sqlite3.connect(
+                    path, timeout=30, check_same_thread=False, isolation_level=None
+                )
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
             self._check_or_init(created=not exists)
@@ -122,15 +147,26 @@ class SQLiteStore(Store):
                         db.execute(stmt)
                 db.executemany(
                     "INSERT OR IGNORE INTO meta VALUES (?, ?)",
-                    [("format", "diffract-store"), ("layout_version", str(LAYOUT_VERSION)), ("backend", self.backend), ("store_id", uuid.uuid4().hex), ("next_vid", "1"), ("seq", "0")],
+                    [
+                        ("format", "diffract-store"),
+                        ("layout_version", str(LAYOUT_VERSION)),
+                        ("backend", self.backend),
+                        ("store_id", uuid.uuid4().hex),
+                        ("next_vid", "1"),
+                        ("seq", "0"),
+                    ],
                 )
                 db.execute("COMMIT")
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" not in tables:
-            raise StoreCorruptError(f"{self.db_path}: an SQLite database but not a diffract store (no meta table)")
+            raise StoreCorruptError(
+                f"{self.db_path}: an SQLite database but not a diffract store (no meta table)"
+            )
         meta = dict(db.execute("SELECT key, value FROM meta"))
         if meta.get("format") != "diffract-store":
-            raise StoreCorruptError(f"{self.db_path}: not a diffract store (meta.format={meta.get('format')!r})")
+            raise StoreCorruptError(
+                f"{self.db_path}: not a diffract store (meta.format={meta.get('format')!r})"
+            )
         from ._folder import check_version
 
         try:
@@ -178,15 +214,19 @@ class SQLiteStore(Store):
         try:
             if own_txn:
                 db.execute("BEGIN")
-            models = {m: json.loads(meta) for m, meta in db.execute("SELECT model_id, meta FROM models")}
+            models = {
+                m: json.loads(meta) for m, meta in db.execute("SELECT model_id, meta FROM models")
+            }
             slices, refs = [], {}
-            for uid, info, has_w, aref, vid in db.execute("SELECT uid, info, weights IS NOT NULL, array_ref, vid FROM slices ORDER BY rowid"):
+            for uid, info, has_w, aref, vid in db.execute(
+                "SELECT uid, info, weights IS NOT NULL, array_ref, vid FROM slices ORDER BY rowid"
+            ):
                 slices.append(slice_from_json(info))
                 if has_w or aref:
                     refs[uid] = RowRef("slices", vid, aref)
             values: dict = {}
-            for owner, fld, kind, num, txt, has_blob, aref, vid in db.execute(
-                "SELECT owner, field, kind, num, txt, blob IS NOT NULL, array_ref, vid FROM fields"
+            for owner, fld, kind, num, txt, aref, vid in db.execute(
+                "SELECT owner, field, kind, num, txt, array_ref, vid FROM fields"
             ):
                 if kind == "array":
                     values[(owner, fld)] = RowRef("fields", vid, aref)
@@ -204,24 +244,38 @@ class SQLiteStore(Store):
         except (sqlite3.DatabaseError, json.JSONDecodeError, KeyError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-            raise StoreCorruptError(f"{self.db_path}: unreadable SQLite store ({type(exc).__name__}: {exc})") from None
-        state.apply(add_models=models, slices=slices, weight_refs=refs, values=values, documents=docs)
+            raise StoreCorruptError(
+                f"{self.db_path}: unreadable SQLite store ({type(exc).__name__}: {exc})"
+            ) from None
+        state.apply(
+            add_models=models, slices=slices, weight_refs=refs, values=values, documents=docs
+        )
         self._state = state
 
     def _read_array(self, ref: RowRef) -> np.ndarray:
         if ref.array_ref:
             return self._read_external_array(ref.array_ref)
         col = "weights" if ref.table == "slices" else "blob"
-        row = self._conn().execute(f"SELECT {col} FROM {ref.table} WHERE vid=?", (ref.vid,)).fetchone()
+        row = (
+            self._conn()
+            .execute(f"SELECT {col} FROM {ref.table} WHERE vid=?", (ref.vid,))
+            .fetchone()
+        )
         if row is None or row[0] is None:
-            raise StoreError(f"{self.db_path}: value {ref.table}/{ref.vid} was removed meanwhile; refresh and retry")
+            raise StoreError(
+                f"{self.db_path}: value {ref.table}/{ref.vid} was removed meanwhile; refresh and retry"
+            )
         try:
             return decode(row[0])
         except CodecError as exc:
-            raise StoreCorruptError(f"{self.db_path}: corrupt array value {ref.table}/{ref.vid} ({exc})") from None
+            raise StoreCorruptError(
+                f"{self.db_path}: corrupt array value {ref.table}/{ref.vid} ({exc})"
+            ) from None
 
     def _read_external_array(self, ref: str) -> np.ndarray:
-        raise StoreCorruptError(f"{self.db_path}: value refers to an array file {ref!r}, but this is not a hybrid store")
+        raise StoreCorruptError(
+            f"{self.db_path}: value refers to an array file {ref!r}, but this is not a hybrid store"
+        )
 
     # --- writing ---------------------------------------------------------------------------------
     def _write_arrays(self, seq: int, arrays: dict[str, np.ndarray]) -> dict[str, str]:
@@ -236,8 +290,14 @@ class SQLiteStore(Store):
         seq = int(meta.get("seq", "0")) + 1
         vid = int(meta.get("next_vid", "1"))
         # encode everything before the transaction (a bad value aborts with nothing written)
-        weight_arrays = {uid: np.ascontiguousarray(to_numpy(batch.weights[s.uid])) for s in batch.slices if (uid := s.uid) in batch.weights}
-        field_arrays = {k: v for k, v in batch.fields.items() if isinstance(v, np.ndarray) and v.ndim > 0}
+        weight_arrays = {
+            uid: np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
+            for s in batch.slices
+            if (uid := s.uid) in batch.weights
+        }
+        field_arrays = {
+            k: v for k, v in batch.fields.items() if isinstance(v, np.ndarray) and v.ndim > 0
+        }
         scalar_rows = []
         for (owner, fld), v in batch.fields.items():
             if (owner, fld) in field_arrays:
@@ -253,9 +313,17 @@ class SQLiteStore(Store):
             elif isinstance(v, str):
                 scalar_rows.append((owner, fld, "str", None, v))
             else:
-                raise StoreError(f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
-        external = self._write_arrays(seq, {f"w/{u}": a for u, a in weight_arrays.items()} | {f"a/{f}/{o}": a for (o, f), a in field_arrays.items()})
-        slice_models = {s.uid: s.model_id for s in self._state.slices.values()} | {s.uid: s.model_id for s in batch.slices}
+                raise StoreError(
+                    f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
+                )
+        external = self._write_arrays(
+            seq,
+            {f"w/{u}": a for u, a in weight_arrays.items()}
+            | {f"a/{f}/{o}": a for (o, f), a in field_arrays.items()},
+        )
+        slice_models = {s.uid: s.model_id for s in self._state.slices.values()} | {
+            s.uid: s.model_id for s in batch.slices
+        }
 
         def models_of(owner: str) -> str:
             return "," + ",".join(sorted(owner_model_ids(owner, slice_models))) + ","
@@ -267,12 +335,18 @@ class SQLiteStore(Store):
                 db.execute("DELETE FROM slices WHERE model_id=?", (m,))
                 db.execute("DELETE FROM models WHERE model_id=?", (m,))
             for m, info in batch.add_models.items():
-                db.execute("INSERT INTO models VALUES (?, ?)", (m, json.dumps(info, sort_keys=True, default=str)))
+                db.execute(
+                    "INSERT INTO models VALUES (?, ?)",
+                    (m, json.dumps(info, sort_keys=True, default=str)),
+                )
             for s in batch.slices:
                 arr = weight_arrays.get(s.uid)
                 ext = external.get(f"w/{s.uid}")
                 blob = encode(arr) if arr is not None and ext is None else None
-                db.execute("INSERT OR REPLACE INTO slices VALUES (?, ?, ?, ?, ?, ?)", (s.uid, s.model_id, slice_to_json(s), blob, ext, vid))
+                db.execute(
+                    "INSERT OR REPLACE INTO slices VALUES (?, ?, ?, ?, ?, ?)",
+                    (s.uid, s.model_id, slice_to_json(s), blob, ext, vid),
+                )
                 vid += 1
             for owner, fld in batch.erase:
                 db.execute("DELETE FROM fields WHERE owner=? AND field=?", (owner, fld))
@@ -306,7 +380,15 @@ class HybridStore(SQLiteStore):
 
     backend = "hybrid"
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, lock_timeout: float = 0.0, cache: Any = None, arrays: str = "hdf5") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        lock_timeout: float = 0.0,
+        cache: Any = None,
+        arrays: str = "hdf5",
+    ) -> None:
         if arrays not in ("hdf5", "zarr"):
             from .._errors import ConfigError
 
@@ -318,7 +400,9 @@ class HybridStore(SQLiteStore):
         self.root = root
         self.arrays = info.get("arrays", arrays)
         self.arrays_dir = root / ("arrays" if self.arrays == "hdf5" else "arrays.zarr")
-        super().__init__(root / "meta.sqlite", readonly=readonly, lock_timeout=lock_timeout, cache=cache)
+        super().__init__(
+            root / "meta.sqlite", readonly=readonly, lock_timeout=lock_timeout, cache=cache
+        )
         self.path = str(root)
         if not readonly:
             self.arrays_dir.mkdir(exist_ok=True)
@@ -341,7 +425,10 @@ class HybridStore(SQLiteStore):
 
         for p in self.arrays_dir.iterdir():
             stem = p.name.split(".")[0]
-            if p.name.startswith(".tmp-") or (stem.isdigit() and (int(stem) > committed or p.name not in referenced and stem not in referenced)):
+            if p.name.startswith(".tmp-") or (
+                stem.isdigit()
+                and (int(stem) > committed or (p.name not in referenced and stem not in referenced))
+            ):
                 shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
 
     def _write_arrays(self, seq: int, arrays: dict[str, np.ndarray]) -> dict[str, str]:
@@ -387,5 +474,6 @@ class HybridStore(SQLiteStore):
 
             return zarr.open_array(str(self.arrays_dir), path=ref, mode="r")[...]
         except (OSError, KeyError, ValueError) as exc:
-            raise StoreCorruptError(f"{self.arrays_dir}: cannot read array {ref!r} ({exc})") from None
-
+            raise StoreCorruptError(
+                f"{self.arrays_dir}: cannot read array {ref!r} ({exc})"
+            ) from None

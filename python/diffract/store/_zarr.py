@@ -57,7 +57,14 @@ class ZarrStore(Store):
     backend = "zarr"
     persistent = True
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, lock_timeout: float = 0.0, cache: Any = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        lock_timeout: float = 0.0,
+        cache: Any = None,
+    ) -> None:
         super().__init__(readonly=readonly, cache=cache)
         import fsspec
 
@@ -95,16 +102,25 @@ class ZarrStore(Store):
                 raise StoreCorruptError(f"{marker}: not a diffract store marker")
             check_version(self.path, info.get("layout_version"))
             if info.get("backend") != "zarr":
-                raise StoreCorruptError(f"{self.path}: a {info.get('backend')!r} store, opened as 'zarr'")
+                raise StoreCorruptError(
+                    f"{self.path}: a {info.get('backend')!r} store, opened as 'zarr'"
+                )
         else:
             if self.fs.exists(self.root) and self.fs.ls(self.root):
-                raise StoreCorruptError(f"{self.path} exists but is not a diffract store (no {STORE_MARKER}); choose another path=")
+                raise StoreCorruptError(
+                    f"{self.path} exists but is not a diffract store (no {STORE_MARKER}); choose another path="
+                )
             if self.readonly:
                 raise StoreError(f"no diffract store at {self.path}")
             import uuid
 
             self.fs.makedirs(self.root, exist_ok=True)
-            info = {"format": "diffract-store", "layout_version": LAYOUT_VERSION, "backend": "zarr", "store_id": uuid.uuid4().hex}
+            info = {
+                "format": "diffract-store",
+                "layout_version": LAYOUT_VERSION,
+                "backend": "zarr",
+                "store_id": uuid.uuid4().hex,
+            }
             self._put(STORE_MARKER, json.dumps(info, sort_keys=True))
         self.store_id = info.get("store_id", "")
         if not self.readonly:
@@ -129,7 +145,7 @@ class ZarrStore(Store):
     def _live_commits(self) -> list[str]:
         names = self._commits()
         starts = [i for i, n in enumerate(names) if n.endswith("-c.json")]
-        return names[starts[-1]:] if starts else names
+        return names[starts[-1] :] if starts else names
 
     def _remove_orphans(self) -> None:
         """Data of uncommitted batches (a crash), and what compactions superseded.
@@ -144,8 +160,14 @@ class ZarrStore(Store):
         data = self._join("data")
         if self.fs.exists(data):
             self.refresh()
-            referenced = {r.path.split("/")[1] for r in self._state.weight_refs.values() if isinstance(r, ZarrRef)}
-            referenced |= {v.path.split("/")[1] for v in self._state.values.values() if isinstance(v, ZarrRef)}
+            referenced = {
+                r.path.split("/")[1]
+                for r in self._state.weight_refs.values()
+                if isinstance(r, ZarrRef)
+            }
+            referenced |= {
+                v.path.split("/")[1] for v in self._state.values.values() if isinstance(v, ZarrRef)
+            }
             for p in self.fs.ls(data, detail=False):
                 name = p.rstrip("/").rsplit("/", 1)[-1]
                 if not name.isdigit():
@@ -197,12 +219,12 @@ class ZarrStore(Store):
     def refresh(self) -> None:
         from ._base import StoreState
 
-        for attempt in range(5):
+        for _ in range(5):
             names = self._live_commits()
             if names[: len(self._seen)] != self._seen:  # compacted: rebuild
                 self._state, self._seen = StoreState(), []
             try:
-                for name in names[len(self._seen):]:
+                for name in names[len(self._seen) :]:
                     self._replay(name)
                     self._seen.append(name)
                 return
@@ -227,10 +249,19 @@ class ZarrStore(Store):
             docs = {(d[0], d[1]): d[2] for d in rec.get("documents", [])}
         except FileNotFoundError:
             raise
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (
+            OSError,
+            UnicodeDecodeError,
+            json.JSONDecodeError,
+            KeyError,
+            TypeError,
+            ValueError,
+        ) as exc:
             if not self.fs.exists(where):
                 raise FileNotFoundError(where) from None
-            raise StoreCorruptError(f"{where}: unreadable commit record ({type(exc).__name__}: {exc})") from None
+            raise StoreCorruptError(
+                f"{where}: unreadable commit record ({type(exc).__name__}: {exc})"
+            ) from None
         self._state.apply(
             add_models=rec.get("models", {}),
             slices=slices,
@@ -251,7 +282,9 @@ class ZarrStore(Store):
                 from ._base import StaleRefError
 
                 raise StaleRefError(ref.path) from None
-            raise StoreCorruptError(f"{self.path}: cannot read array {ref.path!r} ({type(exc).__name__}: {exc})") from None
+            raise StoreCorruptError(
+                f"{self.path}: cannot read array {ref.path!r} ({type(exc).__name__}: {exc})"
+            ) from None
 
     # --- writing -------------------------------------------------------------------------------
     def _commit(self, batch: Batch) -> None:
@@ -263,7 +296,12 @@ class ZarrStore(Store):
         names = self._commits()
         seq = int(names[-1][:12]) + 1 if names else 1
         tag = f"{seq:012d}"
-        rec: dict[str, Any] = {"seq": seq, "created": time.time(), "models": batch.add_models, "remove_models": batch.remove_models}
+        rec: dict[str, Any] = {
+            "seq": seq,
+            "created": time.time(),
+            "models": batch.add_models,
+            "remove_models": batch.remove_models,
+        }
         scalars: dict[str, dict[str, Any]] = {}
         arrays: dict[str, np.ndarray] = {}
         array_fields: dict[str, dict[str, str]] = {}
@@ -279,7 +317,9 @@ class ZarrStore(Store):
             if isinstance(v, np.generic):
                 v = v.item()
             if not isinstance(v, (bool, int, float, str)):
-                raise StoreError(f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)")
+                raise StoreError(
+                    f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
+                )
             scalars.setdefault(fld, {})[owner] = v
         root = zarr.open_group(self.url, mode="a")
         try:
