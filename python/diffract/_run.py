@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -757,20 +757,53 @@ class Runner:
                         raise ValueError(
                             f"no slice of the model has {per_param} (not applicable or failed)"
                         )
-                    self._count(k)
-                    out = k.split_outputs(k.func(*args, **self._opts(k)))
-                    for o, v in out.items():
-                        computed[o] = v
-                        if o not in k.transient or o in fields:
-                            batch.fields[(owner, o)] = _normalise(v)
                 except Exception as exc:
-                    for o in k.outputs:
-                        if o in fields:
-                            report.failures.append(
-                                Failure(model_id, "", owner, o, _short_error(exc))
-                            )
+                    self._record_failure(
+                        k, fields, report, Failure(model_id, "", owner, "", _short_error(exc))
+                    )
+                    continue
+                self._call_owner_kernel(
+                    k,
+                    args,
+                    owner,
+                    fields,
+                    computed,
+                    batch,
+                    report,
+                    Failure(model_id, "", owner, "", ""),
+                )
         self.store.commit(batch)
         report.computed += len(batch.fields)
+
+    def _call_owner_kernel(
+        self,
+        k: Kernel,
+        args: list[Any],
+        owner: str,
+        fields: list[str],
+        computed: dict[str, Any],
+        batch: Batch,
+        report: RunReport,
+        where: Failure,
+    ) -> None:
+        """Call a model- or cross-level kernel for one owner; keep its outputs in ``computed``,
+        persist the non-transient (or requested) ones, record a failure if it raises."""
+        try:
+            self._count(k)
+            out = k.split_outputs(k.func(*args, **self._opts(k)))
+        except Exception as exc:
+            self._record_failure(k, fields, report, replace(where, error=_short_error(exc)))
+            return
+        for o, v in out.items():
+            computed[o] = v
+            if o not in k.transient or o in fields:
+                batch.fields[(owner, o)] = _normalise(v)
+
+    @staticmethod
+    def _record_failure(k: Kernel, fields: list[str], report: RunReport, where: Failure) -> None:
+        for o in k.outputs:
+            if o in fields:
+                report.failures.append(replace(where, field=o))
 
     # --- cross-model level -------------------------------------------------------------------
     def _param_values(self, s: SliceInfo, needed: set[str]) -> dict[str, Any] | None:
@@ -850,18 +883,21 @@ class Runner:
                             args.append(own[inp])
                         else:  # an output of another cross kernel
                             args.append(computed[inp])
-                    self._count(k)
-                    out = k.split_outputs(k.func(*args, **self._opts(k)))
-                    for o, v in out.items():
-                        computed[o] = v
-                        if o not in k.transient or o in fields:
-                            batch.fields[(owner, o)] = _normalise(v)
                 except Exception as exc:
-                    for o in k.outputs:
-                        if o in fields:
-                            report.failures.append(
-                                Failure(s.model_id, s.name, owner, o, _short_error(exc))
-                            )
+                    self._record_failure(
+                        k, fields, report, Failure(s.model_id, s.name, owner, "", _short_error(exc))
+                    )
+                    continue
+                self._call_owner_kernel(
+                    k,
+                    args,
+                    owner,
+                    fields,
+                    computed,
+                    batch,
+                    report,
+                    Failure(s.model_id, s.name, owner, "", ""),
+                )
         self.store.commit(batch)
         report.computed += len(batch.fields)
 
