@@ -202,3 +202,49 @@ def test_referenced_checkpoint_that_changed_is_a_clear_error(tmp_path, mlp_weigh
             report.failures
             and "checkpoint behind m:layers.0.weight is gone" in report.failures[0].error
         )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "zarr", "hybrid"])
+def test_corrupt_files_of_other_backends_name_the_file(tmp_path, mlp_weights, backend):
+    path = tmp_path / ("st.sqlite" if backend == "sqlite" else "st")
+    with Session(backend=backend, path=path) as s:
+        s.models.add(mlp_weights, model_id="m")
+        s.compute.apply("frob_norm", progress=False)
+    if backend == "sqlite":
+        victim = path
+        data = victim.read_bytes()
+        victim.write_bytes(b"SQLite format 3\x00" + np.random.default_rng(1).bytes(len(data) - 16))
+    elif backend == "zarr":
+        victim = sorted((path / "commits").glob("*.json"))[-1]
+        victim.write_text('{"seq": 2, "slices": [')
+    else:
+        victim = path / "meta.sqlite"
+        victim.write_bytes(np.random.default_rng(2).bytes(4096))
+    with pytest.raises(StoreCorruptError, match=victim.name):
+        Session(backend=backend, path=path)
+
+
+def test_sqlite_store_of_a_newer_layout_is_named(tmp_path, mlp_weights):
+    import sqlite3
+
+    path = tmp_path / "st.sqlite"
+    with Session(backend="sqlite", path=path) as s:
+        s.models.add(mlp_weights, model_id="m")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value='7' WHERE key='layout_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreCorruptError, match="layout version 7 is newer"):
+        Session(backend="sqlite", path=path)
+
+
+def test_a_foreign_sqlite_database_is_refused(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "other.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreCorruptError, match="not a diffract store"):
+        Session(backend="sqlite", path=path)
