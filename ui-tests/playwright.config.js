@@ -42,6 +42,8 @@ module.exports = {
     url: `http://127.0.0.1:${port}/api/status?token=${token}`,
     reuseExistingServer: false,
     timeout: 120000,
+    stdout: process.env.DIFFRACT_UI_VERBOSE ? 'pipe' : 'ignore',
+    stderr: process.env.DIFFRACT_UI_VERBOSE ? 'pipe' : 'ignore',
     env: { ...process.env, PATH: `${venvBin}:${process.env.PATH}` }
   }
 };
