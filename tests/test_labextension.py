@@ -27,7 +27,9 @@ def test_one_version_in_package_json_and_the_built_extension():
 
 
 def test_entry_points():
-    assert diffract._jupyter_labextension_paths() == [{"src": "labextension", "dest": "diffract-lab"}]
+    assert diffract._jupyter_labextension_paths() == [
+        {"src": "labextension", "dest": "diffract-lab"}
+    ]
     assert diffract._jupyter_server_extension_points() == [{"module": "diffract.server"}]
     config = json.loads((ROOT / "jupyter-config" / "server-config" / "diffract.json").read_text())
     assert config["ServerApp"]["jpserver_extensions"] == {"diffract": True}
@@ -36,16 +38,32 @@ def test_entry_points():
 
 def test_front_end_handshake_compares_package_json_version():
     src = (ROOT / "js" / "lab" / "index.ts").read_text()
-    assert "import pkg from '../../package.json'" in src and "requestAPI<VersionReply>('version')" in src
+    assert (
+        "import pkg from '../../package.json'" in src
+        and "requestAPI<VersionReply>('version')" in src
+    )
 
 
-HEAVY = ("torch", "jax", "h5py", "plotly", "ipywidgets", "anywidget", "pandas", "scipy", "tornado", "jupyter_server")
+HEAVY = (
+    "torch",
+    "jax",
+    "h5py",
+    "plotly",
+    "ipywidgets",
+    "anywidget",
+    "pandas",
+    "scipy",
+    "tornado",
+    "jupyter_server",
+)
 
 
 @pytest.mark.parametrize("module", ["diffract", "diffract.server"])
 def test_imports_stay_light(module):
     code = f"import sys, {module}; print([m for m in {HEAVY!r} if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -58,5 +76,7 @@ def test_jupyter_sees_both_extensions():
     if "diffract-lab" not in text:
         pytest.skip("diffract-lab is not installed as a package here (pip install .)")
     assert "diffract-lab v" + diffract.__version__ in text and "enabled" in text
-    srv = subprocess.run([str(jupyter), "server", "extension", "list"], capture_output=True, text=True)
+    srv = subprocess.run(
+        [str(jupyter), "server", "extension", "list"], capture_output=True, text=True
+    )
     assert "diffract" in srv.stdout + srv.stderr and "enabled" in srv.stdout + srv.stderr

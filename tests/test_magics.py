@@ -40,7 +40,9 @@ def test_open_add_compute_export(ip, in_tmp, capsys):
     ip.run_line_magic("diffract", "export frob_norm --models m1 --to out.json")
     rows = json.loads((in_tmp / "out.json").read_text())
     assert rows and all(r["model_id"] == "m1" for r in (rows if isinstance(rows, list) else [rows]))
-    ip.run_line_magic("diffract", "export frob_norm --models m1 --names re:layers\\.[01]\\.weight --to out.csv")
+    ip.run_line_magic(
+        "diffract", "export frob_norm --models m1 --names re:layers\\.[01]\\.weight --to out.csv"
+    )
     lines = (in_tmp / "out.csv").read_text().splitlines()
     assert lines[0].startswith("model_id,name,uid,type") and len(lines) == 3
     runs = ip.run_line_magic("diffract", "runs")
@@ -113,14 +115,22 @@ def test_magics_and_widgets_in_a_real_kernel(in_tmp):
     env_path = os.environ.get("PATH", "")
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env_path
     try:
-        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(in_tmp)}}).execute()
+        nbclient.NotebookClient(
+            nb,
+            timeout=120,
+            kernel_name="python3",
+            allow_errors=True,
+            resources={"metadata": {"path": str(in_tmp)}},
+        ).execute()
     finally:
         os.environ["PATH"] = env_path
     outs = [c.outputs for c in nb.cells]
     widget = "application/vnd.jupyter.widget-view+json"
     assert any(widget in o.get("data", {}) for o in outs[3])
     assert "ok True done" in "".join(o.get("text", "") for o in outs[4])
-    assert any(widget in o.get("data", {}) for o in outs[5])  # progress widget of the blocking apply
+    assert any(
+        widget in o.get("data", {}) for o in outs[5]
+    )  # progress widget of the blocking apply
     assert any(widget in o.get("data", {}) and "text/html" in o["data"] for o in outs[6])
     assert any(widget in o.get("data", {}) for o in outs[7])
     # a usage error is one line on stderr, not a traceback

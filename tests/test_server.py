@@ -16,8 +16,9 @@ import pytest
 pytest.importorskip("jupyter_server")
 pytest.importorskip("pytest_jupyter")
 
-from _ui_helpers import make_store
 from tornado.httpclient import HTTPClientError
+
+from _ui_helpers import make_store
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
@@ -32,7 +33,9 @@ def jp_server_config():
 @pytest.fixture
 def stores(jp_root_dir):
     make_store(jp_root_dir / ".diffract", models=("m1", "m2"), fields=("frob_norm", "stable_rank"))
-    make_store(jp_root_dir / "runs" / "exp1" / ".diffract", models=("ckpt-000", "ckpt-100"), fields=())
+    make_store(
+        jp_root_dir / "runs" / "exp1" / ".diffract", models=("ckpt-000", "ckpt-100"), fields=()
+    )
     (jp_root_dir / "node_modules" / "x" / ".diffract").mkdir(parents=True)  # skipped folder
     (jp_root_dir / "notes").mkdir()
     return jp_root_dir
@@ -87,20 +90,36 @@ async def test_one_field_values_in_depth_order(jp_fetch, stores):
     both = await get(jp_fetch, "field", path=".diffract", field="frob_norm")
     assert len(both["models"]) == 2
     assert await status_of(jp_fetch, "field", path=".diffract") == 400
-    assert await status_of(jp_fetch, "field", path=".diffract", field="frob_norm", model="nope") == 404
+    assert (
+        await status_of(jp_fetch, "field", path=".diffract", field="frob_norm", model="nope") == 404
+    )
 
 
 async def test_refuses_without_auth(jp_fetch, stores):
     for endpoint in ("version", "stores", "store", "field"):
-        code = await status_of(jp_fetch, endpoint, headers={"Authorization": ""}, path=".diffract", field="frob_norm")
+        code = await status_of(
+            jp_fetch, endpoint, headers={"Authorization": ""}, path=".diffract", field="frob_norm"
+        )
         assert code == 403, endpoint
 
 
 async def test_never_reads_outside_the_root(jp_fetch, stores, tmp_path_factory):
-    outside = make_store(tmp_path_factory.mktemp("outside") / ".diffract", models=("secret",), fields=())
+    outside = make_store(
+        tmp_path_factory.mktemp("outside") / ".diffract", models=("secret",), fields=()
+    )
     (stores / "link").symlink_to(outside.parent)
     (stores / "linkstore").symlink_to(outside)
-    refused = ["../outside/.diffract", "/etc", str(outside), "runs/../../x", "link/.diffract", "linkstore", "..", "runs/..\\..", "C:/x"]
+    refused = [
+        "../outside/.diffract",
+        "/etc",
+        str(outside),
+        "runs/../../x",
+        "link/.diffract",
+        "linkstore",
+        "..",
+        "runs/..\\..",
+        "C:/x",
+    ]
     for p in refused:
         code = await status_of(jp_fetch, "store", path=p)
         assert code in (403, 404), (p, code)
@@ -145,4 +164,6 @@ async def test_reads_a_store_another_process_is_writing(jp_fetch, jp_root_dir):
     assert proc.returncode == 0
     d = await get(jp_fetch, "store", path="live/.diffract")
     assert len(d["models"]) == 13
-    assert counts == sorted(counts) and len(counts) >= 2  # saw the writer's progress, never went back
+    assert (
+        counts == sorted(counts) and len(counts) >= 2
+    )  # saw the writer's progress, never went back

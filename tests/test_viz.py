@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("plotly")
 
 import plotly.graph_objects as go
-from _ui_helpers import mlp
 
+from _ui_helpers import mlp
 from diffract import Session, viz
 
 
@@ -26,7 +26,9 @@ def test_layers_line_and_bar(session):
     assert isinstance(fig, go.Figure) and not isinstance(fig, go.FigureWidget)
     assert [t.name for t in fig.data] == ["ckpt-000", "ckpt-100"]
     rows = session.results.export_metrics("frob_norm", export_format="list")
-    want = [r["frob_norm"] for r in rows if r["model_id"] == "ckpt-000" and r["frob_norm"] is not None]
+    want = [
+        r["frob_norm"] for r in rows if r["model_id"] == "ckpt-000" and r["frob_norm"] is not None
+    ]
     assert list(fig.data[0].y) == pytest.approx(want)
     assert list(fig.data[0].customdata[0][:3]) == ["ckpt-000", "layers.0.weight", "dense"]
     assert "%{customdata[0]}" in fig.data[0].hovertemplate  # hover: model, name, type, value
@@ -69,5 +71,5 @@ def test_empty_before_compute_and_unknown_figure():
     assert s.viz.layers("frob_norm").data == ()
     assert "not computed" in s.viz.esd("layers.0.weight").layout.title.text
     with pytest.raises(AttributeError, match="available"):
-        s.viz.nope
+        _ = s.viz.nope
     assert set(viz.__all__) <= set(dir(s.viz))

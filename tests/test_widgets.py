@@ -13,9 +13,14 @@ pytest.importorskip("anywidget")
 pytest.importorskip("plotly")
 
 from _ui_helpers import mlp
-
 from diffract import Filter, FilterChain, FilterError, Session
-from diffract.widgets import FilterBuilder, ProgressWidget, format_names, parse_names, run_with_progress
+from diffract.widgets import (
+    FilterBuilder,
+    ProgressWidget,
+    format_names,
+    parse_names,
+    run_with_progress,
+)
 
 
 @pytest.fixture
@@ -67,7 +72,9 @@ def test_filter_builder_scope_is_session_filter(session):
     fb.model_ids = ["m1"]
     fb.names = "re:layers\\.[0-1]\\..*"
     fb.param_types = ["dense"]
-    expected = session.filter(model_ids=["m1"], param_names=["re:layers\\.[0-1]\\..*"], param_types=["dense"])
+    expected = session.filter(
+        model_ids=["m1"], param_names=["re:layers\\.[0-1]\\..*"], param_types=["dense"]
+    )
     assert fb.scope.filter_chain == expected.filter_chain
     assert [s.uid for s in fb.scope.models.slices()] == [s.uid for s in expected.models.slices()]
     assert fb.count == len(expected) == 2
@@ -76,7 +83,11 @@ def test_filter_builder_scope_is_session_filter(session):
     assert FilterChain.from_json(fb.filter_json) == expected.filter_chain
     fb2 = FilterBuilder(session, filter=fb.filter_json)
     assert fb2.scope.filter_chain == expected.filter_chain
-    assert (fb2.model_ids, fb2.names, fb2.param_types) == (["m1"], "re:layers\\.[0-1]\\..*", ["dense"])
+    assert (fb2.model_ids, fb2.names, fb2.param_types) == (
+        ["m1"],
+        "re:layers\\.[0-1]\\..*",
+        ["dense"],
+    )
 
 
 def test_filter_builder_on_a_scope_and_uids(session):
@@ -116,7 +127,9 @@ def test_filter_builder_trait_round_trip_via_state(session):
     # what the front end sends: a partial state update
     fb.set_state({"model_ids": ["m2"], "names": "layers.3.weight, layers.3.bias"})
     st = _state(fb)
-    assert st["count"] == 2 and json.loads(st["filter_json"]) == [{"model_ids": ["m2"], "param_names": ["layers.3.weight", "layers.3.bias"]}]
+    assert st["count"] == 2 and json.loads(st["filter_json"]) == [
+        {"model_ids": ["m2"], "param_names": ["layers.3.weight", "layers.3.bias"]}
+    ]
     fb._on_msg(fb, {"type": "refresh"}, [])
     session.models.add(mlp(2), "m3")
     fb._on_msg(fb, {"type": "refresh"}, [])
@@ -285,7 +298,11 @@ def test_widget_bundles_are_built():
     from diffract import widgets
 
     for name in ("filter", "progress"):
-        assert (widgets.STATIC / f"{name}.js").exists(), "run npm run build (pip install -e . does it)"
+        assert (widgets.STATIC / f"{name}.js").exists(), (
+            "run npm run build (pip install -e . does it)"
+        )
         text = (widgets.STATIC / f"{name}.js").read_text()
-        assert "render" in text and "http" not in text.split("//#")[0].replace("http://www.w3.org", "")
+        assert "render" in text and "http" not in text.split("//#")[0].replace(
+            "http://www.w3.org", ""
+        )
     assert threading.active_count() >= 1

@@ -534,7 +534,7 @@ class _Models:
         if self.kind == "dict":
             self.target[model_id] = weights
         elif self.kind == "session":
-            self.target.models.add(weights, model_id=model_id, replace=replace)
+            self.target.models.add(weights, model_id=model_id, replace=replace, meta=meta)
         else:
             _store_add(self.target, model_id, weights, meta)
 

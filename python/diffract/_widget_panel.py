@@ -26,7 +26,9 @@ def reader_scope(scope: Any) -> Any:
     session = scope.session
     store = session.store
     if getattr(store, "persistent", False) and store.path:
-        ro = Session(backend=store.backend, path=store.path, readonly=True, registry=session.registry)
+        ro = Session(
+            backend=store.backend, path=store.path, readonly=True, registry=session.registry
+        )
         return Scope(ro, scope.filter_chain)
     return scope
 
@@ -48,7 +50,7 @@ class FieldPanel(ipw.VBox):
         *,
         kind: str = "line",
         models: Sequence[str] | None = None,
-        slice: str | None = None,  # noqa: A002
+        slice: str | None = None,
         model_id: str | None = None,
         live: bool = True,
         poll: float | None = None,
@@ -61,7 +63,9 @@ class FieldPanel(ipw.VBox):
             raise ValueError("a scatter panel needs two fields: fields=('x_field', 'y_field')")
         if kind == "esd":
             if not slice:
-                raise ValueError("an esd panel needs slice=<uid or name> (and model_id= if the name is in several models)")
+                raise ValueError(
+                    "an esd panel needs slice=<uid or name> (and model_id= if the name is in several models)"
+                )
             fields = fields or ["esd"]
         elif len(fields) < 1:
             raise ValueError(f"a {kind} panel needs a field, e.g. FieldPanel(session, 'pl_alpha')")
@@ -123,7 +127,8 @@ class FieldPanel(ipw.VBox):
         fig = self.figure
         new = spec["data"]
         same_shape = len(fig.data) == len(new) and all(
-            tr.type == d["type"] and tr.name == d.get("name") for tr, d in zip(fig.data, new, strict=True)
+            tr.type == d["type"] and tr.name == d.get("name")
+            for tr, d in zip(fig.data, new, strict=True)
         )
         with fig.batch_update():
             if same_shape:
@@ -155,7 +160,13 @@ class FieldPanel(ipw.VBox):
         return n
 
     def _set_status(self) -> None:
-        what = self.slice if self.kind == "esd" else " vs ".join(reversed(self.fields)) if self.kind == "scatter" else self.fields[0]
+        what = (
+            self.slice
+            if self.kind == "esd"
+            else " vs ".join(reversed(self.fields))
+            if self.kind == "scatter"
+            else self.fields[0]
+        )
         n = self.n_values()
         traces = len(self.spec["data"])
         if n:
@@ -180,7 +191,7 @@ class FieldPanel(ipw.VBox):
             while not self._poll_stop.wait(interval):
                 try:
                     self.refresh()
-                except Exception:  # noqa: BLE001, S112 - keep polling through transient errors
+                except Exception:
                     continue
 
         threading.Thread(target=loop, name="diffract-panel-poll", daemon=True).start()
@@ -195,21 +206,35 @@ class FieldPanel(ipw.VBox):
         return {
             "kind": self.kind,
             "fields": list(self.fields),
-            "traces": [{"name": tr.name, "type": tr.type, "x": list(tr.x) if tr.x is not None else [], "y": list(tr.y) if tr.y is not None else []} for tr in self.figure.data],
+            "traces": [
+                {
+                    "name": tr.name,
+                    "type": tr.type,
+                    "x": list(tr.x) if tr.x is not None else [],
+                    "y": list(tr.y) if tr.y is not None else [],
+                }
+                for tr in self.figure.data
+            ],
             "n_values": self.n_values(),
         }
 
     # --- static fallback -----------------------------------------------------------------------
     def snapshot_html(self) -> str:
-        parts = [f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>{html.escape(self.status.value and _strip(self.status.value))}</b>"]
+        parts = [
+            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>{html.escape(self.status.value and _strip(self.status.value))}</b>"
+        ]
         for d in self.spec["data"]:
             if d["type"] == "heatmap":
-                parts.append(f"<div>{html.escape(str(d.get('name')))}: heatmap {len(d['y'])} models × {len(d['x'])} layers</div>")
+                parts.append(
+                    f"<div>{html.escape(str(d.get('name')))}: heatmap {len(d['y'])} models × {len(d['x'])} layers</div>"
+                )
                 continue
             ys = [v for v in d.get("y", []) if isinstance(v, (int, float))]
             if not ys:
                 continue
-            parts.append(f"<div>{html.escape(str(d.get('name')))}: {len(ys)} points, min {min(ys):.4g}, max {max(ys):.4g} {_sparkline(ys)}</div>")
+            parts.append(
+                f"<div>{html.escape(str(d.get('name')))}: {len(ys)} points, min {min(ys):.4g}, max {max(ys):.4g} {_sparkline(ys)}</div>"
+            )
         parts.append("</div>")
         return "".join(parts)
 
@@ -227,5 +252,7 @@ def _sparkline(ys: list[float], width: int = 160, height: int = 28) -> str:
     lo, hi = min(ys), max(ys)
     span = (hi - lo) or 1.0
     n = max(len(ys) - 1, 1)
-    pts = " ".join(f"{i * width / n:.1f},{height - (y - lo) / span * height:.1f}" for i, y in enumerate(ys))
+    pts = " ".join(
+        f"{i * width / n:.1f},{height - (y - lo) / span * height:.1f}" for i, y in enumerate(ys)
+    )
     return f"<svg width='{width}' height='{height}' style='vertical-align:middle'><polyline fill='none' stroke='#1f77b4' stroke-width='1.5' points='{pts}'/></svg>"

@@ -95,7 +95,9 @@ class DiffractMagics(Magics):
         except ValueError as exc:  # unbalanced quotes
             raise UsageError(f"%diffract: {exc}") from None
         if args.cmd is None:
-            raise UsageError("%diffract needs a subcommand: open, add, compute, show, filter, runs, export (see %diffract?)")
+            raise UsageError(
+                "%diffract needs a subcommand: open, add, compute, show, filter, runs, export (see %diffract?)"
+            )
         try:
             return getattr(self, f"_cmd_{args.cmd}")(args)
         except UsageError:
@@ -133,7 +135,9 @@ class DiffractMagics(Magics):
         try:
             model = self.shell.ev(expr)
         except Exception as exc:
-            raise UsageError(f"%diffract add: cannot evaluate {expr!r}: {type(exc).__name__}: {exc}") from None
+            raise UsageError(
+                f"%diffract add: cannot evaluate {expr!r}: {type(exc).__name__}: {exc}"
+            ) from None
         slices = s.models.add(model, args.model_id, replace=args.replace)
         print(f"added {len(slices)} slices as {args.model_id!r}")
 
@@ -155,7 +159,9 @@ class DiffractMagics(Magics):
         scope = self._scope(args)
         fields: list[str] = [args.field] + ([args.y] if args.y else [])
         if args.kind == "esd":
-            return FieldPanel(scope, "esd", kind="esd", slice=args.slice or args.field, model_id=args.model)
+            return FieldPanel(
+                scope, "esd", kind="esd", slice=args.slice or args.field, model_id=args.model
+            )
         return FieldPanel(scope, fields, kind=args.kind)
 
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
@@ -186,11 +192,18 @@ class DiffractMagics(Magics):
                 w = csv.DictWriter(fh, fieldnames=cols)
                 w.writeheader()
                 for r in rows:
-                    w.writerow({k: (v if not hasattr(v, "tolist") else json.dumps(v.tolist())) for k, v in r.items()})
+                    w.writerow(
+                        {
+                            k: (v if not hasattr(v, "tolist") else json.dumps(v.tolist()))
+                            for k, v in r.items()
+                        }
+                    )
         elif ext == ".parquet":
             scope.results.export_metrics(*args.fields, export_format="pandas").to_parquet(out)
         else:
-            raise UsageError(f"%diffract export: unknown file type {ext or '(none)'!r}; use .json, .csv or .parquet")
+            raise UsageError(
+                f"%diffract export: unknown file type {ext or '(none)'!r}; use .json, .csv or .parquet"
+            )
         print(f"wrote {', '.join(args.fields)} to {out}")
 
 
@@ -206,7 +219,7 @@ class RunsTable:
             folder = (root / s["path"]).resolve()
             try:
                 summary = StoreReader.get(folder).summary()
-            except Exception as exc:  # noqa: BLE001 - shown as the store's error
+            except Exception as exc:
                 summary = {"models": [], "error": str(exc)}
             self.stores.append({**s, **summary})
 
@@ -215,16 +228,23 @@ class RunsTable:
             return f"no diffract stores under {os.fspath(self.root)}"
         lines = []
         for s in self.stores:
-            lines.append(f"{s['path'] or '.'}: {len(s['models'])} model(s)" + (f" ERROR {s['error']}" if s.get("error") else ""))
+            lines.append(
+                f"{s['path'] or '.'}: {len(s['models'])} model(s)"
+                + (f" ERROR {s['error']}" if s.get("error") else "")
+            )
             for m in s["models"]:
-                lines.append(f"  {m['model_id']}: {m['slices']} slices, fields: {', '.join(m['fields']) or '-'}")
+                lines.append(
+                    f"  {m['model_id']}: {m['slices']} slices, fields: {', '.join(m['fields']) or '-'}"
+                )
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         import html
 
         if not self.stores:
-            return f"<p>No diffract stores under <code>{html.escape(os.fspath(self.root))}</code>.</p>"
+            return (
+                f"<p>No diffract stores under <code>{html.escape(os.fspath(self.root))}</code>.</p>"
+            )
         rows = []
         for s in self.stores:
             for m in s["models"] or [{"model_id": "(no models)", "slices": 0, "fields": []}]:
@@ -232,7 +252,11 @@ class RunsTable:
                     f"<tr><td><code>{html.escape(s['path'] or '.')}</code></td><td>{html.escape(m['model_id'])}</td>"
                     f"<td>{m['slices']}</td><td>{html.escape(', '.join(m['fields']))}</td></tr>"
                 )
-        return "<table class='diffract-runs-table'><tr><th>store</th><th>model</th><th>slices</th><th>fields</th></tr>" + "".join(rows) + "</table>"
+        return (
+            "<table class='diffract-runs-table'><tr><th>store</th><th>model</th><th>slices</th><th>fields</th></tr>"
+            + "".join(rows)
+            + "</table>"
+        )
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 API_VERSION = 1
 STORE_MARKER = "diffract-store.json"
@@ -33,8 +33,23 @@ STORE_MARKER = "diffract-store.json"
 SQLITE_SUFFIX = ".diffract.sqlite"
 #: folder names never searched for stores
 SKIP_DIRS = frozenset(
-    {"node_modules", ".git", ".hg", ".venv", "venv", "env", "__pycache__", ".ipynb_checkpoints",
-     "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", ".tox", ".yarn"}
+    {
+        "node_modules",
+        ".git",
+        ".hg",
+        ".venv",
+        "venv",
+        "env",
+        "__pycache__",
+        ".ipynb_checkpoints",
+        "site-packages",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".tox",
+        ".yarn",
+    }
 )
 MAX_DEPTH = 6
 MAX_DIRS = 5000
@@ -110,7 +125,9 @@ def store_stamp(store: Path) -> dict[str, Any]:
     return {"segments": files, "updated": last, "stamp": f"{files}:{newest}:{last:.6f}"}
 
 
-def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[dict[str, Any]]:
+def find_stores(
+    root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH
+) -> list[dict[str, Any]]:
     """Stores under ``root`` (never following symlinks), as ``{"path", "name", ...}``."""
     root = Path(root).resolve()
     found: list[dict[str, Any]] = []
@@ -125,7 +142,10 @@ def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> 
             continue
         if any(e.name == STORE_MARKER and e.is_file(follow_symlinks=False) for e in entries):
             rel = folder.relative_to(root).as_posix()
-            info = {"path": "" if rel == "." else rel, "name": folder.name if rel != "." else root.name}
+            info = {
+                "path": "" if rel == "." else rel,
+                "name": folder.name if rel != "." else root.name,
+            }
             info.update(store_stamp(folder))
             found.append(info)
             continue  # a store holds no other stores
@@ -152,7 +172,9 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
     if "\x00" in rel:
         raise PathRefused("invalid path")
     if rel.startswith(("/", "\\")) or os.path.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
-        raise PathRefused(f"absolute paths are refused: {rel!r}; give a path relative to the server root")
+        raise PathRefused(
+            f"absolute paths are refused: {rel!r}; give a path relative to the server root"
+        )
     parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise PathRefused(f"'..' is refused in store paths: {rel!r}")
@@ -168,7 +190,7 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
 class StoreReader:
     """A read-only store kept open between requests; ``refresh`` replays new segments only."""
 
-    _cache: dict[Path, StoreReader] = {}
+    _cache: ClassVar[dict[Path, StoreReader]] = {}
     _cache_lock = threading.Lock()
 
     def __init__(self, path: Path) -> None:
@@ -197,7 +219,7 @@ class StoreReader:
                 else:
                     self._store.refresh()
                 return self._store
-            except Exception as exc:  # noqa: BLE001 - retried, then reported
+            except Exception as exc:
                 last = exc
                 self._store = None
                 time.sleep(0.05 * (attempt + 1))
@@ -252,7 +274,13 @@ class StoreReader:
                     if not store.has((s.uid, field)):
                         continue
                     points.append(
-                        {"name": s.name, "uid": s.uid, "type": s.type.value, "index": s.index, "value": _jsonable(store.get((s.uid, field)))}
+                        {
+                            "name": s.name,
+                            "uid": s.uid,
+                            "type": s.type.value,
+                            "index": s.index,
+                            "value": _jsonable(store.get((s.uid, field))),
+                        }
                     )
                 agg = store.get((f"@{m}", field)) if store.has((f"@{m}", field)) else None
                 if points or agg is not None:
@@ -310,7 +338,7 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
                 data = await self.in_thread(getattr(reader, method), *args)
             except NotAStore as exc:
                 return self.fail(404, str(exc))
-            except Exception as exc:  # noqa: BLE001 - the sidebar shows it
+            except Exception as exc:
                 return self.fail(500, f"{type(exc).__name__}: {exc}")
             rel = path.relative_to(Path(self.root).resolve()).as_posix()
             data = {"path": "" if rel == "." else rel, **store_stamp(path), **data}
@@ -354,7 +382,11 @@ def setup_handlers(web_app: Any, root: str) -> None:
 
     base = web_app.settings.get("base_url", "/")
     web_app.add_handlers(
-        ".*$", [(url_path_join(base, "diffract", "api", name), cls, kw) for name, cls, kw in _handlers(root)]
+        ".*$",
+        [
+            (url_path_join(base, "diffract", "api", name), cls, kw)
+            for name, cls, kw in _handlers(root)
+        ],
     )
 
 

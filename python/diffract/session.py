@@ -94,7 +94,7 @@ class Models(_Namespace):
         weights: dict[str, Any] = {}
         for i, leaf in enumerate(ex.leaves):
             uid = make_uid(model_id, leaf.name)
-            meta: dict[str, Any] = {"layout": leaf.layout} if leaf.layout != "out_in" else {}
+            slice_meta: dict[str, Any] = {"layout": leaf.layout} if leaf.layout != "out_in" else {}
             if not copy:
                 from ._lazy import LazyArray
 
@@ -102,9 +102,9 @@ class Models(_Namespace):
                     raise ExtractionError(
                         "copy_weights=False needs a checkpoint file; in-memory models are always copied"
                     )
-                meta["external"] = _external_ref(ex.source, leaf.name)
+                slice_meta["external"] = _external_ref(ex.source, leaf.name)
             slices.append(
-                SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, meta)
+                SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, slice_meta)
             )
             if copy:
                 weights[uid] = leaf.array

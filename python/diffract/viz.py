@@ -39,7 +39,11 @@ NEUTRAL_LAYOUT: dict[str, Any] = {
     "hovermode": "closest",
     "legend": {"orientation": "h", "y": -0.2},
 }
-_AXIS = {"gridcolor": "rgba(128,128,128,0.25)", "zerolinecolor": "rgba(128,128,128,0.4)", "linecolor": "rgba(128,128,128,0.6)"}
+_AXIS = {
+    "gridcolor": "rgba(128,128,128,0.25)",
+    "zerolinecolor": "rgba(128,128,128,0.4)",
+    "linecolor": "rgba(128,128,128,0.6)",
+}
 
 
 def _fmt(v: Any) -> str:
@@ -67,7 +71,9 @@ def field_rows(scope: Scope, *fields: str) -> list[dict[str, Any]]:
         return []
 
 
-def _by_model(rows: list[dict[str, Any]], field: str, models: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+def _by_model(
+    rows: list[dict[str, Any]], field: str, models: list[str] | None
+) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if models is not None and r["model_id"] not in models:
@@ -101,7 +107,9 @@ def _layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any
 # ------------------------------------------------------------------------------------------
 
 
-def layers_spec(scope: Scope, field: str, *, models: list[str] | None = None, kind: str = "line") -> dict[str, Any]:
+def layers_spec(
+    scope: Scope, field: str, *, models: list[str] | None = None, kind: str = "line"
+) -> dict[str, Any]:
     """Traces and layout of :func:`layers`."""
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
@@ -122,7 +130,9 @@ def layers_spec(scope: Scope, field: str, *, models: list[str] | None = None, ki
         if kind == "line":
             trace["mode"] = "lines+markers"
         data.append(trace)
-    layout = _layout(f"{field} across depth", "layer (depth order)", field, xaxis={"tickformat": "d"})
+    layout = _layout(
+        f"{field} across depth", "layer (depth order)", field, xaxis={"tickformat": "d"}
+    )
     if kind == "bar":
         layout["barmode"] = "group"
     return {"data": data, "layout": layout}
@@ -156,17 +166,25 @@ def heatmap_spec(scope: Scope, field: str, *, models: list[str] | None = None) -
                 "colorbar": {"title": {"text": field}},
             }
         )
-    layout = _layout(f"{field}: layer x model", "layer (depth order)", "model", yaxis={"type": "category"})
+    layout = _layout(
+        f"{field}: layer x model", "layer (depth order)", "model", yaxis={"type": "category"}
+    )
     return {"data": data, "layout": layout}
 
 
-def scatter_spec(scope: Scope, x: str, y: str, *, models: list[str] | None = None) -> dict[str, Any]:
+def scatter_spec(
+    scope: Scope, x: str, y: str, *, models: list[str] | None = None
+) -> dict[str, Any]:
     """Traces and layout of :func:`scatter`."""
     rows = field_rows(scope, x, y)
     data = []
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if (models is None or r["model_id"] in models) and _is_number(r.get(x)) and _is_number(r.get(y)):
+        if (
+            (models is None or r["model_id"] in models)
+            and _is_number(r.get(x))
+            and _is_number(r.get(y))
+        ):
             groups.setdefault(r["model_id"], []).append(r)
     for m, rs in groups.items():
         data.append(
@@ -176,7 +194,10 @@ def scatter_spec(scope: Scope, x: str, y: str, *, models: list[str] | None = Non
                 "name": m,
                 "x": [r[x] for r in rs],
                 "y": [r[y] for r in rs],
-                "customdata": [[r["model_id"], r["name"], r["type"], f"{_fmt(r[x])}, {y}: {_fmt(r[y])}"] for r in rs],
+                "customdata": [
+                    [r["model_id"], r["name"], r["type"], f"{_fmt(r[x])}, {y}: {_fmt(r[y])}"]
+                    for r in rs
+                ],
                 "hovertemplate": HOVER,
                 "meta": x,
             }
@@ -184,7 +205,9 @@ def scatter_spec(scope: Scope, x: str, y: str, *, models: list[str] | None = Non
     return {"data": data, "layout": _layout(f"{y} vs {x}", x, y)}
 
 
-def esd_spec(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> dict[str, Any]:
+def esd_spec(
+    scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60
+) -> dict[str, Any]:
     """Traces and layout of :func:`esd`. Reads the stored ``esd`` (eigenvalues) and, when
     present, ``pl_alpha`` and ``pl_esd_xmin`` of the slice."""
     import numpy as np
@@ -196,7 +219,10 @@ def esd_spec(scope: Scope, slice: str, *, model_id: str | None = None, bins: int
     try:
         evals = np.asarray(scope.results.get("esd", s.uid), dtype=float)
     except FieldNotComputedError:
-        return {"data": [], "layout": _layout(title + " (esd not computed yet)", "eigenvalue", "density")}
+        return {
+            "data": [],
+            "layout": _layout(title + " (esd not computed yet)", "eigenvalue", "density"),
+        }
     evals = evals[np.isfinite(evals) & (evals > 0)]
     data: list[dict[str, Any]] = []
     if evals.size:
@@ -215,7 +241,9 @@ def esd_spec(scope: Scope, slice: str, *, model_id: str | None = None, bins: int
                 "name": "ESD",
                 "x": centers[keep].tolist(),
                 "y": density[keep].tolist(),
-                "customdata": [[s.model_id, s.name, s.type.value, f"{c:.4g}"] for c in centers[keep]],
+                "customdata": [
+                    [s.model_id, s.name, s.type.value, f"{c:.4g}"] for c in centers[keep]
+                ],
                 "hovertemplate": HOVER,
                 "meta": "eigenvalue",
             }
@@ -253,8 +281,14 @@ def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
     if len(hits) == 1:
         return hits[0]
     if not hits:
-        raise KeyError(f"no slice with uid or name {key!r}" + (f" in model {model_id!r}" if model_id else "") + " in this scope")
-    raise KeyError(f"name {key!r} is in several models {[s.model_id for s in hits]}; pass model_id=")
+        raise KeyError(
+            f"no slice with uid or name {key!r}"
+            + (f" in model {model_id!r}" if model_id else "")
+            + " in this scope"
+        )
+    raise KeyError(
+        f"name {key!r} is in several models {[s.model_id for s in hits]}; pass model_id="
+    )
 
 
 def _stored(scope: Scope, uid: str, field: str) -> Any:
@@ -293,4 +327,10 @@ def scatter(scope: Scope, x: str, y: str, *, models: list[str] | None = None) ->
     return _figure(scatter_spec(scope, x, y, models=models))
 
 
-SPECS = {"line": layers_spec, "bar": layers_spec, "heatmap": heatmap_spec, "esd": esd_spec, "scatter": scatter_spec}
+SPECS = {
+    "line": layers_spec,
+    "bar": layers_spec,
+    "heatmap": heatmap_spec,
+    "esd": esd_spec,
+    "scatter": scatter_spec,
+}

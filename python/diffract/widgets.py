@@ -39,9 +39,17 @@ from .filters import Filter, FilterChain
 
 if TYPE_CHECKING:
     from ._run import ProgressEvent, RunReport
+    from ._widget_panel import FieldPanel
     from .session import Scope
 
-__all__ = ["FieldPanel", "FilterBuilder", "ProgressRun", "ProgressWidget", "notebook_progress", "run_with_progress"]
+__all__ = [
+    "FieldPanel",
+    "FilterBuilder",
+    "ProgressRun",
+    "ProgressWidget",
+    "notebook_progress",
+    "run_with_progress",
+]
 
 STATIC = Path(__file__).parent / "static"
 _MISSING = """export default { render({ el }) {
@@ -60,7 +68,9 @@ def _as_scope(source: Any) -> Scope:
 
     if isinstance(source, Scope):
         return source
-    raise TypeError(f"expected a diffract Session or Scope, got {type(source).__name__}: {source!r}")
+    raise TypeError(
+        f"expected a diffract Session or Scope, got {type(source).__name__}: {source!r}"
+    )
 
 
 def _in_kernel() -> bool:
@@ -139,14 +149,23 @@ class FilterBuilder(anywidget.AnyWidget):
     preview_limit = t.Int(50).tag(sync=True)
     filter_json = t.Unicode("[]").tag(sync=True)
 
-    def __init__(self, source: Any, *, filter: Filter | dict | str | None = None, preview_limit: int = 50, **kwargs: Any) -> None:  # noqa: A002
+    def __init__(
+        self,
+        source: Any,
+        *,
+        filter: Filter | dict | str | None = None,
+        preview_limit: int = 50,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(preview_limit=preview_limit, **kwargs)
         self._base = _as_scope(source)
         self._scope: Scope = self._base
         self.refresh_choices()
         if filter is not None:
             self.set_filter(filter)
-        self.observe(self._on_change, names=["model_ids", "names", "param_types", "uids", "preview_limit"])
+        self.observe(
+            self._on_change, names=["model_ids", "names", "param_types", "uids", "preview_limit"]
+        )
         self.on_msg(self._on_msg)
         self._update()
 
@@ -180,14 +199,20 @@ class FilterBuilder(anywidget.AnyWidget):
             value = FilterChain.from_json(value)
         if isinstance(value, FilterChain):
             base = self._base.filter_chain.clauses
-            extra = value.clauses[len(base):] if value.clauses[: len(base)] == base else value.clauses
+            extra = (
+                value.clauses[len(base) :] if value.clauses[: len(base)] == base else value.clauses
+            )
             if len(extra) > 1:
-                raise FilterError("the filter builder edits one clause; this chain has several beyond its base scope")
+                raise FilterError(
+                    "the filter builder edits one clause; this chain has several beyond its base scope"
+                )
             value = extra[0] if extra else Filter()
         if isinstance(value, dict):
             value = Filter.from_dict(value)
         if not isinstance(value, Filter):
-            raise TypeError(f"set_filter expects a Filter, dict or JSON, got {type(value).__name__}")
+            raise TypeError(
+                f"set_filter expects a Filter, dict or JSON, got {type(value).__name__}"
+            )
         with self.hold_trait_notifications():
             types = list(value.param_types or [])
             missing = [x for x in types if x not in self.available_types]
@@ -240,7 +265,13 @@ class FilterBuilder(anywidget.AnyWidget):
             self.error = ""
             self.count = len(slices)
             self.preview = [
-                {"model_id": s.model_id, "name": s.name, "type": s.type.value, "shape": "×".join(map(str, s.shape)), "uid": s.uid}
+                {
+                    "model_id": s.model_id,
+                    "name": s.name,
+                    "type": s.type.value,
+                    "shape": "×".join(map(str, s.shape)),
+                    "uid": s.uid,
+                }
                 for s in slices[: self.preview_limit]
             ]
             self.filter_json = scope.utils.filter_json()
@@ -298,7 +329,9 @@ class ProgressWidget(anywidget.AnyWidget):
     #: minimum seconds between two "kernel" updates sent to the front end (chunk events always go)
     throttle = 0.0
 
-    def __init__(self, fields: Sequence[str] = (), *, cancel: threading.Event | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, fields: Sequence[str] = (), *, cancel: threading.Event | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(fields=list(fields), **kwargs)
         self.cancel_event = cancel or threading.Event()
         self.events = 0
@@ -346,7 +379,7 @@ class ProgressWidget(anywidget.AnyWidget):
             if error is not None:
                 self.status = "error"
                 self.message = f"{type(error).__name__}: {error}"
-            elif report is not None and report.cancelled or self.cancel_event.is_set():
+            elif (report is not None and report.cancelled) or self.cancel_event.is_set():
                 self.status = "cancelled"
                 self.message = str(report) if report is not None else "cancelled"
             else:
@@ -372,13 +405,17 @@ class ProgressWidget(anywidget.AnyWidget):
         return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
 
 
-def notebook_progress(fields: Sequence[str], cancel: threading.Event | None = None) -> tuple[Any, Any]:
+def notebook_progress(
+    fields: Sequence[str], cancel: threading.Event | None = None
+) -> tuple[Any, Any]:
     """The ``(callback, finish)`` pair a blocking ``compute.apply`` uses in a notebook."""
     from IPython.display import display
 
     widget = ProgressWidget(fields, cancel=cancel)
     # a blocking cell cannot receive the click; interrupting the kernel stops the run instead
-    widget.cancellable = cancel is not None and threading.current_thread() is not threading.main_thread()
+    widget.cancellable = (
+        cancel is not None and threading.current_thread() is not threading.main_thread()
+    )
     if not widget.cancellable:
         widget.message = "Interrupt the kernel (■) to stop: finished chunks stay stored. For a Cancel button, use diffract.widgets.run_with_progress."
     display(widget)
@@ -403,7 +440,12 @@ class ProgressRun:
         self.error: BaseException | None = None
         self._done = threading.Event()
         self._futures: list[Any] = []
-        self._thread = threading.Thread(target=self._run, args=(apply_kwargs,), name=f"diffract-apply-{'-'.join(fields)[:40]}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(apply_kwargs,),
+            name=f"diffract-apply-{'-'.join(fields)[:40]}",
+            daemon=True,
+        )
 
     def start(self) -> ProgressRun:
         self.widget.status = "running"
@@ -412,8 +454,13 @@ class ProgressRun:
 
     def _run(self, kwargs: dict[str, Any]) -> None:
         try:
-            self.report = self.scope.compute.apply(*self.fields, progress=self.widget.callback, cancel=self.widget.cancel_event, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - shown in the widget, re-raised by result()
+            self.report = self.scope.compute.apply(
+                *self.fields,
+                progress=self.widget.callback,
+                cancel=self.widget.cancel_event,
+                **kwargs,
+            )
+        except BaseException as exc:
             self.error = exc
         finally:
             self.widget.finish(self.report, self.error)
@@ -462,7 +509,9 @@ class ProgressRun:
         return f"<ProgressRun {list(self.fields)}: {self.widget.status}>"
 
 
-def run_with_progress(scope: Any, *fields: str, display: bool = False, **apply_kwargs: Any) -> ProgressRun:
+def run_with_progress(
+    scope: Any, *fields: str, display: bool = False, **apply_kwargs: Any
+) -> ProgressRun:
     """Start ``scope.compute.apply(*fields, **apply_kwargs)`` in a worker thread.
 
     Returns a :class:`ProgressRun` at once; as a cell's last expression it shows the progress
@@ -477,7 +526,9 @@ def run_with_progress(scope: Any, *fields: str, display: bool = False, **apply_k
     session = scope.session
     running = _RUNNING.get(session)
     if running is not None and not running.done():
-        raise RuntimeError(f"a run of {list(running.fields)} is still going on this session; wait for it (run.wait()) or cancel it")
+        raise RuntimeError(
+            f"a run of {list(running.fields)} is still going on this session; wait for it (run.wait()) or cancel it"
+        )
     run = ProgressRun(scope, fields, apply_kwargs)
     _RUNNING[session] = run
     run.start()
@@ -500,7 +551,7 @@ def notify_panels(*, force: bool = False) -> None:
     for panel in list(_PANELS):
         try:
             panel._on_store_changed(force=force)
-        except Exception:  # noqa: BLE001, S112 - a broken panel must not break a run
+        except Exception:
             continue
 
 
