@@ -342,7 +342,11 @@ def _session_end_to_end(teacher, manifest):
     made = materialize(s, manifest, "minilm")
     assert set(made) < set(s.models.ids())
     for mid, rec in made.items():  # provenance recorded with each materialized model
-        assert s.models.info(mid)["meta"]["sampling"] == {"teacher_id": "minilm", "sample_id": rec.sample_id, "mode": manifest.mode}
+        assert s.models.info(mid)["meta"]["sampling"] == {
+            "teacher_id": "minilm",
+            "sample_id": rec.sample_id,
+            "mode": manifest.mode,
+        }
     s.compute.apply("frob_norm", "stable_rank")
     rows = s.results.export_metrics("frob_norm", "stable_rank", export_format="dict")
     if isinstance(rows, dict):  # column-wise

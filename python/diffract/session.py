@@ -104,7 +104,9 @@ class Models(_Namespace):
                     )
                 slice_meta["external"] = _external_ref(ex.source, leaf.name)
             slices.append(
-                SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, slice_meta)
+                SliceInfo(
+                    model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, slice_meta
+                )
             )
             if copy:
                 weights[uid] = leaf.array
