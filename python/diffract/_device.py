@@ -1,0 +1,107 @@
+"""Singular values on an accelerator (optional): PyTorch or JAX, CUDA/ROCm GPUs or TPUs.
+
+The CPU path (NumPy/LAPACK) stays the default. ``device=`` picks another:
+
+* ``"torch:cuda"`` / ``"torch:cuda:1"`` / ``"torch:cpu"``: ``torch.linalg.eigvalsh`` of the
+  float64 Gram matrix on that device;
+* ``"jax:gpu"`` / ``"jax:tpu"`` / ``"jax:cpu"``: ``jnp.linalg.eigvalsh`` on that backend
+  (float64 needs ``jax_enable_x64``; it is switched on for the call);
+* ``"cuda"``: the first of torch or JAX that sees a GPU; ``"auto"``: that, or the CPU path.
+
+Matrices are sent one slice (a stack of kernel-position matrices) at a time, so device
+memory holds one Gram stack per call. Results equal the CPU path within float64 rounding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+
+import numpy as np
+
+from ._errors import ConfigError
+
+CPU = "cpu"
+
+
+@lru_cache(maxsize=1)
+def available_accelerators() -> tuple[str, ...]:
+    """Device strings with a GPU/TPU behind them on this machine (checked once)."""
+    found: list[str] = []
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            found.append("torch:cuda")
+    if importlib.util.find_spec("jax") is not None:
+        import jax
+
+        for backend in ("gpu", "tpu"):
+            try:
+                if jax.devices(backend):
+                    found.append(f"jax:{backend}")
+            except RuntimeError:
+                pass
+    return tuple(found)
+
+
+def resolve_device(device: str | None) -> str:
+    """Validate a device string; ``"auto"``/``"cuda"`` resolve to a concrete one."""
+    if device in (None, "", CPU, "numpy"):
+        return CPU
+    if device in ("auto", "cuda", "gpu"):
+        accel = available_accelerators()
+        if accel:
+            return accel[0]
+        if device == "auto":
+            return CPU
+        raise ConfigError(f"device={device!r}: no GPU is visible to PyTorch or JAX on this machine; use device='cpu'")
+    lib, _, where = device.partition(":")
+    if lib not in ("torch", "jax") or not where:
+        raise ConfigError(f"unknown device {device!r}: use 'cpu', 'auto', 'cuda', 'torch:<device>' or 'jax:<backend>'")
+    if importlib.util.find_spec(lib) is None:
+        raise ConfigError(f"device={device!r} needs {lib} installed")
+    return device
+
+
+def gram_svals(kmats: np.ndarray, device: str) -> np.ndarray:
+    """Descending singular values of each matrix of a ``(P, a, b)`` stack, from the float64
+    eigenvalues of the smaller Gram matrix computed on ``device``. Returns ``(P, min(a, b))``."""
+    if kmats.ndim == 2:
+        kmats = kmats[None]
+    a, b = kmats.shape[-2:]
+    lib, _, where = device.partition(":")
+    if lib == "torch":
+        import torch
+
+        t = torch.as_tensor(np.ascontiguousarray(kmats), dtype=torch.float64, device=where)
+        g = t.transpose(-1, -2) @ t if a >= b else t @ t.transpose(-1, -2)
+        ev = torch.linalg.eigvalsh(g).cpu().numpy()
+    elif lib == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        with jax.enable_x64(True) if hasattr(jax, "enable_x64") else _x64():
+            dev = jax.devices(where)[0]
+            x = jax.device_put(np.asarray(kmats, dtype=np.float64), dev)
+            g = jnp.swapaxes(x, -1, -2) @ x if a >= b else x @ jnp.swapaxes(x, -1, -2)
+            ev = np.asarray(jnp.linalg.eigvalsh(g))
+    else:
+        raise ConfigError(f"gram_svals needs an accelerator device, got {device!r}")
+    ev = np.clip(ev, 0.0, None)
+    return np.sqrt(ev)[..., ::-1].astype(np.float64)
+
+
+class _x64:
+    """Fallback context manager for JAX versions without ``jax.enable_x64``."""
+
+    def __enter__(self):
+        import jax
+
+        self._old = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", True)
+
+    def __exit__(self, *exc):
+        import jax
+
+        jax.config.update("jax_enable_x64", self._old)
