@@ -80,3 +80,78 @@ def test_jupyter_sees_both_extensions():
         [str(jupyter), "server", "extension", "list"], capture_output=True, text=True
     )
     assert "diffract" in srv.stdout + srv.stderr and "enabled" in srv.stdout + srv.stderr
+
+
+@pytest.mark.slow
+def test_clean_clone_wheel_installs_both_extensions(tmp_path):
+    """``pip wheel`` from a fresh clone builds the JS (npm) into the wheel; installing that
+    wheel gives an enabled prebuilt lab extension and an enabled server extension."""
+    import shutil
+    import zipfile
+
+    if shutil.which("git") is None or shutil.which("npm") is None:
+        pytest.skip("needs git and npm")
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(tmp_path / "dist"),
+            str(clone),
+        ],
+        check=True,
+        timeout=900,
+    )
+    (wheel,) = (tmp_path / "dist").glob("diffract_lab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    data = f"diffract_lab-{diffract.__version__}.data/data/"
+    for must in (
+        "diffract/static/filter.js",
+        "diffract/static/progress.js",
+        "diffract/labextension/package.json",
+        data + "share/jupyter/labextensions/diffract-lab/package.json",
+        data + "share/jupyter/labextensions/diffract-lab/install.json",
+        data + "etc/jupyter/jupyter_server_config.d/diffract.json",
+    ):
+        assert must in names, must
+    assert any(
+        n.startswith(data + "share/jupyter/labextensions/diffract-lab/static/remoteEntry.")
+        for n in names
+    )
+    # unpack it as an installer would (never pip install here: pip would uninstall this
+    # environment's own diffract-lab), then ask Jupyter what it sees in that prefix
+    prefix = tmp_path / "prefix"
+    site = prefix / "site-packages"
+    with zipfile.ZipFile(wheel) as zf:
+        for name in names:
+            if name.endswith("/"):
+                continue
+            target = prefix / name[len(data) :] if name.startswith(data) else site / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(name))
+    env = {
+        **__import__("os").environ,
+        "PYTHONPATH": str(site),
+        "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+        "JUPYTER_CONFIG_DIR": str(prefix / "etc" / "jupyter"),
+    }
+    jupyter = [sys.executable, "-m", "jupyter"]
+    lab = subprocess.run(
+        [*jupyter, "labextension", "list"], capture_output=True, text=True, env=env
+    )
+    text = lab.stdout + lab.stderr
+    line = next(ln for ln in text.splitlines() if "diffract-lab" in ln)
+    assert f"v{diffract.__version__}" in line and "enabled" in line and "OK" in line
+    assert str(prefix) in text  # found in the installed prefix, not in this environment
+    srv = subprocess.run(
+        [*jupyter, "server", "extension", "list"], capture_output=True, text=True, env=env
+    )
+    assert "diffract" in srv.stdout + srv.stderr and "enabled" in srv.stdout + srv.stderr
