@@ -32,12 +32,14 @@ $(STAMP): pyproject.toml package.json | $(VENV)/bin/python
 	touch $(STAMP)
 
 # The front end: node_modules from package-lock.json, the widget bundles and the prebuilt lab
-# extension (pip install -e runs this too, but skips it when a build exists), linked into the venv.
+# extension (pip install -e runs this too, but skips it when a build exists), linked into the
+# venv like `jupyter labextension develop` would, so `make js` + a page reload shows changes.
 JS_STAMP := node_modules/.diffract-built
 $(JS_STAMP): $(JS_SOURCES) package-lock.json | $(STAMP)
 	@[ -d node_modules ] || npm ci --no-audit --no-fund
 	PATH="$(abspath $(VENV))/bin:$$PATH" npm run build
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter labextension develop --overwrite . >/dev/null
+	rm -rf $(VENV)/share/jupyter/labextensions/diffract-lab
+	ln -s $(abspath python/diffract/labextension) $(VENV)/share/jupyter/labextensions/diffract-lab
 	touch $(JS_STAMP)
 
 js: $(JS_STAMP)
@@ -69,6 +71,10 @@ chromium:
 test-ui: install chromium
 	cd ui-tests && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
 	cd ui-tests && PATH="$(abspath $(VENV))/bin:$$PATH" npx playwright test
+
+## the docs site, built offline into site/ (screenshots from ui-tests/screenshots are copied in)
+docs: install
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 lint: install
 	$(VENV)/bin/ruff check python tests benchmarks
