@@ -16,7 +16,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ["quickstart.ipynb", "training_evolution.ipynb", "filtering.ipynb", "compare_frameworks.ipynb"]
+NAMES = [
+    "quickstart.ipynb",
+    "training_evolution.ipynb",
+    "filtering.ipynb",
+    "compare_frameworks.ipynb",
+]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
@@ -38,7 +43,9 @@ def test_committed_without_outputs(name):
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
-        assert cell.get("outputs") == [], f"{name} cell {i} has outputs: strip them (scripts/make_notebooks.py)"
+        assert cell.get("outputs") == [], (
+            f"{name} cell {i} has outputs: strip them (scripts/make_notebooks.py)"
+        )
         assert cell.get("execution_count") is None, f"{name} cell {i} has an execution count"
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
