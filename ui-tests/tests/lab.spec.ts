@@ -65,3 +65,24 @@ test.describe('JupyterLab integration', () => {
     await shot(page, 'magics');
   });
 });
+
+test.describe('sidebar states', () => {
+  test('version mismatch, server errors and the empty state explain what to do', async ({ page }) => {
+    await page.route('**/diffract/api/version*', route => route.fulfill({ json: { version: '0.0.0-old', api: 1, package: 'diffract-lab' } }));
+    await page.route('**/diffract/api/stores*', route => route.fulfill({ json: { root: '', stores: [] } }));
+    await page.reload();
+    await page.locator('.jp-SideBar [data-id="diffract-runs"]').click();
+    const panel = page.locator('#diffract-runs');
+    const version = panel.locator('.diffract-version');
+    await expect(version).toBeVisible();
+    await expect(version).toContainText('Version mismatch');
+    await expect(version).toContainText('0.0.0-old');
+    await expect(version).toContainText('pip install "diffract-lab==0.0.0-old"');
+    await expect(panel.locator('.diffract-empty')).toContainText('No diffract stores under this folder yet');
+    await shot(page, 'sidebar-version-mismatch', panel);
+
+    await page.route('**/diffract/api/stores*', route => route.fulfill({ status: 404, json: { error: 'not found' } }));
+    await panel.locator('.diffract-reload').click();
+    await expect(panel.locator('.diffract-banner.diffract-error')).toContainText('jupyter server extension enable diffract');
+  });
+});
