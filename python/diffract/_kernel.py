@@ -61,6 +61,7 @@ class Kernel:
         return tuple(dict.fromkeys(out))
 
     def resolve_options(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The kernel's default options updated with those ``overrides`` it accepts."""
         opts = dict(self.options)
         if overrides:
             opts.update({k: v for k, v in overrides.items() if k in self.options})

@@ -67,10 +67,12 @@ class ParameterType:
 
     @property
     def name(self) -> str:
+        """The type's name in upper case (``DENSE``), like an Enum member's."""
         return self.value.upper()
 
     @property
     def is_custom(self) -> bool:
+        """True for a type made with :meth:`from_string` that is not built in."""
         return self not in self.builtin()
 
     def __setattr__(self, key: str, value: Any) -> None:
@@ -165,6 +167,7 @@ class SliceInfo:
         return len(self.shape)
 
     def to_row(self) -> dict[str, Any]:
+        """The slice as a table row: model_id, name, uid, type, shape, dtype."""
         return {
             "model_id": self.model_id,
             "name": self.name,

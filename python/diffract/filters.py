@@ -119,6 +119,7 @@ class Filter:
         return all(getattr(self, c) is None for c in CRITERIA)
 
     def matches(self, s: SliceInfo) -> bool:
+        """Whether a slice passes every criterion of this clause."""
         compiled = self._compile()
         values = {
             "model_ids": s.model_id,
@@ -144,10 +145,12 @@ class Filter:
         return model_id in exact or any(r.fullmatch(model_id) for r in regexes)
 
     def to_dict(self) -> dict[str, list[str]]:
+        """The set criteria as a JSON-ready dict (unset ones are left out)."""
         return {c: list(getattr(self, c)) for c in CRITERIA if getattr(self, c) is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Filter:
+        """The inverse of :meth:`to_dict`; unknown keys or bad values raise FilterError."""
         if not isinstance(data, dict):
             raise FilterError(f"a filter must be a JSON object, got {type(data).__name__}")
         unknown = sorted(set(data) - set(CRITERIA))
@@ -163,21 +166,26 @@ class FilterChain:
     clauses: tuple[Filter, ...] = ()
 
     def and_(self, f: Filter) -> FilterChain:
+        """A chain with ``f`` added as one more clause (an empty ``f`` changes nothing)."""
         if f.is_empty:
             return self
         return FilterChain((*self.clauses, f))
 
     @property
     def is_empty(self) -> bool:
+        """True when the chain has no clause (matches everything)."""
         return not self.clauses
 
     def matches(self, s: SliceInfo) -> bool:
+        """Whether a slice passes every clause."""
         return all(c.matches(s) for c in self.clauses)
 
     def matches_model(self, model_id: str) -> bool:
+        """Whether a model id passes the ``model_ids`` criterion of every clause."""
         return all(c.matches_model(model_id) for c in self.clauses)
 
     def select(self, slices: Iterable[SliceInfo]) -> list[SliceInfo]:
+        """The slices that match, in their order."""
         return [s for s in slices if self.matches(s)]
 
     def to_json(self) -> str:
@@ -188,6 +196,7 @@ class FilterChain:
 
     @classmethod
     def from_json(cls, text: str | list | dict) -> FilterChain:
+        """A chain from its JSON (a list of clauses, or one clause), as text or parsed."""
         data = json.loads(text) if isinstance(text, str) else text
         if isinstance(data, dict):
             data = [data]

@@ -578,6 +578,7 @@ class Scope:
 
     @property
     def session(self) -> Session:
+        """The session this scope belongs to (itself for a Session)."""
         return self._session
 
     @property
