@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.diffract-installed
 
-.PHONY: install system-deps lab analyze test test-python test-ui chromium js lint docs clean
+.PHONY: install system-deps lab analyze test test-python test-js test-ui chromium js lint docs clean
 
 LAB_PORT ?= 8888
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
@@ -55,10 +55,14 @@ lab: install
 analyze: install
 	$(VENV)/bin/diffract analyze
 
-test: install system-deps test-python test-ui
+test: install system-deps test-python test-js test-ui
 
 test-python:
 	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q
+
+## the widget modules against a mock model (node:test + jsdom)
+test-js: install
+	npm run test:js
 
 # Debian's Chromium for the browser tests (never a Playwright browser download)
 chromium:

@@ -1,0 +1,123 @@
+/** The widget modules against a mock model: rendering, user input -> model, model -> DOM. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { MockModel, setupDom } from './mock';
+setupDom();
+
+import { openStoreCode, relativePath } from '../lab/api';
+import filter from '../widgets/filter';
+import progress from '../widgets/progress';
+import type { FilterBuilderState, ProgressState } from '../shared/wire';
+
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+function filterState(): FilterBuilderState {
+  return {
+    available_models: ['m1', 'm2'],
+    available_types: ['dense', 'bias'],
+    model_ids: [],
+    names: '',
+    param_types: [],
+    uids: '',
+    error: '',
+    count: 16,
+    total: 16,
+    preview: [{ model_id: 'm1', name: 'layers.0.weight', type: 'dense', shape: '48×24', uid: 'u1' }],
+    preview_limit: 50,
+    filter_json: '[]'
+  };
+}
+
+test('filter builder renders the choices, the count and the preview', () => {
+  const model = new MockModel(filterState());
+  const el = document.createElement('div');
+  filter.render({ model: model as any, el });
+  assert.equal(el.querySelector('.diffract-count')!.textContent, '16 of 16 slices');
+  assert.equal(el.querySelectorAll('.diffract-model-chip').length, 2);
+  assert.equal(el.querySelectorAll('.diffract-type-chip').length, 2);
+  assert.equal(el.querySelectorAll('.diffract-preview tbody tr').length, 1);
+});
+
+test('filter builder sends choices and shows the kernel answer', async () => {
+  const model = new MockModel(filterState());
+  const el = document.createElement('div');
+  const cleanup = filter.render({ model: model as any, el });
+  (el.querySelector('.diffract-model-chip[data-value="m2"]') as HTMLElement).click();
+  assert.deepEqual(model.state.model_ids, ['m2']);
+  const names = el.querySelector('.diffract-names') as HTMLInputElement;
+  names.value = 're:layers\\..*';
+  names.dispatchEvent(new window.Event('input'));
+  await sleep(250); // debounced
+  assert.equal(model.state.names, 're:layers\\..*');
+  assert.ok(model.saved.some(s => 'names' in s));
+  const custom = el.querySelector('.diffract-custom-type') as HTMLInputElement;
+  custom.value = 'Attention';
+  (el.querySelector('.diffract-add-type') as HTMLElement).click();
+  assert.deepEqual(model.state.param_types, ['attention']);
+  assert.ok(model.state.available_types.includes('attention'));
+  model.update({ error: "invalid regular expression '(('", count: 0 });
+  assert.match(el.querySelector('.diffract-error')!.textContent!, /invalid regular expression/);
+  assert.equal(el.querySelector('.diffract-count')!.textContent, 'invalid filter');
+  assert.ok(names.classList.contains('d-invalid'));
+  (el.querySelector('button[title^="Re-read"]') as HTMLElement).click();
+  assert.deepEqual(model.sent, [{ type: 'refresh' }]);
+  const before = model.listenerCount();
+  cleanup();
+  assert.equal(model.listenerCount(), before - 11);
+});
+
+function progressState(): ProgressState {
+  return {
+    fields: ['pl_alpha'],
+    status: 'running',
+    chunks_done: 2,
+    chunks_total: 8,
+    slices_done: 20,
+    slices_total: 80,
+    field: 'pl_alpha',
+    param: 'layers.2.weight',
+    elapsed: 3.5,
+    eta: 10.5,
+    failures: 1,
+    message: '',
+    cancellable: true,
+    cancel_requested: false
+  };
+}
+
+test('progress shows chunks, field, time and failures; Cancel asks the kernel', () => {
+  const model = new MockModel(progressState());
+  const el = document.createElement('div');
+  progress.render({ model: model as any, el });
+  const box = el.querySelector('.diffract-progress') as HTMLElement;
+  assert.equal(box.dataset.status, 'running');
+  assert.equal(el.querySelector('.diffract-chunks')!.textContent, '2/8');
+  assert.equal(el.querySelector('.diffract-current')!.textContent, 'pl_alpha @ layers.2.weight');
+  assert.equal(el.querySelector('.diffract-eta')!.textContent, '10.5s');
+  assert.equal(el.querySelector('.diffract-failures')!.textContent, '1');
+  assert.equal((el.querySelector('[role=progressbar] > div') as HTMLElement).style.width, '25%');
+  const cancel = el.querySelector('.diffract-cancel') as HTMLButtonElement;
+  cancel.click();
+  assert.equal(model.state.cancel_requested, true);
+  assert.ok(cancel.disabled);
+  model.update({ status: 'cancelled', message: 'cancelled: finished chunks kept' });
+  assert.equal(box.dataset.status, 'cancelled');
+  assert.equal(el.querySelector('.diffract-eta')!.textContent, '–');
+});
+
+test('a blocking apply shows no usable Cancel', () => {
+  const model = new MockModel({ ...progressState(), cancellable: false });
+  const el = document.createElement('div');
+  progress.render({ model: model as any, el });
+  assert.ok((el.querySelector('.diffract-cancel') as HTMLButtonElement).disabled);
+});
+
+test('sidebar helpers: relative paths and the inserted cell', () => {
+  assert.equal(relativePath('', 'runs/.diffract'), 'runs/.diffract');
+  assert.equal(relativePath('notebooks', 'notebooks/.diffract'), '.diffract');
+  assert.equal(relativePath('a/b', 'c/.diffract'), '../../c/.diffract');
+  const code = openStoreCode('runs/.diffract', 'notebooks', 'm1');
+  assert.match(code, /Session\(path="\.\.\/runs\/\.diffract", readonly=True\)/);
+  assert.match(code, /session\.filter\(model_ids=\["m1"\]\)/);
+});
