@@ -38,13 +38,16 @@ def weights_spectrum(weights, precision="float32", recheck_rtol=1e-5, spectrum_t
     * ``weights_svals``: all singular values pooled over kernel positions, descending (float64).
     * ``kernel_svals``: ``(P, M)`` array, one descending row per kernel position (transient).
     * ``spectrum_path``: how they were obtained: ``"float32"`` (float32 Gram + eigensolver,
-      accepted when ``eps32 * lambda_max <= recheck_rtol * lambda_min``), ``"float64"``
+      accepted when a calibrated per-eigenvalue error bound, sqrt(M) eps32 (4 lambda_i +
+      lambda_max), gives every singular value relative error <= ``recheck_rtol``; cheap
+      tests skip it when it cannot pass, so in practice only small, well-conditioned
+      matrices take it), ``"float64"``
       (float64 Gram + eigensolver, accepted when ``eps64 * lambda_max <= 0.01 * recheck_rtol *
       lambda_min``), ``"svd"`` (ill-conditioned or rank-deficient: full LAPACK gesdd SVD, as
       WeightWatcher), ``"zero"`` (all-zero matrix).
 
     Options: ``precision`` ("float32" default, or "float64" to skip the float32 path),
-    ``recheck_rtol`` (relative eigenvalue error accepted before rechecking),
+    ``recheck_rtol`` (relative singular-value error accepted before rechecking),
     ``spectrum_threads`` (slices decomposed concurrently; 0 = number of cores, BLAS limited
     to one thread per worker meanwhile). Vectorized: one call receives every slice of a batch.
     """
