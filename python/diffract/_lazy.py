@@ -34,13 +34,16 @@ class LazyArray:
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions (known without reading the tensor)."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """Number of entries (known without reading the tensor)."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     def load(self) -> np.ndarray:
+        """Read the tensor now (memory-mapped where the format allows)."""
         return self.loader()
 
     def __repr__(self) -> str:

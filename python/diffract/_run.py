@@ -105,6 +105,7 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
+        """True when nothing failed and the run was not cancelled."""
         return not self.failures and not self.cancelled
 
     def __str__(self) -> str:

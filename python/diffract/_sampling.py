@@ -266,6 +266,7 @@ class Candidate:
 
     @property
     def is_teacher(self) -> bool:
+        """Whether this is the teacher's own block (``source == "self"``)."""
         return self.source == SOURCE_TEACHER
 
     @property
@@ -274,6 +275,7 @@ class Candidate:
         return {s.name: s.to_dict() for s in self.subblocks}
 
     def subblock(self, name: str) -> SubblockConfig | None:
+        """The subblock named ``name`` in this candidate's block config, or None."""
         for s in self.subblocks:
             if s.name == name:
                 return s
@@ -368,6 +370,7 @@ class SparseSamplingPolicy:
         _check_int(self.seed, "SparseSamplingPolicy.seed")
 
     def to_dict(self) -> dict[str, Any]:
+        """The policy as canonical JSON-ready data (part of a manifest's identity)."""
         return {
             "max_pairwise_per_family": self.max_pairwise_per_family,
             "replacement_cap": self.replacement_cap,

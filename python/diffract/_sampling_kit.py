@@ -77,9 +77,11 @@ class NamingScheme:
     ffn_out: str
 
     def attention_modules(self) -> tuple[str, ...]:
+        """Module names of the attention subblock (query, key, value, output)."""
         return (self.query, self.key, self.value, self.attn_out)
 
     def ffn_modules(self) -> tuple[str, ...]:
+        """Module names of the FFN subblock (up/gate/down projections)."""
         return (*self.ffn_in, self.ffn_out)
 
 
