@@ -81,5 +81,17 @@ test.describe('widget kit', () => {
     await page.theme.setDarkTheme();
     await shot(page, 'panel-dark', page.locator('.diffract-panel'));
     await page.theme.setLightTheme();
+    // the other kinds: ESD with its power-law fit, heatmap layer x model
+    await runCode(
+      page,
+      'session.compute.apply("esd", "pl_alpha", "pl_esd_xmin", progress=False)\n' +
+        'esd = FieldPanel(session, kind="esd", slice="layers.1.weight", model_id="m1")\nesd'
+    );
+    const esd = page.locator('.diffract-panel').last();
+    await expect(esd.locator('.scatterlayer .trace')).toHaveCount(2);
+    await shot(page, 'panel-esd', esd);
+    await runCode(page, 'FieldPanel(session, "slow_norm", kind="heatmap")');
+    await expect(page.locator('.diffract-panel').last().locator('.heatmaplayer, .hm')).not.toHaveCount(0);
+    await shot(page, 'panel-heatmap', page.locator('.diffract-panel').last());
   });
 });
