@@ -118,24 +118,47 @@ def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
     return info == 0
 
 
-def _lambda_max_lower(t: np.ndarray, g: np.ndarray | None, steps: int = 2) -> float:
-    """A lower bound on lambda_max(T^T T): the Rayleigh quotient after ``steps`` power
-    iterations from the all-ones vector (on the Gram matrix when given, else through T)."""
-    v = np.ones(t.shape[1], dtype=np.float64)
-    rq = 0.0
-    for _ in range(steps):
+def _ritz_bounds(t: np.ndarray, g: np.ndarray | None, steps: int = 8,
+                 stop_ratio: float = math.inf) -> tuple[float, float]:
+    """``(theta_min, theta_max)``: extreme Ritz values of ``G = T^T T`` after at most
+    ``steps`` Lanczos steps (full reorthogonalization) from a fixed pseudo-random start,
+    through the Gram matrix when given, else through T (2 N M flops per step); stops early
+    once ``theta_max > stop_ratio * theta_min``. By Cauchy interlacing ``lambda_min <=
+    theta_min`` and ``theta_max <= lambda_max`` (up to rounding, ~eps of the matvec's
+    precision), so ``theta_max / theta_min`` bounds the condition number from below."""
+    m = t.shape[1]
+    k = min(steps, m)
+    rng = np.random.default_rng(0x5EED)
+    q = rng.standard_normal(m)
+    q /= np.linalg.norm(q)
+    basis = np.zeros((k, m))
+    alpha = np.zeros(k)
+    beta = np.zeros(k)
+    theta = (0.0, 0.0)
+    for j in range(k):
+        basis[j] = q
         if g is not None:
-            w = g @ v
-            rq = float(v @ w) / float(v @ v)
+            w = g @ q
         else:
-            y = t @ v.astype(t.dtype, copy=False)
+            y = t @ q.astype(t.dtype)
             w = (t.T @ y).astype(np.float64)
-            rq = float(np.dot(y, y)) / float(v @ v)
-        nw = float(np.linalg.norm(w))
-        if not nw > 0.0:
+        alpha[j] = float(q @ w)
+        used = j + 1
+        if used == 1:
+            theta = (alpha[0], alpha[0])
+        else:
+            ev = sla.eigvalsh_tridiagonal(alpha[:used], beta[: used - 1])
+            theta = (float(ev[0]), float(ev[-1]))
+        if theta[1] > stop_ratio * theta[0] or used == k:
             break
-        v = w / nw
-    return rq
+        for _ in range(2):  # full reorthogonalization, twice is enough
+            w -= basis[:used].T @ (basis[:used] @ w)
+        b = float(np.linalg.norm(w))
+        beta[j] = b
+        if not b > 1e-12 * max(abs(alpha[j]), 1e-300):
+            break  # invariant subspace: the Ritz values are eigenvalues
+        q = w / b
+    return theta
 
 
 def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
@@ -143,10 +166,11 @@ def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
     cannot reach ``rtol`` on every singular value.
 
     Cheap necessary conditions run before the float32 Gram product and eigensolver (all
-    use lambda_min <= min_j |a_j|^2 and lambda_max >= any Rayleigh quotient): the admissible
-    condition number ``kappa`` for this M (:func:`float32_max_condition`) must be >= 1, and
-    ``lambda_max`` estimated from below (column norms, two power iterations: O(N M)) must
-    not exceed ``kappa * min_j |a_j|^2``; then ``G - (lambda_max_low / kappa) I`` must be
+    use lambda_min <= min_j |a_j|^2 and Ritz values, which lie inside the spectrum): the
+    admissible condition number ``kappa`` for this M (:func:`float32_max_condition`) must be
+    >= 1, and ``lambda_max`` estimated from below over ``lambda_min`` estimated from above
+    (up to 8 Lanczos steps through the matrix, O(N M) each, stopping as soon as the ratio
+    exceeds ``kappa``; then also the Gram diagonal) must not exceed it; then ``G - (lambda_max_low / kappa) I`` must be
     positive definite (one Cholesky factorization, ~1/4 of a tridiagonalization). A trained
     matrix fails the second test at O(N M) cost, so the default path costs what the float64
     path does."""
@@ -154,21 +178,19 @@ def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
     kappa = float32_max_condition(m, rtol)
     if kappa < 1.0:
         return None
-    if g64 is not None:
-        d = np.diagonal(g64).copy()
-    else:
-        d = np.einsum("ij,ij->j", t, t, dtype=np.float64)
-    dmax, dmin = float(d.max()), float(d.min())
-    if not (dmax > 0.0) or not np.isfinite(dmax) or dmax > kappa * dmin:
-        return None
-    lmax_low = max(dmax, _lambda_max_lower(t, g64))
-    if lmax_low > kappa * dmin:
+    margin = 1.0 + 1e-3  # for the Ritz values' rounding
+    theta_min, theta_max = _ritz_bounds(t, g64, stop_ratio=margin * kappa)
+    if not (theta_max > 0.0) or not np.isfinite(theta_max) or theta_max > margin * kappa * theta_min:
         return None
     if g64 is not None:
         g = g64.astype(np.float32)
     else:
         x = np.asarray(t, dtype=np.float32)
         g = x.T @ x
+    d = np.diagonal(g).astype(np.float64)
+    lmax_low = max(float(d.max()), theta_max)
+    if lmax_low > margin * kappa * min(float(d.min()), theta_min):
+        return None
     if not _shift_cholesky_ok(g, lmax_low / kappa):
         return None
     lam = _eigvalsh(g).astype(np.float64)
