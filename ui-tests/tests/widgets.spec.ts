@@ -60,6 +60,21 @@ test.describe('widget kit', () => {
         'print("cancelled", run.report.cancelled, "kept", kept, "chunks", run.report.chunks, kept == run.report.chunks)'
     );
     await expect.poll(async () => outputText(page, idx)).toMatch(/cancelled True kept \d+ chunks \d+ True/);
+
+    // `await run`: the cell stays busy until the run ends, and the click still reaches the kernel
+    await page.notebook.addCell(
+      'code',
+      'session.compute.erase("slow_norm")\nr2 = run_with_progress(session, "slow_norm", memory_budget=1, delay=1.2, display=True)\n' +
+        'report = await r2\nprint("awaited", report.cancelled, report.chunks)'
+    );
+    const idx2 = (await page.notebook.getCellCount()) - 1;
+    await page.notebook.runCell(idx2, { wait: false });
+    const w2 = page.locator('.diffract-progress').last();
+    await expect(w2).toHaveAttribute('data-status', 'running');
+    await expect.poll(async () => Number((await w2.locator('.diffract-chunks').textContent())!.split('/')[0]), { timeout: 30000 }).toBeGreaterThanOrEqual(1);
+    await w2.locator('.diffract-cancel').click();
+    await expect(w2).toHaveAttribute('data-status', 'cancelled', { timeout: 20000 });
+    await expect.poll(async () => outputText(page, idx2), { timeout: 20000 }).toMatch(/awaited True [1-7]\b/);
   });
 
   test('panel: updates live while a computation lands fields', async ({ page, tmpPath }) => {
@@ -67,7 +82,7 @@ test.describe('widget kit', () => {
     await runCode(page, 'panel = FieldPanel(session, "slow_norm", kind="line")\npanel');
     const status = page.locator('.diffract-panel-status');
     await expect(status).toContainText('nothing stored yet');
-    await runCode(page, 'run = run_with_progress(session, "slow_norm", memory_budget=1, delay=0.6)');
+    await runCode(page, 'run = run_with_progress(session, "slow_norm", memory_budget=1, delay=1.0)');
     await expect(status).toContainText(/\d+ values/, { timeout: 30000 });
     const first = Number((await status.textContent())!.match(/(\d+) values/)![1]);
     await expect.poll(async () => Number((await status.textContent())!.match(/(\d+) values/)![1]), { timeout: 30000 }).toBeGreaterThan(first);
