@@ -71,6 +71,7 @@ async def test_lists_stores_under_the_root(jp_fetch, stores):
 
 async def test_one_store_models_slices_fields(jp_fetch, stores):
     d = await get(jp_fetch, "store", path=".diffract")
+    assert {"path", "name", "segments", "updated", "stamp", "models", "fields", "levels"} == set(d)
     assert [m["model_id"] for m in d["models"]] == ["m1", "m2"]
     m1 = d["models"][0]
     assert m1["slices"] == 8 and set(m1["fields"]) >= {"frob_norm", "stable_rank"}

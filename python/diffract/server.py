@@ -25,7 +25,10 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ._widget_wire import ModelEntry, StoreEntry
 
 API_VERSION = 1
 STORE_MARKER = "diffract-store.json"
@@ -125,12 +128,10 @@ def store_stamp(store: Path) -> dict[str, Any]:
     return {"segments": files, "updated": last, "stamp": f"{files}:{newest}:{last:.6f}"}
 
 
-def find_stores(
-    root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH
-) -> list[dict[str, Any]]:
+def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[StoreEntry]:
     """Stores under ``root`` (never following symlinks), as ``{"path", "name", ...}``."""
     root = Path(root).resolve()
-    found: list[dict[str, Any]] = []
+    found: list[Any] = []
     visited = 0
     stack: list[tuple[Path, int]] = [(root, 0)]
     while stack and visited < MAX_DIRS:
@@ -246,7 +247,7 @@ class StoreReader:
                     levels[fname] = "cross" if ref else "param"
                 if m in fields_by_model:
                     fields_by_model[m].add(fname)
-            out_models = []
+            out_models: list[ModelEntry] = []
             for m, meta in models.items():
                 out_models.append(
                     {
@@ -341,7 +342,12 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
             except Exception as exc:
                 return self.fail(500, f"{type(exc).__name__}: {exc}")
             rel = path.relative_to(Path(self.root).resolve()).as_posix()
-            data = {"path": "" if rel == "." else rel, **store_stamp(path), **data}
+            data = {
+                "path": "" if rel == "." else rel,
+                "name": path.name,
+                **store_stamp(path),
+                **data,
+            }
             self.reply(data)
 
     class Version(Base):
