@@ -76,8 +76,13 @@ def _gram(a: np.ndarray) -> np.ndarray:
 
 
 def _eigvalsh(g: np.ndarray) -> np.ndarray:
-    """Eigenvalues (ascending) of a symmetric matrix: LAPACK ``syevd`` through numpy (its
-    OpenBLAS build is ~8% faster here than scipy's on 384..1024, same algorithm)."""
+    """Eigenvalues (ascending) of a symmetric matrix with LAPACK ``syevd``, in the matrix's
+    precision. float32 goes through scipy's ``ssyevd`` (numpy's float32 ``eigvalsh`` runs at
+    float64 speed and accuracy here: 41 ms vs 21 ms at M = 768); float64 through numpy's
+    ``dsyevd`` (its OpenBLAS build is ~8% faster than scipy's on M = 384..1024)."""
+    if g.dtype == np.float32:
+        # g is symmetric: its transpose is the Fortran-ordered view LAPACK wants (no copy)
+        return sla.eigh(g.T, eigvals_only=True, driver="evd", check_finite=False, overwrite_a=True)
     return np.linalg.eigvalsh(g)
 
 
