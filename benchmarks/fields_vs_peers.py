@@ -6,7 +6,9 @@ Weights: GPT-2-small block shapes (768x2304, 768x768, 768x3072, 3072x768; float3
 numpy seed 0) and all-MiniLM-L6-v2. Runs alternate (WW, ours default, ours float64, floors) so
 drift hits all alike; the BLAS thread settings are the process defaults for every contender
 (ours limits BLAS to one thread inside its own 2-worker pool). Reported: best-of-repeats wall
-time and process CPU time (all threads; less sensitive to other load on the machine), ratios.
+time and process CPU time (all threads; less sensitive to other load on the machine), ratios,
+and the load average at the end (other processes on a 2-core machine slow WeightWatcher's
+2-thread BLAS/torch far more than ours: compare runs made at load < 1).
 
 * WW: ``WeightWatcher(model).analyze()`` with its defaults (torch module).
 * ours: the field set matching WW's default columns (pl_alpha, pl_esd_xmin, pl_ks,
@@ -19,13 +21,15 @@ time and process CPU time (all threads; less sensitive to other load on the mach
 * floor (pool): the same bare work with ours' threading: 2 workers across matrices, BLAS
   limited to one thread (the floor of precision="float64").
 * --breakdown: where ours' time goes (spectrum kernel alone per precision, the power-law
-  scans, Session creation + model add).
+  scans, Session creation + model add), next to the bare float32 floor (float32 Gram +
+  ssyevd, pooled: what a float32-only spectrum could cost at best).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 import warnings
@@ -100,19 +104,27 @@ def _bare(w):
     return np.linalg.eigvalsh(g)
 
 
+def _bare32(w):
+    import scipy.linalg as sla
+
+    a = np.asarray(w, dtype=np.float32)
+    g = a @ a.T if a.shape[0] <= a.shape[1] else a.T @ a
+    return sla.eigh(g, eigvals_only=True, driver="evd", check_finite=False, overwrite_a=True)
+
+
 def floor(weights):
     for w in weights.values():
         _bare(w)
 
 
-def floor_pool(weights):
+def floor_pool(weights, one=_bare):
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
 
     ws = sorted(weights.values(), key=lambda w: -w.size)
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=2) as ex:
-        list(ex.map(_bare, ws))
+        list(ex.map(one, ws))
 
 
 def _best(contenders, repeats):
@@ -147,7 +159,9 @@ def breakdown(label, weights, repeats):
     def sess():
         Session(profile="ram").models.add(weights, model_id="m")
 
-    parts = {"spectrum kernel (default)": lambda: weights_spectrum(ws),
+    parts = {"bare f32 floor (pool)": lambda: floor_pool(weights, _bare32),
+             "bare f64 floor (pool)": lambda: floor_pool(weights),
+             "spectrum kernel (default)": lambda: weights_spectrum(ws),
              "spectrum kernel (float64)": lambda: weights_spectrum(ws, precision="float64"),
              "power-law scans": scans, "Session() + models.add": sess}
     best = _best(parts, repeats)
@@ -164,7 +178,8 @@ def bench(label, weights, repeats, with_breakdown=False):
                   "ours (float64)": ours64, "floor (seq)": lambda: floor(weights),
                   "floor (pool)": lambda: floor_pool(weights)}
     best = _best(contenders, repeats)
-    print(f"\n{label}: {len(weights)} matrices, ours via {how}, best of {repeats}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{label}: {len(weights)} matrices, ours via {how}, best of {repeats} (load average {load})")
     for k, (w, c) in best.items():
         print(f"  {k:24s} wall {w * 1e3:9.1f} ms   cpu {c * 1e3:9.1f} ms")
     for num, den in [("weightwatcher", "ours (default)"), ("weightwatcher", "ours (float64)"),
