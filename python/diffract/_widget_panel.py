@@ -52,6 +52,7 @@ class FieldPanel(ipw.VBox):
         models: Sequence[str] | None = None,
         slice: str | None = None,
         model_id: str | None = None,
+        reference: str | None = None,
         live: bool = True,
         poll: float | None = None,
         height: int = 380,
@@ -79,6 +80,8 @@ class FieldPanel(ipw.VBox):
         self.models = list(models) if models is not None else None
         self.slice = slice
         self.slice_model = model_id
+        #: reference model for cross-model fields (e.g. drift from the first checkpoint)
+        self.reference = reference
         self.source = scope
         self._reader = reader_scope(scope)
         self._lock = threading.Lock()
@@ -104,11 +107,15 @@ class FieldPanel(ipw.VBox):
         """The figure description from the store, as :mod:`diffract.viz` builds it."""
         r = self._reader
         if self.kind in ("line", "bar"):
-            return viz.layers_spec(r, self.fields[0], models=self.models, kind=self.kind)
+            return viz.layers_spec(
+                r, self.fields[0], models=self.models, kind=self.kind, reference=self.reference
+            )
         if self.kind == "heatmap":
-            return viz.heatmap_spec(r, self.fields[0], models=self.models)
+            return viz.heatmap_spec(r, self.fields[0], models=self.models, reference=self.reference)
         if self.kind == "scatter":
-            return viz.scatter_spec(r, self.fields[0], self.fields[1], models=self.models)
+            return viz.scatter_spec(
+                r, self.fields[0], self.fields[1], models=self.models, reference=self.reference
+            )
         return viz.esd_spec(r, self.slice, model_id=self.slice_model)
 
     def refresh(self) -> bool:

@@ -272,7 +272,7 @@ class Compute(_Namespace):
         self._store.refresh()
         cancel = cancel or threading.Event()
         session._cancel = cancel
-        callback, finish = _progress_callback(progress, fields)
+        callback, finish = _progress_callback(progress, fields, cancel)
         runner = Runner(
             _StoreView(self._store),
             session.registry,
@@ -303,6 +303,15 @@ class Compute(_Namespace):
             session._cancel = None
         session.last_report = report
         return report
+
+    def apply_async(self, *fields: str, display: bool = False, **options: Any) -> Any:
+        """Start ``apply`` in a worker thread and return at once with a run handle
+        (:class:`diffract.widgets.ProgressRun`): in a notebook it shows the progress widget,
+        whose Cancel button works while the run goes on; ``run.wait()`` or ``await run``
+        gives the :class:`RunReport`. Needs the widgets extra."""
+        from .widgets import run_with_progress
+
+        return run_with_progress(self._scope, *fields, display=display, **options)
 
     def cancel(self) -> None:
         """Ask the running ``apply`` to stop after its current chunk (finished chunks stay)."""
@@ -372,7 +381,9 @@ class Compute(_Namespace):
 
 
 def _progress_callback(
-    progress: bool | ProgressCallback | None, fields: Sequence[str]
+    progress: bool | ProgressCallback | None,
+    fields: Sequence[str],
+    cancel: threading.Event | None = None,
 ) -> tuple[ProgressCallback | None, Callable[[], None] | None]:
     if progress is False:
         return None, None
@@ -383,7 +394,7 @@ def _progress_callback(
             try:
                 from .widgets import notebook_progress
 
-                return notebook_progress(fields)
+                return notebook_progress(fields, cancel=cancel)
             except ImportError:
                 pass
         if not sys.stderr.isatty():
@@ -523,9 +534,9 @@ class Viz(_Namespace):
     def __getattr__(self, name: str) -> Any:
         from . import viz
 
-        fn = getattr(viz, name, None)
-        if fn is None or name.startswith("_") or not callable(fn):
+        if name not in viz.__all__:
             raise AttributeError(f"viz has no figure {name!r}; available: {viz.__all__}")
+        fn = getattr(viz, name)
 
         def bound(*args: Any, **kwargs: Any) -> Any:
             return fn(self._scope, *args, **kwargs)

@@ -61,12 +61,14 @@ def _is_number(v: Any) -> bool:
 # ------------------------------------------------------------------------------------------
 
 
-def field_rows(scope: Scope, *fields: str) -> list[dict[str, Any]]:
-    """``scope.results.export_metrics(*fields)`` as rows, or ``[]`` while nothing is stored."""
+def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list[dict[str, Any]]:
+    """``scope.results.export_metrics(*fields)`` as rows, or ``[]`` while nothing is stored.
+    Cross-model fields (drift against a checkpoint) need ``reference``; the reference
+    model's own rows are left out."""
     from ._errors import FieldNotComputedError
 
     try:
-        return scope.results.export_metrics(*fields, export_format="list")
+        return scope.results.export_metrics(*fields, export_format="list", reference=reference)
     except FieldNotComputedError:
         return []
 
@@ -108,12 +110,17 @@ def _layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any
 
 
 def layers_spec(
-    scope: Scope, field: str, *, models: list[str] | None = None, kind: str = "line"
+    scope: Scope,
+    field: str,
+    *,
+    models: list[str] | None = None,
+    kind: str = "line",
+    reference: str | None = None,
 ) -> dict[str, Any]:
     """Traces and layout of :func:`layers`."""
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
-    rows = field_rows(scope, field)
+    rows = field_rows(scope, field, reference=reference)
     data = []
     for m, rs in _by_model(rows, field, models).items():
         x = list(range(len(rs)))
@@ -138,9 +145,11 @@ def layers_spec(
     return {"data": data, "layout": layout}
 
 
-def heatmap_spec(scope: Scope, field: str, *, models: list[str] | None = None) -> dict[str, Any]:
+def heatmap_spec(
+    scope: Scope, field: str, *, models: list[str] | None = None, reference: str | None = None
+) -> dict[str, Any]:
     """Traces and layout of :func:`heatmap`: rows are models (or checkpoints), columns layers."""
-    rows = field_rows(scope, field)
+    rows = field_rows(scope, field, reference=reference)
     by_model = _by_model(rows, field, models)
     ids = list(by_model)
     width = max((len(rs) for rs in by_model.values()), default=0)
@@ -173,10 +182,15 @@ def heatmap_spec(scope: Scope, field: str, *, models: list[str] | None = None) -
 
 
 def scatter_spec(
-    scope: Scope, x: str, y: str, *, models: list[str] | None = None
+    scope: Scope,
+    x: str,
+    y: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
 ) -> dict[str, Any]:
     """Traces and layout of :func:`scatter`."""
-    rows = field_rows(scope, x, y)
+    rows = field_rows(scope, x, y, reference=reference)
     data = []
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -306,14 +320,25 @@ def _figure(spec: dict[str, Any]) -> Any:
     return go.Figure(spec)
 
 
-def layers(scope: Scope, field: str, *, models: list[str] | None = None, kind: str = "line") -> Any:
-    """``field`` across depth for each model of the scope (``kind="line"`` or ``"bar"``)."""
-    return _figure(layers_spec(scope, field, models=models, kind=kind))
+def layers(
+    scope: Scope,
+    field: str,
+    *,
+    models: list[str] | None = None,
+    kind: str = "line",
+    reference: str | None = None,
+) -> Any:
+    """``field`` across depth for each model of the scope (``kind="line"`` or ``"bar"``);
+    ``reference=`` for cross-model fields."""
+    return _figure(layers_spec(scope, field, models=models, kind=kind, reference=reference))
 
 
-def heatmap(scope: Scope, field: str, *, models: list[str] | None = None) -> Any:
-    """``field`` as a layer x model heatmap (models may be checkpoints of one network)."""
-    return _figure(heatmap_spec(scope, field, models=models))
+def heatmap(
+    scope: Scope, field: str, *, models: list[str] | None = None, reference: str | None = None
+) -> Any:
+    """``field`` as a layer x model heatmap (models may be checkpoints of one network);
+    ``reference=`` for cross-model fields such as drift from the first checkpoint."""
+    return _figure(heatmap_spec(scope, field, models=models, reference=reference))
 
 
 def esd(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> Any:
@@ -322,9 +347,11 @@ def esd(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60
     return _figure(esd_spec(scope, slice, model_id=model_id, bins=bins))
 
 
-def scatter(scope: Scope, x: str, y: str, *, models: list[str] | None = None) -> Any:
+def scatter(
+    scope: Scope, x: str, y: str, *, models: list[str] | None = None, reference: str | None = None
+) -> Any:
     """Per-parameter field ``y`` against field ``x``, one colour per model."""
-    return _figure(scatter_spec(scope, x, y, models=models))
+    return _figure(scatter_spec(scope, x, y, models=models, reference=reference))
 
 
 SPECS = {

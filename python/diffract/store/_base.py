@@ -13,8 +13,10 @@ batches in order through :class:`StoreState` gives the live content.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,18 @@ from .._params import ParameterType, SliceInfo
 
 LAYOUT_VERSION = 1
 Key = tuple[str, str]  # (owner, field)
+
+
+def locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a store method under the store's re-entrant mutex: a session may be read by a
+    panel's thread while a background run writes through it."""
+
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+        with self._mutex:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class StaleRefError(StoreError):
@@ -169,6 +183,7 @@ class Store:
         from ._cache import NoCache
 
         self.readonly = readonly
+        self._mutex = threading.RLock()
         self._state = StoreState()
         self.path: str | None = None
         #: identifies this store in shared caches (written in its marker at creation)
@@ -197,6 +212,7 @@ class Store:
         }
 
     # --- writes --------------------------------------------------------------------------
+    @locked
     def commit(self, batch: Batch) -> None:
         """Write ``batch`` atomically (all of it, or nothing)."""
         if self.readonly:
@@ -217,12 +233,15 @@ class Store:
         self._commit(batch)
 
     # --- reads ---------------------------------------------------------------------------
+    @locked
     def models(self) -> dict[str, dict[str, Any]]:
         return {m: dict(meta) for m, meta in sorted(self._state.models.items())}
 
+    @locked
     def has_model(self, model_id: str) -> bool:
         return model_id in self._state.models
 
+    @locked
     def slices(self, model_id: str | None = None) -> list[SliceInfo]:
         """Slices of one model (or all), ordered by model id, then depth index."""
         if model_id is not None:
@@ -236,12 +255,14 @@ class Store:
             out.extend(sorted(self._state.model_slices(m), key=lambda s: s.index))
         return out
 
+    @locked
     def slice(self, uid: str) -> SliceInfo:
         try:
             return self._state.slices[uid]
         except KeyError:
             raise StoreError(f"no slice with uid {uid!r} in the store") from None
 
+    @locked
     def weights(self, uid: str) -> np.ndarray:
         """The stored weights of one slice as a NumPy array (bf16/fp8 sources as float32)."""
         if uid not in self._state.weight_refs:
@@ -256,13 +277,16 @@ class Store:
             self.refresh()
             return self.weights(uid)
 
+    @locked
     def has(self, key: Key) -> bool:
         return tuple(key) in self._state.values
 
+    @locked
     def present(self, keys: Iterable[Key]) -> set[Key]:
         vals = self._state.values
         return {tuple(k) for k in keys if tuple(k) in vals}
 
+    @locked
     def get(self, key: Key) -> Any:
         v = self._state.values[tuple(key)]
         if isinstance(v, (int, float, str, bool, np.ndarray, np.generic)) or v is None:
@@ -283,18 +307,23 @@ class Store:
             self.cache.set(ckey, value)
         return value
 
+    @locked
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         return {tuple(k): self.get(k) for k in keys if tuple(k) in self._state.values}
 
+    @locked
     def keys(self) -> Iterator[Key]:
         return iter(list(self._state.values))
 
+    @locked
     def fields_of(self, owner: str) -> list[str]:
         return sorted(f for (o, f) in self._state.values if o == owner)
 
+    @locked
     def field_names(self) -> list[str]:
         return sorted({f for (_, f) in self._state.values})
 
+    @locked
     def documents(self, kind: str) -> dict[str, str]:
         return {n: t for (k, n), t in self._state.documents.items() if k == kind}
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._errors import StoreCorruptError, StoreError
 from .._lazy import to_numpy
-from ._base import LAYOUT_VERSION, Batch, Key, Store, slice_from_json, slice_to_json
+from ._base import LAYOUT_VERSION, Batch, Key, Store, locked, slice_from_json, slice_to_json
 from ._folder import open_store_folder, write_marker_if_missing
 from ._lock import WriterLock, fsync_dir
 
@@ -121,6 +121,7 @@ class HDF5Store(Store):
         starts = [i for i, n in enumerate(names) if n.endswith("-c.h5")]
         return names[starts[-1] :] if starts else names
 
+    @locked
     def refresh(self) -> None:
         """Replay segments committed since the last look (by this or another process)."""
         for attempt in range(5):
@@ -263,6 +264,7 @@ class HDF5Store(Store):
             tmp.unlink(missing_ok=True)
             raise
 
+    @locked
     def compact(self) -> None:
         """Write the live state as one compaction segment, then delete what it supersedes.
 

@@ -29,6 +29,7 @@ from ._base import (
     Batch,
     Store,
     StoreState,
+    locked,
     owner_model_ids,
     slice_from_json,
     slice_to_json,
@@ -189,6 +190,7 @@ class SQLiteStore(Store):
         return self._db
 
     # --- reading -------------------------------------------------------------------------------
+    @locked
     def refresh(self) -> None:
         """Readers: end the previous read snapshot and start a new one. Every read until the
         next refresh sees that one snapshot (WAL), so a value listed is a value readable."""

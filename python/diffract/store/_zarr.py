@@ -28,7 +28,7 @@ import numpy as np
 
 from .._errors import StoreCorruptError, StoreError
 from .._lazy import to_numpy
-from ._base import LAYOUT_VERSION, Batch, Store, slice_from_json, slice_to_json
+from ._base import LAYOUT_VERSION, Batch, Store, locked, slice_from_json, slice_to_json
 from ._folder import STORE_MARKER, check_version
 from ._lock import WriterLock, atomic_write_text, fsync_dir
 
@@ -181,6 +181,7 @@ class ZarrStore(Store):
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.rm(self._join("commits", n))
 
+    @locked
     def compact(self) -> None:
         """Write the live state as one record (arrays referenced, not copied); drop the rest."""
         if self._lock is not None:
@@ -216,6 +217,7 @@ class ZarrStore(Store):
             self._lock.release()
 
     # --- reading -------------------------------------------------------------------------------
+    @locked
     def refresh(self) -> None:
         from ._base import StoreState
 
