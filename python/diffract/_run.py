@@ -457,7 +457,16 @@ class Runner:
         order = [k for k in self.registry.closure(wanted) if k.name in to_run] if wanted else []
         return order, to_load, reused, skipped
 
-    def _chunks(self, slices: list[SliceInfo]) -> list[list[SliceInfo]]:
+    def _chunks(self, slices: list[SliceInfo], min_chunks: int = 1) -> list[list[SliceInfo]]:
+        """Consecutive slices grouped under the memory budget; split further (by count) when
+        that gives fewer than ``min_chunks`` groups, so parallel workers all get work."""
+        chunks = self._budget_chunks(slices)
+        if len(chunks) < min_chunks and len(slices) > len(chunks):
+            n = min(min_chunks, len(slices))
+            chunks = [list(part) for part in _split(slices, n)]
+        return chunks
+
+    def _budget_chunks(self, slices: list[SliceInfo]) -> list[list[SliceInfo]]:
         chunks: list[list[SliceInfo]] = []
         cur: list[SliceInfo] = []
         used = 0
@@ -562,7 +571,7 @@ class Runner:
         budget = self.memory_budget
         self.memory_budget = max(1, budget // slots)
         try:
-            chunks = self._chunks(work)
+            chunks = self._chunks(work, min_chunks=slots)
         finally:
             self.memory_budget = budget
         total = len(work)
@@ -705,10 +714,22 @@ class Runner:
             if report is not None:
                 self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], s.name)
 
-        for name, n in run_kernels(
-            chunk, kernels, plan_of, values, opts_of, pool, on_kernel
-        ).items():
-            self.calls[name] = self.calls.get(name, 0) + n
+        if pool is None or len(chunk) < 2:
+            results = [run_kernels(chunk, kernels, plan_of, values, opts_of, None, on_kernel)]
+        else:  # workers: parts of the chunk side by side, vectorized kernels included
+            parts = [p for p in _split(chunk, self.workers) if p]
+            with _one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
+                results = list(
+                    pool.map(
+                        lambda part: run_kernels(
+                            part, kernels, plan_of, values, opts_of, None, on_kernel
+                        ),
+                        parts,
+                    )
+                )
+        for calls in results:
+            for name, n in calls.items():
+                self.calls[name] = self.calls.get(name, 0) + n
         return values
 
     # --- model level -----------------------------------------------------------------------
@@ -901,6 +922,29 @@ class Runner:
                 )
         self.store.commit(batch)
         report.computed += len(batch.fields)
+
+
+def _one_blas_thread():
+    """Limit BLAS/LAPACK to one thread while our own workers run side by side."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scipy's usual stack
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
+
+
+def _split(items: list[SliceInfo], n: int) -> list[list[SliceInfo]]:
+    """``n`` groups of about equal total size (largest first, each to the lightest group)."""
+    groups: list[list[SliceInfo]] = [[] for _ in range(max(1, n))]
+    loads = [0] * len(groups)
+    for s in sorted(items, key=lambda s: -s.nbytes):
+        i = loads.index(min(loads))
+        groups[i].append(s)
+        loads[i] += s.nbytes
+    order = {s.uid: k for k, s in enumerate(items)}
+    return [sorted(g, key=lambda s: order[s.uid]) for g in groups]
 
 
 def _normalise(v: Any) -> Any:
