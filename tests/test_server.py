@@ -71,7 +71,17 @@ async def test_lists_stores_under_the_root(jp_fetch, stores):
 
 async def test_one_store_models_slices_fields(jp_fetch, stores):
     d = await get(jp_fetch, "store", path=".diffract")
-    assert {"path", "name", "segments", "updated", "stamp", "models", "fields", "levels"} == set(d)
+    assert {
+        "path",
+        "name",
+        "segments",
+        "updated",
+        "stamp",
+        "models",
+        "fields",
+        "levels",
+        "manifests",
+    } == set(d)
     assert [m["model_id"] for m in d["models"]] == ["m1", "m2"]
     m1 = d["models"][0]
     assert m1["slices"] == 8 and set(m1["fields"]) >= {"frob_norm", "stable_rank"}
@@ -168,3 +178,44 @@ async def test_reads_a_store_another_process_is_writing(jp_fetch, jp_root_dir):
     assert (
         counts == sorted(counts) and len(counts) >= 2
     )  # saw the writer's progress, never went back
+
+
+def test_store_summary_lists_sampling_manifests(tmp_path):
+    """Manifests saved with diffract.sampling.save_manifest show in the sidebar's store reply."""
+    from diffract import Session
+    from diffract.sampling import (
+        Candidate,
+        SubblockConfig,
+        sample_replacement_candidates,
+        save_manifest,
+    )
+    from diffract.server import StoreReader
+
+    attn = SubblockConfig(kind="attention", name="attention", config={"heads": 4})
+    ffn = SubblockConfig(kind="ffn", name="ffn", config={"size": 64})
+    cands = [
+        Candidate(
+            candidate_id="teacher.L0",
+            layer_idx=0,
+            hidden_width=16,
+            source="self",
+            subblocks=(attn, ffn),
+        )
+    ]
+    cands.append(
+        Candidate(
+            candidate_id="ffn32.L0",
+            layer_idx=0,
+            hidden_width=16,
+            source="derived",
+            subblocks=(attn, SubblockConfig(kind="ffn", name="ffn", config={"size": 32})),
+            changed_axes=("ffn.size",),
+        )
+    )
+    manifest = sample_replacement_candidates(cands)
+    with Session(path=tmp_path / ".diffract") as s:
+        ident = save_manifest(s, manifest, label="demo", teacher_id="t")
+    reply = StoreReader.get((tmp_path / ".diffract").resolve()).summary()
+    (entry,) = reply["manifests"]
+    assert entry["identity"] == ident and entry["label"] == "demo" and entry["teacher_id"] == "t"
+    assert entry["n_selected"] == len(manifest.selected) and entry["mode"] == manifest.mode

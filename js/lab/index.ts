@@ -215,6 +215,22 @@ export class RunsPanel extends Widget {
           table.append(this.modelRow(s.path, m));
         }
         item.append(table);
+        if (d.manifests && d.manifests.length) {
+          const box = h('div', 'diffract-manifests diffract-indent');
+          box.append(h('div', 'diffract-muted', 'Sampling manifests'));
+          for (const man of d.manifests) {
+            const line = h(
+              'div',
+              'diffract-manifest',
+              `${man.label || man.identity.slice(0, 12)} · ${man.mode} · ${man.n_selected}/${man.n_eligible} selected` +
+                (man.teacher_id ? ` · teacher ${man.teacher_id}` : '')
+            );
+            line.dataset.identity = man.identity;
+            line.title = man.models.length ? `materialized: ${man.models.join(', ')}` : 'no materialized models';
+            box.append(line);
+          }
+          item.append(box);
+        }
       }
       this.list.append(item);
     }

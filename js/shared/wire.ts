@@ -82,10 +82,22 @@ export interface ModelEntry {
   added: number | null;
 }
 
+export interface ManifestEntry {
+  identity: string;
+  label: string | null;
+  teacher_id: string | null;
+  mode: string;
+  n_eligible: number;
+  n_selected: number;
+  n_excluded: number;
+  models: string[];
+}
+
 export interface StoreReply extends StoreEntry {
   models: ModelEntry[];
   fields: string[];
   levels: Record<string, string>;
+  manifests: ManifestEntry[];
 }
 
 export interface FieldPoint {

@@ -44,6 +44,19 @@ class ModelEntry(TypedDict):
     added: float | None
 
 
+class ManifestEntry(TypedDict):
+    """A sampling manifest saved in a store (``GET /diffract/api/store``)."""
+
+    identity: str
+    label: str | None
+    teacher_id: str | None
+    mode: str
+    n_eligible: int
+    n_selected: int
+    n_excluded: int
+    models: list[str]
+
+
 class FieldPoint(TypedDict):
     """One slice's value of a field (``GET /diffract/api/field``)."""
 
@@ -60,5 +73,6 @@ MIRRORED = {
     "VersionReply": VersionReply,
     "StoreEntry": StoreEntry,
     "ModelEntry": ModelEntry,
+    "ManifestEntry": ManifestEntry,
     "FieldPoint": FieldPoint,
 }

@@ -258,7 +258,30 @@ class StoreReader:
                         "added": meta.get("added"),
                     }
                 )
-            return {"models": out_models, "fields": sorted(levels), "levels": levels}
+            from ._sampling_kit import list_manifests
+
+            manifests = [
+                {
+                    k: row[k]
+                    for k in (
+                        "identity",
+                        "label",
+                        "teacher_id",
+                        "mode",
+                        "n_eligible",
+                        "n_selected",
+                        "n_excluded",
+                        "models",
+                    )
+                }
+                for row in list_manifests(store)
+            ]
+            return {
+                "models": out_models,
+                "fields": sorted(levels),
+                "levels": levels,
+                "manifests": manifests,
+            }
 
     def field(self, field: str, model: str | None = None) -> dict[str, Any]:
         with self.lock:
