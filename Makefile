@@ -55,7 +55,8 @@ lab: install
 analyze: install
 	$(VENV)/bin/diffract analyze
 
-test: install system-deps test-python test-js test-ui
+# pytest runs last so that its summary line closes the output
+test: install system-deps test-js test-ui test-python
 
 test-python:
 	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q
