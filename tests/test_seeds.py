@@ -77,13 +77,17 @@ def test_seed_001_overview_snippet(model, in_tmp):
 
 
 def test_seed_snippets_are_verbatim_copies():
-    """Guard against editing a snippet to make it pass: each must occur in the seed text."""
-    seeds = Path(__file__).resolve().parents[2] / "shared" / "seeds"
-    if not seeds.exists():  # CI lays shared/ beside the clone; a plain clone may not have it
-        seeds = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
-    texts = "\n".join(p.read_text() for p in seeds.glob("00[01]_*.txt")) if seeds.exists() else None
-    if texts is None:
-        pytest.fail(f"seed documents not found at {seeds}")
+    """Guard against editing a snippet to make it pass: each must occur in the seed text.
+
+    The seed pages are vendored in ``tests/seed_snippets/seeds/``; where the project's
+    ``shared/seeds`` lies beside the checkout, the vendored copies must equal it."""
+    vendored = SNIPPETS / "seeds"
+    texts = "\n".join(p.read_text() for p in sorted(vendored.glob("00[01]_*.txt")))
+    assert texts, f"no vendored seed pages in {vendored}"
+    shared = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+    for p in vendored.glob("*.txt"):
+        if (shared / p.name).exists():
+            assert (shared / p.name).read_text() == p.read_text(), f"{p.name} differs from {shared}"
     squash = lambda s: "".join(s.split())  # noqa: E731 - the seed pages lost some indentation
     for snippet in sorted(SNIPPETS.glob("*.py")):
         assert squash(snippet.read_text()) in squash(texts), snippet.name
