@@ -39,3 +39,28 @@ def test_resolve_device():
             resolve_device("cuda")
     with pytest.raises(ConfigError, match="unknown device 'tpu9'"):
         resolve_device("tpu9")
+
+
+def test_session_fields_on_a_device_match_the_cpu_path(mlp_weights):
+    from diffract import Session
+
+    fields = ("pl_alpha", "stable_rank", "spectral_norm", "hard_rank", "effective_rank")
+    out = {}
+    for device in ("cpu", "torch:cpu", "jax:cpu"):
+        s = Session(profile="ram")
+        s.models.add(mlp_weights, model_id="m")
+        # the CPU reference in float64 (its default may take the float32 path on small slices)
+        report = s.compute.apply(*fields, device=device, precision="float64", progress=False)
+        assert not report.failures
+        out[device] = s.results.export_metrics(*fields, "spectrum_path", export_format="list")
+    for device in ("torch:cpu", "jax:cpu"):
+        for a, b in zip(out["cpu"], out[device], strict=True):
+            if b["spectrum_path"] is not None:
+                assert b["spectrum_path"] == f"device:{device}"
+            for f in fields:
+                if a[f] is None:
+                    assert b[f] is None
+                elif f == "hard_rank":
+                    assert a[f] == b[f]
+                else:
+                    assert b[f] == pytest.approx(a[f], rel=1e-9)

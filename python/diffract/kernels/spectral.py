@@ -31,7 +31,9 @@ ESD_SCALES = ("N", "none", "ww")
     transient=("kernel_svals",),
     vectorized=True,
 )
-def weights_spectrum(weights, precision="float32", recheck_rtol=1e-5, spectrum_threads=0):
+def weights_spectrum(
+    weights, precision="float32", recheck_rtol=1e-5, spectrum_threads=0, device="cpu"
+):
     """Singular values of every (kernel-position) matrix of the slice, from the eigenvalues of
     the smaller Gram matrix: s_i = sqrt(eig_i(W W^T)) (or W^T W, whichever is M x M).
 
@@ -49,12 +51,21 @@ def weights_spectrum(weights, precision="float32", recheck_rtol=1e-5, spectrum_t
     Options: ``precision`` ("float32" default, or "float64" to skip the float32 path),
     ``recheck_rtol`` (relative singular-value error accepted before rechecking),
     ``spectrum_threads`` (slices decomposed concurrently; 0 = number of cores, BLAS limited
-    to one thread per worker meanwhile). Vectorized: one call receives every slice of a batch.
+    to one thread per worker meanwhile), ``device`` ("cpu" default; "auto", "cuda",
+    "torch:cuda", "jax:gpu", ...: float64 Gram eigenvalues on an accelerator through PyTorch
+    or JAX, see :mod:`diffract._device`; ``spectrum_path`` then names the device).
+    Vectorized: one call receives every slice of a batch.
     """
     _check_precision(precision)
     threads = default_threads() if not spectrum_threads else int(spectrum_threads)
+    from .._device import CPU, gram_svals, resolve_device
+
+    dev = resolve_device(device)
 
     def one(w):
+        if dev != CPU:
+            ks = gram_svals(kernel_matrices(w), dev)
+            return pooled_desc(ks), ks, f"device:{dev}"
         ks, path = slice_svals(w, precision, recheck_rtol)
         return pooled_desc(ks), ks, path
 
@@ -190,8 +201,11 @@ def weights_rand(weights, seed=0):
     return rng.permutation(w.ravel()).reshape(w.shape)
 
 
-@define(outputs=("weights_rand_svals", "kernel_rand_svals"), family="decompositions",
-        transient=("kernel_rand_svals",))
+@define(
+    outputs=("weights_rand_svals", "kernel_rand_svals"),
+    family="decompositions",
+    transient=("kernel_rand_svals",),
+)
 def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
     """Singular values of the permuted weights, computed exactly as ``weights_svals`` (pooled,
     descending) and per kernel position (``kernel_rand_svals``, transient); options
@@ -200,8 +214,11 @@ def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
     return pooled_desc(ks), ks
 
 
-@define(outputs=("weights_rand_lsvs", "weights_rand_rsvs"), family="decompositions",
-        transient=("weights_rand_lsvs", "weights_rand_rsvs"))
+@define(
+    outputs=("weights_rand_lsvs", "weights_rand_rsvs"),
+    family="decompositions",
+    transient=("weights_rand_lsvs", "weights_rand_rsvs"),
+)
 def weights_rand_svd(weights_rand, svd_device="cpu"):
     """Thin SVD of the permuted weights: U and V as in ``weights_svd`` (transient); option
     ``svd_device`` as there."""
