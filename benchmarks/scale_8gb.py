@@ -111,7 +111,7 @@ def run_child(args: list[str]) -> tuple[dict, float]:
     return json.loads(out.strip().splitlines()[-1]), peak / 1024**3
 
 
-def parallel_speedup(path: Path, layers: int) -> dict[str, float]:
+def parallel_speedup(path: Path, layers: int, device: str | None = None) -> dict[str, float]:
     """The spectral field set on the first ``layers`` layers, four ways, same slices."""
     from diffract import Session
 
@@ -121,7 +121,7 @@ def parallel_speedup(path: Path, layers: int) -> dict[str, float]:
         ("default (kernel pool)", {}),
         ("workers=2 threads", {"workers": 2, "spectrum_threads": 1}),
         ("processes x2", {"workers": 2, "executor": "processes", "spectrum_threads": 1}),
-    )
+    ) + ((f"device {device}", {"device": device}),) * bool(device)
     out = {}
     for label, kw in runs:
         s = Session(profile="ram")
@@ -142,7 +142,14 @@ def main() -> None:
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--speedup-layers", type=int, default=4)
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--only-speedup", action="store_true", help="skip the 8 GB run: a small checkpoint for the executor comparison")
+    ap.add_argument(
+        "--device", default=None, help="also time the spectra on this accelerator (e.g. torch:cuda)"
+    )
+    ap.add_argument(
+        "--only-speedup",
+        action="store_true",
+        help="skip the 8 GB run: a small checkpoint for the executor comparison",
+    )
     args = ap.parse_args()
     if args.only_speedup:
         args.layers = args.speedup_layers
@@ -157,7 +164,9 @@ def main() -> None:
         )
         os.sync()
         if not args.only_speedup:
-            res, peak = run_child([str(ckpt), str(work / "store"), args.budget, ",".join(SPECTRAL_FIELDS)])
+            res, peak = run_child(
+                [str(ckpt), str(work / "store"), args.budget, ",".join(SPECTRAL_FIELDS)]
+            )
             print(
                 f"analysis with memory_budget={args.budget}: {res['tensors']} tensors, {res['chunks']} chunks, "
                 f"{res['computed']} values, {res['failures']} failures"
@@ -166,7 +175,7 @@ def main() -> None:
                 f"  add {res['add_s']:.1f} s, apply {res['apply_s']:.0f} s; peak RSS {peak:.2f} GiB "
                 f"(budget {args.budget}, limit 2.5 GB)"
             )
-        speed = parallel_speedup(ckpt, args.speedup_layers)
+        speed = parallel_speedup(ckpt, args.speedup_layers, args.device)
         base = speed["serial (1 thread)"]
         print(
             f"parallel executors on the first {args.speedup_layers} layers ({6 * args.speedup_layers} matrices), {os.cpu_count()} cores:"

@@ -24,8 +24,24 @@ class ProcessExecutor:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(max(1, workers), mp_context=mp.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            max(1, workers), mp_context=mp.get_context("spawn"), initializer=_one_blas_thread
+        )
         return pool.submit, max(1, workers), lambda: pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _one_blas_thread() -> None:
+    """Process-pool initializer: one BLAS thread per worker process (N processes x N BLAS
+    threads would oversubscribe the cores)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        return
+    global _LIMITS
+    _LIMITS = threadpool_limits(limits=1)
+
+
+_LIMITS = None
 
 
 class DaskExecutor:
