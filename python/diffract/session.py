@@ -154,6 +154,11 @@ class Models(_Namespace):
         """The slices of this scope, ordered by model id then depth."""
         return self._scope._slices()
 
+    def slice(self, uid_or_name: str, model_id: str | None = None) -> SliceInfo:
+        """The slice of this scope with that uid, or that name (in ``model_id`` when the
+        name occurs in several models); a KeyError that says which otherwise."""
+        return self._scope._find(uid_or_name, model_id)
+
     def weights(self, uid_or_name: str, model_id: str | None = None) -> np.ndarray:
         """The stored weights of one slice, by uid or (name, model_id)."""
         s = self._scope._find(uid_or_name, model_id)

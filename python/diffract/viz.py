@@ -287,22 +287,7 @@ def esd_spec(
 
 def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
     """The slice of the scope with uid ``key``, or named ``key`` (in ``model_id``)."""
-    slices = scope.models.slices()
-    for s in slices:
-        if s.uid == key:
-            return s
-    hits = [s for s in slices if s.name == key and (model_id is None or s.model_id == model_id)]
-    if len(hits) == 1:
-        return hits[0]
-    if not hits:
-        raise KeyError(
-            f"no slice with uid or name {key!r}"
-            + (f" in model {model_id!r}" if model_id else "")
-            + " in this scope"
-        )
-    raise KeyError(
-        f"name {key!r} is in several models {[s.model_id for s in hits]}; pass model_id="
-    )
+    return scope.models.slice(key, model_id)
 
 
 def _stored(scope: Scope, uid: str, field: str) -> Any:
