@@ -137,9 +137,10 @@ def layers_spec(
         if kind == "line":
             trace["mode"] = "lines+markers"
         data.append(trace)
-    layout = _layout(
-        f"{field} across depth", "layer (depth order)", field, xaxis={"tickformat": "d"}
-    )
+    depth = max((len(t["x"]) for t in data), default=0)
+    # integer ticks only: about a dozen labels whatever the depth (no repeated "1, 1, 2, 2")
+    ticks = {"tickformat": "d", "tick0": 0, "dtick": max(1, math.ceil(depth / 12))}
+    layout = _layout(f"{field} across depth", "layer (depth order)", field, xaxis=ticks)
     if kind == "bar":
         layout["barmode"] = "group"
     return {"data": data, "layout": layout}
