@@ -73,7 +73,7 @@ def test_reads_from_another_thread_while_a_run_writes(tmp_path, mlp_weights):
                     s.store.refresh()
                     for k in list(s.store.keys()):
                         s.store.get(k)
-                except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                except BaseException as exc:
                     errors.append(exc)
                     return
 
