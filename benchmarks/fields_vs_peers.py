@@ -40,15 +40,40 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-FIELDS = ["pl_alpha", "pl_esd_xmin", "pl_ks", "pl_alpha_sigma", "pl_num_spikes", "pl_alpha_weighted",
-          "pl_log_alpha_norm", "frob_norm", "spectral_norm", "esd_log_norm", "esd_log_max", "stable_rank",
-          "hard_rank", "rank_loss", "weak_rank_loss", "matrix_entropy", "max_weights_sval", "min_weights_sval"]
+FIELDS = [
+    "pl_alpha",
+    "pl_esd_xmin",
+    "pl_ks",
+    "pl_alpha_sigma",
+    "pl_num_spikes",
+    "pl_alpha_weighted",
+    "pl_log_alpha_norm",
+    "frob_norm",
+    "spectral_norm",
+    "esd_log_norm",
+    "esd_log_max",
+    "stable_rank",
+    "hard_rank",
+    "rank_loss",
+    "weak_rank_loss",
+    "matrix_entropy",
+    "max_weights_sval",
+    "min_weights_sval",
+]
 
 
 def gpt2_weights():
     rng = np.random.default_rng(0)
-    shapes = {"attn.c_attn": (768, 2304), "attn.c_proj": (768, 768), "mlp.c_fc": (768, 3072), "mlp.c_proj": (3072, 768)}
-    return {f"h.0.{k}.weight": (rng.standard_normal(s) * 0.02).astype(np.float32) for k, s in shapes.items()}
+    shapes = {
+        "attn.c_attn": (768, 2304),
+        "attn.c_proj": (768, 768),
+        "mlp.c_fc": (768, 3072),
+        "mlp.c_proj": (3072, 768),
+    }
+    return {
+        f"h.0.{k}.weight": (rng.standard_normal(s) * 0.02).astype(np.float32)
+        for k, s in shapes.items()
+    }
 
 
 def minilm_weights():
@@ -56,7 +81,9 @@ def minilm_weights():
     from safetensors.numpy import load_file
 
     st = load_file(str(g.get_model_path() / "model.safetensors"))
-    return {k: v for k, v in st.items() if v.ndim == 2 and min(v.shape) >= 8 and v.dtype == np.float32}
+    return {
+        k: v for k, v in st.items() if v.ndim == 2 and min(v.shape) >= 8 and v.dtype == np.float32
+    }
 
 
 def torch_module(weights):
@@ -159,13 +186,18 @@ def breakdown(label, weights, repeats):
     def sess():
         Session(profile="ram").models.add(weights, model_id="m")
 
-    parts = {"bare f32 floor (pool)": lambda: floor_pool(weights, _bare32),
-             "bare f64 floor (pool)": lambda: floor_pool(weights),
-             "spectrum kernel (default)": lambda: weights_spectrum(ws),
-             "spectrum kernel (float64)": lambda: weights_spectrum(ws, precision="float64"),
-             "power-law scans": scans, "Session() + models.add": sess}
+    parts = {
+        "bare f32 floor (pool)": lambda: floor_pool(weights, _bare32),
+        "bare f64 floor (pool)": lambda: floor_pool(weights),
+        "spectrum kernel (default)": lambda: weights_spectrum(ws),
+        "spectrum kernel (float64)": lambda: weights_spectrum(ws, precision="float64"),
+        "power-law scans": scans,
+        "Session() + models.add": sess,
+    }
     best = _best(parts, repeats)
-    print(f"  breakdown ({label}); spectrum paths default {paths['float32']}, float64 {paths['float64']}")
+    print(
+        f"  breakdown ({label}); spectrum paths default {paths['float32']}, float64 {paths['float64']}"
+    )
     for k, (w, c) in best.items():
         print(f"    {k:28s} wall {w * 1e3:8.1f} ms   cpu {c * 1e3:8.1f} ms")
 
@@ -174,17 +206,27 @@ def bench(label, weights, repeats, with_breakdown=False):
     model = torch_module(weights)
     ours32, how = make_ours(weights)
     ours64, _ = make_ours(weights, precision="float64")
-    contenders = {"weightwatcher": lambda: run_ww(model), "ours (default)": ours32,
-                  "ours (float64)": ours64, "floor (seq)": lambda: floor(weights),
-                  "floor (pool)": lambda: floor_pool(weights)}
+    contenders = {
+        "weightwatcher": lambda: run_ww(model),
+        "ours (default)": ours32,
+        "ours (float64)": ours64,
+        "floor (seq)": lambda: floor(weights),
+        "floor (pool)": lambda: floor_pool(weights),
+    }
     best = _best(contenders, repeats)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n{label}: {len(weights)} matrices, ours via {how}, best of {repeats} (load average {load})")
+    print(
+        f"\n{label}: {len(weights)} matrices, ours via {how}, best of {repeats} (load average {load})"
+    )
     for k, (w, c) in best.items():
         print(f"  {k:24s} wall {w * 1e3:9.1f} ms   cpu {c * 1e3:9.1f} ms")
-    for num, den in [("weightwatcher", "ours (default)"), ("weightwatcher", "ours (float64)"),
-                     ("ours (float64)", "floor (pool)"), ("ours (default)", "floor (pool)"),
-                     ("ours (float64)", "floor (seq)")]:
+    for num, den in [
+        ("weightwatcher", "ours (default)"),
+        ("weightwatcher", "ours (float64)"),
+        ("ours (float64)", "floor (pool)"),
+        ("ours (default)", "floor (pool)"),
+        ("ours (float64)", "floor (seq)"),
+    ]:
         w = best[num][0] / best[den][0]
         c = best[num][1] / best[den][1]
         print(f"  {num + ' / ' + den:38s} wall {w:6.2f} x   cpu {c:6.2f} x")

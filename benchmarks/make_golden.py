@@ -24,10 +24,33 @@ import numpy as np
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "golden"
 COLUMNS = [
-    "N", "M", "rf", "Q", "num_evals", "alpha", "xmin", "xmax", "D", "sigma", "num_pl_spikes",
-    "lambda_max", "sv_max", "sv_min", "rank_loss", "weak_rank_loss", "norm", "log_norm",
-    "spectral_norm", "log_spectral_norm", "alpha_weighted", "log_alpha_norm", "stable_rank",
-    "matrix_rank", "entropy", "warning", "layer_type",
+    "N",
+    "M",
+    "rf",
+    "Q",
+    "num_evals",
+    "alpha",
+    "xmin",
+    "xmax",
+    "D",
+    "sigma",
+    "num_pl_spikes",
+    "lambda_max",
+    "sv_max",
+    "sv_min",
+    "rank_loss",
+    "weak_rank_loss",
+    "norm",
+    "log_norm",
+    "spectral_norm",
+    "log_spectral_norm",
+    "alpha_weighted",
+    "log_alpha_norm",
+    "stable_rank",
+    "matrix_rank",
+    "entropy",
+    "warning",
+    "layer_type",
 ]
 
 
@@ -102,7 +125,9 @@ def main() -> None:
 
     model = g.load_model()
     prefix = "0.model."
-    rows = ww_rows(model, lambda ln: (ln[len(prefix):] if ln.startswith(prefix) else ln) + ".weight")
+    rows = ww_rows(
+        model, lambda ln: (ln[len(prefix) :] if ln.startswith(prefix) else ln) + ".weight"
+    )
     (OUT / "ww_minilm.json").write_text(json.dumps(rows, indent=1, sort_keys=True))
     # powerlaw package at WW's xmin, on WW's eigenvalues (s^2 of the float64 SVD)
     import io
@@ -113,8 +138,12 @@ def main() -> None:
 
     st = load_file(str(g.get_model_path() / "model.safetensors"))
     pl_rows = {}
-    for key in ["encoder.layer.0.attention.self.query.weight", "encoder.layer.2.intermediate.dense.weight",
-                "encoder.layer.5.output.dense.weight", "pooler.dense.weight"]:
+    for key in [
+        "encoder.layer.0.attention.self.query.weight",
+        "encoder.layer.2.intermediate.dense.weight",
+        "encoder.layer.5.output.dense.weight",
+        "pooler.dense.weight",
+    ]:
         w = st[key].astype(np.float64)
         s = np.linalg.svd(w, compute_uv=False)
         evals = np.sort(s * s)

@@ -55,7 +55,9 @@ def run_models(models, fields, reference=None, registry=None, **options):
         options["reference"] = reference
     plan = reg.closure(fields)
     weights = {m: {n: _prep(a) for n, a in d.items()} for m, d in models.items()}
-    infos = {m: {n: _info(m, n, a, i) for i, (n, a) in enumerate(d.items())} for m, d in weights.items()}
+    infos = {
+        m: {n: _info(m, n, a, i) for i, (n, a) in enumerate(d.items())} for m, d in weights.items()
+    }
     vals = {m: {n: {} for n in d} for m, d in weights.items()}
     mvals = {m: {} for m in weights}
     for k in plan:
@@ -98,7 +100,11 @@ def run_models(models, fields, reference=None, registry=None, **options):
                             v = NOT_APPLICABLE
                         else:
                             src = inp[4:]
-                            v = weights[reference][n] if src == "weights" else ref_slot.get(src, NOT_APPLICABLE)
+                            v = (
+                                weights[reference][n]
+                                if src == "weights"
+                                else ref_slot.get(src, NOT_APPLICABLE)
+                            )
                     else:
                         v = slot.get(inp, mvals[m].get(inp, NOT_APPLICABLE))
                     if isinstance(v, (Exception, NA)):

@@ -19,8 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_docs_fields_md_is_current():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_field_catalog.py"), "--check"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_field_catalog.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr + " (run scripts/gen_field_catalog.py)"
 
 
@@ -38,18 +41,32 @@ def test_every_kernel_documents_a_formula():
 
 
 def test_every_field_is_named_in_a_test():
-    text = "".join(p.read_text() for p in (ROOT / "tests").glob("test_fields_*.py") if p.name != Path(__file__).name)
-    missing = [f for f in default_registry().fields()
-               if any(f in k.outputs for k in builtin_kernels()) and not re.search(rf"[\"']{f}[\"']", text)]
+    text = "".join(
+        p.read_text()
+        for p in (ROOT / "tests").glob("test_fields_*.py")
+        if p.name != Path(__file__).name
+    )
+    missing = [
+        f
+        for f in default_registry().fields()
+        if any(f in k.outputs for k in builtin_kernels()) and not re.search(rf"[\"']{f}[\"']", text)
+    ]
     assert not missing, missing
 
 
 def test_every_field_computes():
     rng = np.random.default_rng(0)
-    base = {"dense": (rng.standard_normal((80, 40)) @ np.diag(np.linspace(0.2, 3, 40) ** 2)).astype(np.float32),
-            "conv": rng.standard_normal((12, 8, 3, 3)).astype(np.float32),
-            "bias": rng.standard_normal(12).astype(np.float32)}
-    tuned = {k: v + np.float32(0.05) * rng.standard_normal(v.shape).astype(np.float32) for k, v in base.items()}
+    base = {
+        "dense": (rng.standard_normal((80, 40)) @ np.diag(np.linspace(0.2, 3, 40) ** 2)).astype(
+            np.float32
+        ),
+        "conv": rng.standard_normal((12, 8, 3, 3)).astype(np.float32),
+        "bias": rng.standard_normal(12).astype(np.float32),
+    }
+    tuned = {
+        k: v + np.float32(0.05) * rng.standard_normal(v.shape).astype(np.float32)
+        for k, v in base.items()
+    }
     fields = [o for k in builtin_kernels() for o in k.outputs]
     per, mod = run_models({"base": base, "tuned": tuned}, fields, reference="base")
     for name in ("dense", "conv"):

@@ -27,18 +27,44 @@ W = prescribed(S, 20)
 
 
 def test_prescribed_svals_and_norms():
-    r = run_fields({"w": W}, [
-        "weights_svals", "frob_norm", "spectral_norm", "l2_norm", "nuclear_norm", "stable_rank",
-        "max_weights_sval", "min_weights_sval", "esd", "esd_max", "esd_min", "esd_norm",
-        "hard_rank", "effective_rank", "greater_dim", "lower_dim", "aspect_ratio", "num_evals",
-        "layer_log_norm", "layer_log_spectral_norm", "esd_log_norm", "esd_log_max",
-        "max_kernel_min_sval", "receptive_field", "rank_loss", "esd_scale_factor",
-    ])["w"]
+    r = run_fields(
+        {"w": W},
+        [
+            "weights_svals",
+            "frob_norm",
+            "spectral_norm",
+            "l2_norm",
+            "nuclear_norm",
+            "stable_rank",
+            "max_weights_sval",
+            "min_weights_sval",
+            "esd",
+            "esd_max",
+            "esd_min",
+            "esd_norm",
+            "hard_rank",
+            "effective_rank",
+            "greater_dim",
+            "lower_dim",
+            "aspect_ratio",
+            "num_evals",
+            "layer_log_norm",
+            "layer_log_spectral_norm",
+            "esd_log_norm",
+            "esd_log_max",
+            "max_kernel_min_sval",
+            "receptive_field",
+            "rank_loss",
+            "esd_scale_factor",
+        ],
+    )["w"]
     np.testing.assert_allclose(r["weights_svals"], S, rtol=1e-10)
     assert r["greater_dim"] == 20 and r["lower_dim"] == 8 and r["aspect_ratio"] == 2.5
     assert r["num_evals"] == 8 and r["receptive_field"] == 1
     assert math.isclose(r["frob_norm"], math.sqrt(np.sum(S**2)), rel_tol=1e-10)
-    assert math.isclose(r["spectral_norm"], 5.0, rel_tol=1e-10) and r["l2_norm"] == r["spectral_norm"]
+    assert (
+        math.isclose(r["spectral_norm"], 5.0, rel_tol=1e-10) and r["l2_norm"] == r["spectral_norm"]
+    )
     assert math.isclose(r["nuclear_norm"], S.sum(), rel_tol=1e-10)
     assert math.isclose(r["stable_rank"], np.sum(S**2) / 25.0, rel_tol=1e-10)
     assert math.isclose(r["max_weights_sval"], 5.0, rel_tol=1e-10)
@@ -73,14 +99,17 @@ def test_unknown_esd_scale_raises():
 def test_rank_deficient_goes_through_svd():
     s = np.array([3.0, 2.0, 1.0, 0.0, 0.0])
     w = prescribed(s, 12)  # float64: in float32 the zero singular values round to ~1e-7
-    r = run_fields({"w": w}, ["hard_rank", "rank_loss", "spectrum_path", "weak_rank_loss",
-                              "matrix_entropy"])["w"]
+    r = run_fields(
+        {"w": w}, ["hard_rank", "rank_loss", "spectrum_path", "weak_rank_loss", "matrix_entropy"]
+    )["w"]
     assert r["spectrum_path"] == "svd"
     assert r["hard_rank"] == np.linalg.matrix_rank(w.astype(np.float64))
     assert r["hard_rank"] == 3 and r["rank_loss"] == 2 and r["weak_rank_loss"] == 2
     lam = np.sort(s**2)
     p = lam / lam.sum() + 1e-10
-    assert math.isclose(r["matrix_entropy"], -np.sum(p * np.log(p)) / math.log(3 + 1e-10), rel_tol=1e-6)
+    assert math.isclose(
+        r["matrix_entropy"], -np.sum(p * np.log(p)) / math.log(3 + 1e-10), rel_tol=1e-6
+    )
 
 
 def test_hard_rank_rtol_option():
@@ -112,8 +141,11 @@ def test_conv_kernel_positions_pytorch_layout():
         for j in range(2):
             np.testing.assert_array_equal(mats[k], w[:, :, i, j])
             k += 1
-    r = run_fields({"conv": w}, ["greater_dim", "lower_dim", "receptive_field", "num_evals", "esd_ww_ratio"],
-                   esd_scale="ww")["conv"]
+    r = run_fields(
+        {"conv": w},
+        ["greater_dim", "lower_dim", "receptive_field", "num_evals", "esd_ww_ratio"],
+        esd_scale="ww",
+    )["conv"]
     assert (r["greater_dim"], r["lower_dim"], r["receptive_field"], r["num_evals"]) == (6, 4, 6, 24)
     assert r["esd_ww_ratio"] == 1.0
     r = run_fields({"conv": w}, ["esd_ww_ratio"])["conv"]
@@ -128,7 +160,9 @@ def test_non_finite_weights_fail_with_reason():
 
 
 def test_zero_matrix():
-    r = run_fields({"z": np.zeros((6, 4))}, ["frob_norm", "stable_rank", "pl_alpha", "hard_rank"])["z"]
+    r = run_fields({"z": np.zeros((6, 4))}, ["frob_norm", "stable_rank", "pl_alpha", "hard_rank"])[
+        "z"
+    ]
     assert r["frob_norm"] == 0.0 and r["hard_rank"] == 0
     assert isinstance(r["stable_rank"], ValueError)
     assert isinstance(r["pl_alpha"], ValueError) and "eigenvalues above" in str(r["pl_alpha"])
@@ -150,20 +184,39 @@ def test_marchenko_pastur_random_matrix(n, m):
     rng = np.random.default_rng(3)
     sigma = 0.5
     w = rng.standard_normal((n, m)) * sigma
-    r = run_fields({"w": w}, [
-        "mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_ks", "mp_num_spikes", "esd_max", "esd_min",
-        "mp_sval_max", "tw_esd_bound", "tw_num_spikes", "mp_soft_rank", "mp_concentration",
-        "mp_presence", "weights_std",
-    ], p_value_threshold=0.01)["w"]
+    r = run_fields(
+        {"w": w},
+        [
+            "mp_esd_max",
+            "mp_esd_min",
+            "mp_bulk_std",
+            "mp_ks",
+            "mp_num_spikes",
+            "esd_max",
+            "esd_min",
+            "mp_sval_max",
+            "tw_esd_bound",
+            "tw_num_spikes",
+            "mp_soft_rank",
+            "mp_concentration",
+            "mp_presence",
+            "weights_std",
+        ],
+        p_value_threshold=0.01,
+    )["w"]
     q = n / m
     assert math.isclose(r["mp_bulk_std"], r["weights_std"], rel_tol=1e-12)
-    assert math.isclose(r["mp_esd_max"], r["weights_std"] ** 2 * (1 + 1 / math.sqrt(q)) ** 2, rel_tol=1e-12)
+    assert math.isclose(
+        r["mp_esd_max"], r["weights_std"] ** 2 * (1 + 1 / math.sqrt(q)) ** 2, rel_tol=1e-12
+    )
     assert math.isclose(r["mp_esd_max"], sigma**2 * (1 + 1 / math.sqrt(q)) ** 2, rel_tol=0.01)
     assert math.isclose(r["esd_max"], r["mp_esd_max"], rel_tol=0.03)  # edge ~ N^-2/3 fluctuation
     assert r["mp_ks"] < 0.02
     assert r["tw_esd_bound"] > r["mp_esd_max"]
     assert r["tw_num_spikes"] == 0 and r["mp_num_spikes"] <= 2
-    assert math.isclose(r["mp_sval_max"], r["weights_std"] * (math.sqrt(n) + math.sqrt(m)), rel_tol=1e-12)
+    assert math.isclose(
+        r["mp_sval_max"], r["weights_std"] * (math.sqrt(n) + math.sqrt(m)), rel_tol=1e-12
+    )
     assert math.isclose(r["mp_soft_rank"], r["mp_esd_max"] / r["esd_max"], rel_tol=1e-12)
     assert 0 <= r["mp_concentration"] < 0.01
     assert r["mp_presence"] < 0.05
@@ -262,10 +315,23 @@ def test_fit_failure_raises_with_reason():
 def test_power_law_derived_fields():
     rng = np.random.default_rng(5)
     w = rng.standard_normal((300, 100)) @ np.diag(np.linspace(0.1, 3, 100) ** 2)
-    r = run_fields({"w": w}, [
-        "pl_alpha", "pl_esd_xmin", "pl_esd_xmax", "pl_num_spikes", "pl_alpha_weighted", "pl_alpha_norm",
-        "pl_log_alpha_norm", "pl_concentration", "pl_presence", "pl_warning", "esd", "esd_max",
-    ])["w"]
+    r = run_fields(
+        {"w": w},
+        [
+            "pl_alpha",
+            "pl_esd_xmin",
+            "pl_esd_xmax",
+            "pl_num_spikes",
+            "pl_alpha_weighted",
+            "pl_alpha_norm",
+            "pl_log_alpha_norm",
+            "pl_concentration",
+            "pl_presence",
+            "pl_warning",
+            "esd",
+            "esd_max",
+        ],
+    )["w"]
     lam = r["esd"]
     a = r["pl_alpha"]
     assert r["pl_esd_xmax"] == lam[-1]
@@ -282,7 +348,11 @@ def test_power_law_derived_fields():
 def test_pl_warning_thresholds():
     from diffract.kernels.fits import pl_warning
 
-    assert pl_warning(1.5) == "over-trained" and pl_warning(7.0) == "under-trained" and pl_warning(3.0) == ""
+    assert (
+        pl_warning(1.5) == "over-trained"
+        and pl_warning(7.0) == "under-trained"
+        and pl_warning(3.0) == ""
+    )
     assert pl_warning(3.0, under_trained_alpha=2.5) == "under-trained"
 
 
@@ -318,15 +388,34 @@ def test_truncated_power_law_recovers_parameters():
 def test_tpl_and_expon_derived_fields():
     rng = np.random.default_rng(9)
     w = rng.standard_normal((200, 80)) @ np.diag(np.linspace(0.2, 2, 80))
-    r = run_fields({"w": w}, [
-        "esd", "tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_alpha_norm", "tpl_log_alpha_norm",
-        "tpl_concentration", "tpl_presence", "tpl_scale", "expon_lambda", "expon_esd_xmin", "expon_ks",
-        "expon_concentration", "expon_presence", "expon_scale", "pl_esd_xmin",
-    ])["w"]
+    r = run_fields(
+        {"w": w},
+        [
+            "esd",
+            "tpl_alpha",
+            "tpl_lambda",
+            "tpl_esd_xmin",
+            "tpl_ks",
+            "tpl_alpha_norm",
+            "tpl_log_alpha_norm",
+            "tpl_concentration",
+            "tpl_presence",
+            "tpl_scale",
+            "expon_lambda",
+            "expon_esd_xmin",
+            "expon_ks",
+            "expon_concentration",
+            "expon_presence",
+            "expon_scale",
+            "pl_esd_xmin",
+        ],
+    )["w"]
     lam = r["esd"]
     assert r["tpl_esd_xmin"] == r["pl_esd_xmin"]
     assert 0 <= r["tpl_ks"] < 1 and 0 <= r["expon_ks"] < 1 and r["expon_lambda"] > 0
-    assert math.isclose(r["tpl_log_alpha_norm"], math.log10(np.sum(lam ** r["tpl_alpha"])), rel_tol=1e-9)
+    assert math.isclose(
+        r["tpl_log_alpha_norm"], math.log10(np.sum(lam ** r["tpl_alpha"])), rel_tol=1e-9
+    )
     assert math.isclose(r["tpl_alpha_norm"], np.sum(lam ** r["tpl_alpha"]), rel_tol=1e-9)
     assert math.isclose(r["tpl_scale"], lam[-1] * r["tpl_lambda"])
     assert math.isclose(r["expon_scale"], lam[-1] * r["expon_lambda"])
@@ -342,9 +431,25 @@ def test_tpl_and_expon_derived_fields():
 def test_randomized_weights_seeded_and_distribution_preserving():
     rng = np.random.default_rng(10)
     w = rng.standard_normal((60, 40)) @ np.diag(np.linspace(0.1, 5, 40))
-    r1 = run_fields({"w": w}, ["weights_rand", "kernel_rand_svals", "esd_rand", "esd_rand_max", "esd_rand_min", "w1_rand_distance",
-                               "js_rand_distance", "rand_soft_rank", "rand_max_dist", "esd", "esd_max",
-                               "max_weights_rand_sval", "min_weights_rand_sval", "weights_rand_svals"])["w"]
+    r1 = run_fields(
+        {"w": w},
+        [
+            "weights_rand",
+            "kernel_rand_svals",
+            "esd_rand",
+            "esd_rand_max",
+            "esd_rand_min",
+            "w1_rand_distance",
+            "js_rand_distance",
+            "rand_soft_rank",
+            "rand_max_dist",
+            "esd",
+            "esd_max",
+            "max_weights_rand_sval",
+            "min_weights_rand_sval",
+            "weights_rand_svals",
+        ],
+    )["w"]
     r2 = run_fields({"w": w}, ["weights_rand"])["w"]
     r3 = run_fields({"w": w}, ["weights_rand"], seed=1)["w"]
     np.testing.assert_array_equal(r1["weights_rand"], r2["weights_rand"])
@@ -358,7 +463,9 @@ def test_randomized_weights_seeded_and_distribution_preserving():
     assert r1["esd_rand_max"] == r1["esd_rand"][-1] and r1["esd_rand_min"] == r1["esd_rand"][0]
     assert math.isclose(r1["max_weights_rand_sval"], s[0], rel_tol=1e-5)
     assert math.isclose(r1["min_weights_rand_sval"], s[-1], rel_tol=1e-5)
-    assert math.isclose(r1["w1_rand_distance"], stats.wasserstein_distance(r1["esd"], r1["esd_rand"]))
+    assert math.isclose(
+        r1["w1_rand_distance"], stats.wasserstein_distance(r1["esd"], r1["esd_rand"])
+    )
     assert math.isclose(r1["rand_soft_rank"], r1["esd_rand_max"] / r1["esd_max"])
     assert math.isclose(r1["rand_max_dist"], r1["esd_max"] - r1["esd_rand_max"])
     # WW's jensen_shannon_distance formula
@@ -371,13 +478,18 @@ def test_randomized_weights_seeded_and_distribution_preserving():
 def test_singular_vectors():
     rng = np.random.default_rng(11)
     w = rng.standard_normal((30, 12))
-    r = run_fields({"w": w, "c": rng.standard_normal((5, 4, 3, 3))},
-                   ["weights_lsvs", "weights_rsvs", "weights_svals", "weights_rand_lsvs", "weights_rand_rsvs"],
-                   precision="float64")
+    r = run_fields(
+        {"w": w, "c": rng.standard_normal((5, 4, 3, 3))},
+        ["weights_lsvs", "weights_rsvs", "weights_svals", "weights_rand_lsvs", "weights_rand_rsvs"],
+        precision="float64",
+    )
     u, v, s = r["w"]["weights_lsvs"], r["w"]["weights_rsvs"], r["w"]["weights_svals"]
     np.testing.assert_allclose((u * s) @ v.T, w, atol=1e-10)
     assert r["c"]["weights_lsvs"].shape == (9, 5, 4) and r["c"]["weights_rsvs"].shape == (9, 4, 4)
-    assert r["w"]["weights_rand_lsvs"].shape == (30, 12) and r["w"]["weights_rand_rsvs"].shape == (12, 12)
+    assert r["w"]["weights_rand_lsvs"].shape == (30, 12) and r["w"]["weights_rand_rsvs"].shape == (
+        12,
+        12,
+    )
     with pytest.raises(ValueError, match="svd_device"):
         field(w, "weights_lsvs", svd_device="tpu")
 
@@ -386,6 +498,14 @@ def test_transient_outputs_declared():
     from diffract._kernel import default_registry
 
     reg = default_registry()
-    for f in ["weights_lsvs", "weights_rsvs", "weights_rand", "weights_rand_lsvs", "weights_rand_rsvs",
-              "kernel_svals", "l_overlap", "r_overlap"]:
+    for f in [
+        "weights_lsvs",
+        "weights_rsvs",
+        "weights_rand",
+        "weights_rand_lsvs",
+        "weights_rand_rsvs",
+        "kernel_svals",
+        "l_overlap",
+        "r_overlap",
+    ]:
         assert f in reg.producer(f).transient, f

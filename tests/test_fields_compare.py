@@ -13,37 +13,77 @@ from _fieldrun import run_fields, run_models
 
 def _models(seed=0):
     rng = np.random.default_rng(seed)
-    base = {"a": rng.standard_normal((30, 12)), "c": rng.standard_normal((6, 4, 3, 3)), "b": rng.standard_normal(7)}
+    base = {
+        "a": rng.standard_normal((30, 12)),
+        "c": rng.standard_normal((6, 4, 3, 3)),
+        "b": rng.standard_normal(7),
+    }
     tuned = {k: v + 0.05 * rng.standard_normal(v.shape) for k, v in base.items()}
     return base, tuned
 
 
 def test_checkpoint_comparison_fields():
     base, tuned = _models()
-    per, _ = run_models({"base": base, "tuned": tuned},
-                        ["delta_frob_norm", "relative_change", "weights_cosine", "pl_alpha_drift",
-                         "spectral_norm_drift", "esd_w1_drift", "pl_alpha", "spectral_norm", "esd"],
-                        reference="base", precision="float64")
+    per, _ = run_models(
+        {"base": base, "tuned": tuned},
+        [
+            "delta_frob_norm",
+            "relative_change",
+            "weights_cosine",
+            "pl_alpha_drift",
+            "spectral_norm_drift",
+            "esd_w1_drift",
+            "pl_alpha",
+            "spectral_norm",
+            "esd",
+        ],
+        reference="base",
+        precision="float64",
+    )
     t, b = per["tuned"]["a"], per["base"]["a"]
     d = tuned["a"] - base["a"]
     assert math.isclose(t["delta_frob_norm"], np.linalg.norm(d), rel_tol=1e-12)
-    assert math.isclose(t["relative_change"], np.linalg.norm(d) / np.linalg.norm(base["a"]), rel_tol=1e-12)
+    assert math.isclose(
+        t["relative_change"], np.linalg.norm(d) / np.linalg.norm(base["a"]), rel_tol=1e-12
+    )
     cos = np.sum(tuned["a"] * base["a"]) / (np.linalg.norm(tuned["a"]) * np.linalg.norm(base["a"]))
     assert math.isclose(t["weights_cosine"], cos, rel_tol=1e-12)
-    assert math.isclose(t["pl_alpha_drift"], t["pl_alpha"] - b["pl_alpha"], rel_tol=1e-12, abs_tol=1e-15)
-    assert math.isclose(t["spectral_norm_drift"], t["spectral_norm"] / b["spectral_norm"] - 1, rel_tol=1e-12)
-    assert math.isclose(t["esd_w1_drift"], stats.wasserstein_distance(t["esd"], b["esd"]), rel_tol=1e-12)
+    assert math.isclose(
+        t["pl_alpha_drift"], t["pl_alpha"] - b["pl_alpha"], rel_tol=1e-12, abs_tol=1e-15
+    )
+    assert math.isclose(
+        t["spectral_norm_drift"], t["spectral_norm"] / b["spectral_norm"] - 1, rel_tol=1e-12
+    )
+    assert math.isclose(
+        t["esd_w1_drift"], stats.wasserstein_distance(t["esd"], b["esd"]), rel_tol=1e-12
+    )
     # 1-D slices have weight deltas too
-    assert math.isclose(per["tuned"]["b"]["delta_frob_norm"], np.linalg.norm(tuned["b"] - base["b"]))
+    assert math.isclose(
+        per["tuned"]["b"]["delta_frob_norm"], np.linalg.norm(tuned["b"] - base["b"])
+    )
     # against itself
-    assert per["base"]["a"]["delta_frob_norm"] == 0.0 and math.isclose(per["base"]["a"]["weights_cosine"], 1.0)
+    assert per["base"]["a"]["delta_frob_norm"] == 0.0 and math.isclose(
+        per["base"]["a"]["weights_cosine"], 1.0
+    )
 
 
 def test_singular_vector_overlaps():
     base, tuned = _models(1)
-    fields = ["l_overlap", "r_overlap", "l_agreement", "r_agreement", "max_l_agreement", "max_r_agreement",
-              "avg_l_agreement", "avg_r_agreement", "avg_max_l_agreement", "avg_max_r_agreement"]
-    per, _ = run_models({"base": base, "tuned": tuned}, fields, reference="base", precision="float64")
+    fields = [
+        "l_overlap",
+        "r_overlap",
+        "l_agreement",
+        "r_agreement",
+        "max_l_agreement",
+        "max_r_agreement",
+        "avg_l_agreement",
+        "avg_r_agreement",
+        "avg_max_l_agreement",
+        "avg_max_r_agreement",
+    ]
+    per, _ = run_models(
+        {"base": base, "tuned": tuned}, fields, reference="base", precision="float64"
+    )
     t = per["tuned"]["a"]
     ub = np.linalg.svd(base["a"], full_matrices=False)[0]
     ut = np.linalg.svd(tuned["a"], full_matrices=False)[0]
@@ -74,25 +114,51 @@ def test_shape_mismatch_fails_with_reason():
 
 def test_model_level_aggregates():
     base, _ = _models(2)
-    fields = ["log_norm", "log_spectral_norm", "log_prod_frob_norm", "log_prod_spectral_norm", "param_norm",
-              "model_pl_alpha_norm", "model_tpl_alpha_norm", "model_pl_alpha", "model_pl_alpha_weighted",
-              "model_stable_rank", "model_mp_soft_rank", "frob_norm", "spectral_norm", "pl_alpha",
-              "pl_log_alpha_norm", "tpl_log_alpha_norm", "pl_alpha_weighted", "stable_rank", "mp_soft_rank",
-              "weights_l2_norm"]
+    fields = [
+        "log_norm",
+        "log_spectral_norm",
+        "log_prod_frob_norm",
+        "log_prod_spectral_norm",
+        "param_norm",
+        "model_pl_alpha_norm",
+        "model_tpl_alpha_norm",
+        "model_pl_alpha",
+        "model_pl_alpha_weighted",
+        "model_stable_rank",
+        "model_mp_soft_rank",
+        "frob_norm",
+        "spectral_norm",
+        "pl_alpha",
+        "pl_log_alpha_norm",
+        "tpl_log_alpha_norm",
+        "pl_alpha_weighted",
+        "stable_rank",
+        "mp_soft_rank",
+        "weights_l2_norm",
+    ]
     r = run_fields(base, fields, precision="float64")
     mats = ["a", "c"]
     agg = r[None]
     fn = [r[k]["frob_norm"] for k in mats]
     sn = [r[k]["spectral_norm"] for k in mats]
     assert math.isclose(agg["log_norm"], np.mean([2 * math.log10(x) for x in fn]), rel_tol=1e-12)
-    assert math.isclose(agg["log_spectral_norm"], np.mean([2 * math.log10(x) for x in sn]), rel_tol=1e-12)
+    assert math.isclose(
+        agg["log_spectral_norm"], np.mean([2 * math.log10(x) for x in sn]), rel_tol=1e-12
+    )
     assert math.isclose(agg["log_prod_frob_norm"], sum(math.log10(x) for x in fn), rel_tol=1e-12)
-    assert math.isclose(agg["log_prod_spectral_norm"], sum(math.log10(x) for x in sn), rel_tol=1e-12)
+    assert math.isclose(
+        agg["log_prod_spectral_norm"], sum(math.log10(x) for x in sn), rel_tol=1e-12
+    )
     allw = np.concatenate([v.ravel() for v in base.values()])
     assert math.isclose(agg["param_norm"], np.linalg.norm(allw), rel_tol=1e-12)
-    for m, f in [("model_pl_alpha_norm", "pl_log_alpha_norm"), ("model_tpl_alpha_norm", "tpl_log_alpha_norm"),
-                 ("model_pl_alpha", "pl_alpha"), ("model_pl_alpha_weighted", "pl_alpha_weighted"),
-                 ("model_stable_rank", "stable_rank"), ("model_mp_soft_rank", "mp_soft_rank")]:
+    for m, f in [
+        ("model_pl_alpha_norm", "pl_log_alpha_norm"),
+        ("model_tpl_alpha_norm", "tpl_log_alpha_norm"),
+        ("model_pl_alpha", "pl_alpha"),
+        ("model_pl_alpha_weighted", "pl_alpha_weighted"),
+        ("model_stable_rank", "stable_rank"),
+        ("model_mp_soft_rank", "mp_soft_rank"),
+    ]:
         assert math.isclose(agg[m], np.mean([r[k][f] for k in mats]), rel_tol=1e-12), m
 
 

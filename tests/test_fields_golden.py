@@ -29,17 +29,34 @@ from _fieldrun import run_fields
 GOLDEN = Path(__file__).parent / "golden"
 
 FLOAT_MAP = {
-    "alpha": "pl_alpha", "xmin": "pl_esd_xmin", "xmax": "pl_esd_xmax", "D": "pl_ks",
-    "sigma": "pl_alpha_sigma", "lambda_max": "esd_max", "spectral_norm": "esd_max",
-    "norm": "esd_norm", "log_norm": "esd_log_norm", "log_spectral_norm": "esd_log_max",
-    "alpha_weighted": "pl_alpha_weighted", "log_alpha_norm": "pl_log_alpha_norm",
-    "stable_rank": "stable_rank", "entropy": "matrix_entropy", "Q": "aspect_ratio",
-    "sv_max": "max_weights_sval", "sv_min": "max_kernel_min_sval",
+    "alpha": "pl_alpha",
+    "xmin": "pl_esd_xmin",
+    "xmax": "pl_esd_xmax",
+    "D": "pl_ks",
+    "sigma": "pl_alpha_sigma",
+    "lambda_max": "esd_max",
+    "spectral_norm": "esd_max",
+    "norm": "esd_norm",
+    "log_norm": "esd_log_norm",
+    "log_spectral_norm": "esd_log_max",
+    "alpha_weighted": "pl_alpha_weighted",
+    "log_alpha_norm": "pl_log_alpha_norm",
+    "stable_rank": "stable_rank",
+    "entropy": "matrix_entropy",
+    "Q": "aspect_ratio",
+    "sv_max": "max_weights_sval",
+    "sv_min": "max_kernel_min_sval",
 }
 EXACT_MAP = {
-    "num_pl_spikes": "pl_num_spikes", "rank_loss": "rank_loss", "weak_rank_loss": "weak_rank_loss",
-    "matrix_rank": "hard_rank", "num_evals": "num_evals", "N": "greater_dim", "M": "lower_dim",
-    "rf": "receptive_field", "warning": "pl_warning",
+    "num_pl_spikes": "pl_num_spikes",
+    "rank_loss": "rank_loss",
+    "weak_rank_loss": "weak_rank_loss",
+    "matrix_rank": "hard_rank",
+    "num_evals": "num_evals",
+    "N": "greater_dim",
+    "M": "lower_dim",
+    "rf": "receptive_field",
+    "warning": "pl_warning",
 }
 #: columns that scale with the eigenvalues (multiply ours by esd_ww_ratio at esd_scale="N")
 EIG_SCALED = {"xmin", "xmax", "lambda_max", "spectral_norm", "norm"}
@@ -47,7 +64,9 @@ EIG_SCALED = {"xmin", "xmax", "lambda_max", "spectral_norm", "norm"}
 #: number of positions (2x2 kernel) it reports them swapped; ours are max/min.
 WW_NM_SWAP_QUIRK = {("convnet", "4.weight"): {"N", "M", "Q"}}
 
-FIELDS = sorted(set(FLOAT_MAP.values()) | set(EXACT_MAP.values()) | {"esd_ww_ratio", "spectrum_path"})
+FIELDS = sorted(
+    set(FLOAT_MAP.values()) | set(EXACT_MAP.values()) | {"esd_ww_ratio", "spectrum_path"}
+)
 
 
 def _load(which):
@@ -90,7 +109,9 @@ def _compare(which, precision, esd_scale, rtol):
                 elif col in ("alpha_weighted", "log_alpha_norm"):
                     continue  # scale-dependent: checked at esd_scale="ww"
             if not math.isclose(v, want, rel_tol=rtol, abs_tol=1e-12):
-                failures.append(f"{name} {col}: WW {want!r} ours {v!r} rel {abs(v - want) / abs(want):.2e}")
+                failures.append(
+                    f"{name} {col}: WW {want!r} ours {v!r} rel {abs(v - want) / abs(want):.2e}"
+                )
     assert not failures, "\n".join(failures)
     return res
 
@@ -131,19 +152,28 @@ def test_powerlaw_package_at_ww_xmin():
     gold = json.loads((GOLDEN / "powerlaw_minilm.json").read_text())
     _, weights = _load("minilm")
     key = "encoder.layer.0.attention.self.query.weight"
-    res = run_fields({key: weights[key]}, ["pl_alpha", "pl_alpha_sigma", "pl_esd_xmin"],
-                     esd_scale="ww", precision="float64")[key]
+    res = run_fields(
+        {key: weights[key]},
+        ["pl_alpha", "pl_alpha_sigma", "pl_esd_xmin"],
+        esd_scale="ww",
+        precision="float64",
+    )[key]
     assert math.isclose(res["pl_esd_xmin"], gold[key]["xmin"], rel_tol=1e-9)
     assert math.isclose(res["pl_alpha"], gold[key]["alpha"], rel_tol=1e-6)
     assert math.isclose(res["pl_alpha_sigma"], gold[key]["sigma"], rel_tol=1e-6)
     from diffract.kernels.fits import _tpl_negloglik
 
     for key, row in gold.items():
-        res = run_fields({key: weights[key]}, ["esd", "tpl_alpha", "tpl_lambda", "tpl_esd_xmin"],
-                         esd_scale="ww", precision="float64")[key]
+        res = run_fields(
+            {key: weights[key]},
+            ["esd", "tpl_alpha", "tpl_lambda", "tpl_esd_xmin"],
+            esd_scale="ww",
+            precision="float64",
+        )[key]
         lam, xmin = res["esd"], row["xmin"]
         assert math.isclose(res["tpl_esd_xmin"], xmin, rel_tol=1e-9)
         tail = lam[lam >= xmin]
+
         # exponential: our closed-form MLE is at least as likely as powerlaw's numeric optimum
         def exp_ll(rate, tail=tail, xmin=xmin):
             return tail.size * math.log(rate) - rate * float(np.sum(tail - xmin))
@@ -152,7 +182,11 @@ def test_powerlaw_package_at_ww_xmin():
         assert exp_ll(ours) >= exp_ll(row["expon_lambda"]) - 1e-9, key
         # truncated power law: our optimum is at least as likely as powerlaw's
         y = tail / xmin
+
         def nll(a, lam_, y=y, xmin=xmin):
             return _tpl_negloglik((a, math.log(lam_ * xmin)), np.log(y), y, y.size)
 
-        assert nll(res["tpl_alpha"], res["tpl_lambda"]) <= nll(row["tpl_alpha"], row["tpl_lambda"]) + 1e-6, key
+        assert (
+            nll(res["tpl_alpha"], res["tpl_lambda"])
+            <= nll(row["tpl_alpha"], row["tpl_lambda"]) + 1e-6
+        ), key

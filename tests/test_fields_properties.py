@@ -11,9 +11,24 @@ from hypothesis import strategies as st
 
 from _fieldrun import run_fields
 
-INVARIANT = ["weights_svals", "frob_norm", "spectral_norm", "nuclear_norm", "stable_rank", "hard_rank",
-             "effective_rank", "matrix_entropy", "pl_alpha", "pl_ks", "pl_num_spikes", "esd",
-             "greater_dim", "lower_dim", "weights_std", "mp_esd_max"]
+INVARIANT = [
+    "weights_svals",
+    "frob_norm",
+    "spectral_norm",
+    "nuclear_norm",
+    "stable_rank",
+    "hard_rank",
+    "effective_rank",
+    "matrix_entropy",
+    "pl_alpha",
+    "pl_ks",
+    "pl_num_spikes",
+    "esd",
+    "greater_dim",
+    "lower_dim",
+    "weights_std",
+    "mp_esd_max",
+]
 SET = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -65,9 +80,22 @@ def test_orthogonal_rotation_invariance(w, seed):
 @SET
 @given(matrices(), st.floats(0.05, 20.0))
 def test_scaling_laws(w, c):
-    fields = ["frob_norm", "spectral_norm", "nuclear_norm", "esd", "pl_esd_xmin", "stable_rank", "pl_alpha",
-              "pl_ks", "hard_rank", "matrix_entropy", "effective_rank", "pl_alpha_weighted", "layer_log_norm",
-              "pl_log_alpha_norm"]
+    fields = [
+        "frob_norm",
+        "spectral_norm",
+        "nuclear_norm",
+        "esd",
+        "pl_esd_xmin",
+        "stable_rank",
+        "pl_alpha",
+        "pl_ks",
+        "hard_rank",
+        "matrix_entropy",
+        "effective_rank",
+        "pl_alpha_weighted",
+        "layer_log_norm",
+        "pl_log_alpha_norm",
+    ]
     # fit_evals_thresh is an absolute cut (WeightWatcher's EVALS_THRESH) and so not scale-free
     a = run_fields({"w": w}, fields, precision="float64", fit_evals_thresh=0.0)["w"]
     b = run_fields({"w": c * w}, fields, precision="float64", fit_evals_thresh=0.0)["w"]
@@ -79,11 +107,21 @@ def test_scaling_laws(w, c):
     assert b["hard_rank"] == a["hard_rank"]
     assert math.isclose(b["pl_esd_xmin"], c * c * a["pl_esd_xmin"], rel_tol=1e-7)
     # alpha * log10(lambda_max) shifts by alpha * log10(c^2)
-    assert math.isclose(b["pl_alpha_weighted"], a["pl_alpha_weighted"] + a["pl_alpha"] * math.log10(c * c),
-                        rel_tol=1e-6, abs_tol=1e-8)
-    assert math.isclose(b["layer_log_norm"], a["layer_log_norm"] + 2 * math.log10(c), rel_tol=1e-9, abs_tol=1e-9)
-    assert math.isclose(b["pl_log_alpha_norm"], a["pl_log_alpha_norm"] + a["pl_alpha"] * math.log10(c * c),
-                        rel_tol=1e-6, abs_tol=1e-8)
+    assert math.isclose(
+        b["pl_alpha_weighted"],
+        a["pl_alpha_weighted"] + a["pl_alpha"] * math.log10(c * c),
+        rel_tol=1e-6,
+        abs_tol=1e-8,
+    )
+    assert math.isclose(
+        b["layer_log_norm"], a["layer_log_norm"] + 2 * math.log10(c), rel_tol=1e-9, abs_tol=1e-9
+    )
+    assert math.isclose(
+        b["pl_log_alpha_norm"],
+        a["pl_log_alpha_norm"] + a["pl_alpha"] * math.log10(c * c),
+        rel_tol=1e-6,
+        abs_tol=1e-8,
+    )
 
 
 @SET
@@ -99,11 +137,15 @@ def test_float32_path_close_to_float64(w):
 
 
 @SET
-@given(st.integers(2, 6), st.integers(2, 6), st.integers(1, 3), st.integers(1, 3), st.integers(0, 99))
+@given(
+    st.integers(2, 6), st.integers(2, 6), st.integers(1, 3), st.integers(1, 3), st.integers(0, 99)
+)
 def test_conv_pools_kernel_positions(o, i, kh, kw, seed):
     w = np.random.default_rng(seed).standard_normal((o, i, kh, kw))
     r = run_fields({"c": w}, ["weights_svals", "num_evals", "frob_norm"], precision="float64")["c"]
-    want = np.concatenate([np.linalg.svd(w[:, :, a, b], compute_uv=False) for a in range(kh) for b in range(kw)])
+    want = np.concatenate(
+        [np.linalg.svd(w[:, :, a, b], compute_uv=False) for a in range(kh) for b in range(kw)]
+    )
     np.testing.assert_allclose(r["weights_svals"], np.sort(want)[::-1], rtol=1e-7, atol=1e-12)
     assert r["num_evals"] == min(o, i) * kh * kw == r["weights_svals"].size
     assert math.isclose(r["frob_norm"], float(np.linalg.norm(w)), rel_tol=1e-9)

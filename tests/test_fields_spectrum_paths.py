@@ -40,7 +40,9 @@ def test_float32_path_taken_and_exact_when_well_conditioned(shape):
     w = prescribed(s, max(shape), seed=3).astype(np.float32)
     if shape[0] < shape[1]:
         w = np.ascontiguousarray(w.T)
-    r = run_fields({"w": w}, ["weights_svals", "spectrum_path", "hard_rank", "min_weights_sval"])["w"]
+    r = run_fields({"w": w}, ["weights_svals", "spectrum_path", "hard_rank", "min_weights_sval"])[
+        "w"
+    ]
     assert r["spectrum_path"] == "float32"
     want = np.linalg.svd(w.astype(np.float64), compute_uv=False)
     np.testing.assert_allclose(r["weights_svals"], want, rtol=1e-5)
@@ -65,7 +67,9 @@ def test_tall_matrix_gets_float64_gram_once(monkeypatch):
     calls = _count_eigh(monkeypatch)
     svals, path = _linalg.matrix_svals(w, "float32")
     assert path == "float64" and calls == [np.dtype(np.float64)]
-    np.testing.assert_allclose(svals, np.linalg.svd(w.astype(np.float64), compute_uv=False), rtol=1e-9)
+    np.testing.assert_allclose(
+        svals, np.linalg.svd(w.astype(np.float64), compute_uv=False), rtol=1e-9
+    )
 
 
 def test_rank_type_fields_recheck_rank_deficient():

@@ -10,9 +10,19 @@ from scipy import stats
 
 from _fieldrun import run_fields
 
-FIELDS = ["weights_mean", "weights_std", "weights_skew", "weights_kurtosis", "weights_sparsity",
-          "weights_outlier_fraction", "weights_max_abs", "weights_min", "weights_max", "weights_l2_norm",
-          "num_params"]
+FIELDS = [
+    "weights_mean",
+    "weights_std",
+    "weights_skew",
+    "weights_kurtosis",
+    "weights_sparsity",
+    "weights_outlier_fraction",
+    "weights_max_abs",
+    "weights_min",
+    "weights_max",
+    "weights_l2_norm",
+    "num_params",
+]
 
 
 def test_statistics_match_scipy():
@@ -27,7 +37,11 @@ def test_statistics_match_scipy():
     assert math.isclose(r["weights_kurtosis"], stats.kurtosis(x), rel_tol=1e-9)
     assert math.isclose(r["weights_sparsity"], np.mean(x == 0))
     assert math.isclose(r["weights_outlier_fraction"], np.mean(np.abs(x - x.mean()) > 3 * x.std()))
-    assert r["weights_max_abs"] == np.abs(x).max() and r["weights_min"] == x.min() and r["weights_max"] == x.max()
+    assert (
+        r["weights_max_abs"] == np.abs(x).max()
+        and r["weights_min"] == x.min()
+        and r["weights_max"] == x.max()
+    )
     assert math.isclose(r["weights_l2_norm"], np.linalg.norm(x), rel_tol=1e-12)
     assert r["num_params"] == 2000
 
@@ -41,15 +55,24 @@ def test_statistics_options_and_gaussian_values():
 
 
 def test_constant_slice():
-    r = run_fields({"c": np.full((4, 4), 2.0)}, ["weights_skew", "weights_kurtosis", "weights_outlier_fraction"])["c"]
-    assert isinstance(r["weights_skew"], ValueError) and isinstance(r["weights_kurtosis"], ValueError)
+    r = run_fields(
+        {"c": np.full((4, 4), 2.0)},
+        ["weights_skew", "weights_kurtosis", "weights_outlier_fraction"],
+    )["c"]
+    assert isinstance(r["weights_skew"], ValueError) and isinstance(
+        r["weights_kurtosis"], ValueError
+    )
     assert r["weights_outlier_fraction"] == 0.0
 
 
-@pytest.mark.parametrize("shape,dims", [((7, 3), (7, 3, 1)), ((3, 7), (7, 3, 1)), ((5, 8, 3, 3), (8, 5, 9)),
-                                        ((8, 5, 4), (8, 5, 4))])
+@pytest.mark.parametrize(
+    "shape,dims",
+    [((7, 3), (7, 3, 1)), ((3, 7), (7, 3, 1)), ((5, 8, 3, 3), (8, 5, 9)), ((8, 5, 4), (8, 5, 4))],
+)
 def test_shape_fields(shape, dims):
-    r = run_fields({"w": np.ones(shape)}, ["greater_dim", "lower_dim", "receptive_field", "aspect_ratio",
-                                            "num_evals"])["w"]
+    r = run_fields(
+        {"w": np.ones(shape)},
+        ["greater_dim", "lower_dim", "receptive_field", "aspect_ratio", "num_evals"],
+    )["w"]
     assert (r["greater_dim"], r["lower_dim"], r["receptive_field"]) == dims
     assert r["aspect_ratio"] == dims[0] / dims[1] and r["num_evals"] == dims[1] * dims[2]

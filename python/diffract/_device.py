@@ -55,10 +55,14 @@ def resolve_device(device: str | None) -> str:
             return accel[0]
         if device == "auto":
             return CPU
-        raise ConfigError(f"device={device!r}: no GPU is visible to PyTorch or JAX on this machine; use device='cpu'")
+        raise ConfigError(
+            f"device={device!r}: no GPU is visible to PyTorch or JAX on this machine; use device='cpu'"
+        )
     lib, _, where = device.partition(":")
     if lib not in ("torch", "jax") or not where:
-        raise ConfigError(f"unknown device {device!r}: use 'cpu', 'auto', 'cuda', 'torch:<device>' or 'jax:<backend>'")
+        raise ConfigError(
+            f"unknown device {device!r}: use 'cpu', 'auto', 'cuda', 'torch:<device>' or 'jax:<backend>'"
+        )
     if importlib.util.find_spec(lib) is None:
         raise ConfigError(f"device={device!r} needs {lib} installed")
     return device

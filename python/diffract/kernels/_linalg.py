@@ -35,7 +35,9 @@ def kernel_matrices(weights: np.ndarray) -> np.ndarray:
     """
     w = np.asarray(weights)
     if w.ndim < 2:
-        raise ValueError(f"a spectral field needs a slice with at least 2 dims, got shape {w.shape}")
+        raise ValueError(
+            f"a spectral field needs a slice with at least 2 dims, got shape {w.shape}"
+        )
     if w.ndim == 2:
         return w[None]
     out, inn = w.shape[:2]
@@ -123,8 +125,9 @@ def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
     return info == 0
 
 
-def _ritz_bounds(t: np.ndarray, g: np.ndarray | None, steps: int = 8,
-                 stop_ratio: float = math.inf) -> tuple[float, float]:
+def _ritz_bounds(
+    t: np.ndarray, g: np.ndarray | None, steps: int = 8, stop_ratio: float = math.inf
+) -> tuple[float, float]:
     """``(theta_min, theta_max)``: extreme Ritz values of ``G = T^T T`` after at most
     ``steps`` Lanczos steps (full reorthogonalization) from a fixed pseudo-random start,
     through the Gram matrix when given, else through T (2 N M flops per step); stops early
@@ -185,7 +188,11 @@ def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
         return None
     margin = 1.0 + 1e-3  # for the Ritz values' rounding
     theta_min, theta_max = _ritz_bounds(t, g64, stop_ratio=margin * kappa)
-    if not (theta_max > 0.0) or not np.isfinite(theta_max) or theta_max > margin * kappa * theta_min:
+    if (
+        not (theta_max > 0.0)
+        or not np.isfinite(theta_max)
+        or theta_max > margin * kappa * theta_min
+    ):
         return None
     if g64 is not None:
         g = g64.astype(np.float32)
@@ -207,7 +214,9 @@ def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
     return None
 
 
-def matrix_svals(a: np.ndarray, precision: str = "float32", recheck_rtol: float = 1e-5) -> tuple[np.ndarray, str]:
+def matrix_svals(
+    a: np.ndarray, precision: str = "float32", recheck_rtol: float = 1e-5
+) -> tuple[np.ndarray, str]:
     """Singular values (descending, float64) of one matrix, and the path that produced them.
 
     * ``precision="float32"``: Gram product and symmetric eigensolver (``syevd``) in float32,
@@ -294,7 +303,10 @@ def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover
         return [safe(x) for x in items]
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as ex:
+    with (
+        threadpool_limits(limits=1, user_api="blas"),
+        ThreadPoolExecutor(max_workers=threads) as ex,
+    ):
         return list(ex.map(safe, items))
 
 
@@ -369,7 +381,9 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     return {"xmins": x[:-1], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
 
 
-def ww_powerlaw_small(x: np.ndarray, k_min: int = 8) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+def ww_powerlaw_small(
+    x: np.ndarray, k_min: int = 8
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """WeightWatcher's small-sample rule (``fit_powerlaw_smallN``, used when fewer than 20
     eigenvalues are fitted): bias-corrected ``alpha = 1 + (m-1)/sum ln(x_j/x_i)``, tails of at
     least ``k_min`` points, xmin minimizing ``D - 0.868/sqrt(m)``."""

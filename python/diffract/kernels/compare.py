@@ -15,7 +15,9 @@ from .._kernel import define
 def _same_shape(a, b, what):
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
-        raise ValueError(f"{what}: shapes differ between the model ({a.shape}) and the reference ({b.shape})")
+        raise ValueError(
+            f"{what}: shapes differ between the model ({a.shape}) and the reference ({b.shape})"
+        )
     return a, b
 
 

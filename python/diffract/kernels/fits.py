@@ -88,7 +88,7 @@ def power_law_fit(esd, esd_ww_ratio, fit_method="ww", fit_evals_thresh=1e-5):
 
 @define(outputs="pl_warning", family="powerlaw")
 def pl_warning(pl_alpha, over_trained_alpha=2.0, under_trained_alpha=6.0):
-    """"over-trained" if alpha < over_trained_alpha, "under-trained" if alpha >
+    """ "over-trained" if alpha < over_trained_alpha, "under-trained" if alpha >
     under_trained_alpha, else "" (WeightWatcher ``warning``, thresholds 2 and 6)."""
     if pl_alpha < over_trained_alpha:
         return "over-trained"
@@ -165,8 +165,9 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 def _tpl_tail_integral(alpha, mu, t0):
     """int_{t0}^inf t^-alpha e^(-mu t) dt (t0 >= 1, mu > 0)."""
     # full_output: report convergence trouble in the return value instead of a warning
-    out = integrate.quad(lambda t: t ** (-alpha) * math.exp(-mu * t), t0, np.inf, limit=200,
-                         full_output=1)
+    out = integrate.quad(
+        lambda t: t ** (-alpha) * math.exp(-mu * t), t0, np.inf, limit=200, full_output=1
+    )
     return out[0]
 
 
@@ -214,7 +215,10 @@ def truncated_power_law_fit(esd, pl_esd_xmin):
     best = None
     for start in ((min(a0, 20.0), math.log(mu0)), (1.5, math.log(1.0 / float(y.mean())))):
         res = optimize.minimize(
-            _tpl_negloglik, np.array(start), args=(logy, y, m), method="L-BFGS-B",
+            _tpl_negloglik,
+            np.array(start),
+            args=(logy, y, m),
+            method="L-BFGS-B",
             bounds=[(-10.0, 50.0), (-30.0, 10.0)],
         )
         if best is None or res.fun < best.fun:

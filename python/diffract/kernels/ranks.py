@@ -55,7 +55,9 @@ def matrix_entropy(esd, hard_rank):
     if total <= 0:
         raise ValueError("matrix entropy is undefined for an all-zero matrix")
     if hard_rank <= 1:
-        raise ValueError(f"matrix entropy needs rank >= 2 (normalizes by ln rank), rank is {hard_rank}")
+        raise ValueError(
+            f"matrix entropy needs rank >= 2 (normalizes by ln rank), rank is {hard_rank}"
+        )
     p = lam / total + ENTROPY_EPSILON
     return float(-np.sum(p * np.log(p)) / np.log(hard_rank + ENTROPY_EPSILON))
 
