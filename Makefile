@@ -56,7 +56,7 @@ analyze: install
 	$(VENV)/bin/diffract analyze
 
 # pytest runs last so that its summary line closes the output
-test: install system-deps test-js test-ui test-python
+test: install system-deps lint test-js test-ui test-python
 
 test-python:
 	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q
@@ -81,7 +81,7 @@ test-ui: install chromium
 docs: install
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
-lint: install
+lint: $(STAMP)
 	$(VENV)/bin/ruff check python tests benchmarks
 	$(VENV)/bin/ruff format --check python tests benchmarks
 
