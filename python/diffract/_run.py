@@ -191,11 +191,11 @@ def validate_options(
 
 
 def _call_kernel(
-    k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, Any]], opts: dict[str, Any], pool
+    k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, Any]], opts: dict[str, Any]
 ) -> tuple[list[dict[str, Any] | _Failed], int]:
-    """Call one kernel on the ready slices: per slice (optionally in a thread pool), or once
-    on lists when the kernel is vectorized (one call per slice again if that call raises,
-    to isolate the failing slice). Returns results and the number of slice calls."""
+    """Call one kernel on the ready slices: per slice, or once on lists when the kernel is
+    vectorized (one call per slice again if that call raises, to isolate the failing slice).
+    Returns results and the number of slice calls."""
 
     def one(s: SliceInfo) -> dict[str, Any] | _Failed:
         vals = values[s.uid]
@@ -233,8 +233,6 @@ def _call_kernel(
                 except Exception as exc:
                     res.append(_Failed(_short_error(exc)))
             return res, len(ready)
-    if pool is not None and len(ready) > 1:
-        return list(pool.map(one, ready)), len(ready)
     return [one(s) for s in ready], len(ready)
 
 
@@ -244,7 +242,6 @@ def run_kernels(
     plan_of: dict[str, set[str]],
     values: dict[str, dict[str, Any]],
     opts_of: dict[str, dict[str, Any]],
-    pool=None,
     on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
 ) -> dict[str, int]:
     """Run ``kernels`` (in dependency order) on the slices of a chunk whose plan names
@@ -273,7 +270,7 @@ def run_kernels(
             ready.append(s)
         if not ready:
             continue
-        results, n = _call_kernel(k, ready, values, opts_of[k.name], pool)
+        results, n = _call_kernel(k, ready, values, opts_of[k.name])
         calls[k.name] = calls.get(k.name, 0) + n
         for s, res in zip(ready, results, strict=True):
             vals = values[s.uid]
@@ -715,14 +712,14 @@ class Runner:
                 self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], s.name)
 
         if pool is None or len(chunk) < 2:
-            results = [run_kernels(chunk, kernels, plan_of, values, opts_of, None, on_kernel)]
+            results = [run_kernels(chunk, kernels, plan_of, values, opts_of, on_kernel)]
         else:  # workers: parts of the chunk side by side, vectorized kernels included
             parts = [p for p in _split(chunk, self.workers) if p]
             with _one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
                 results = list(
                     pool.map(
                         lambda part: run_kernels(
-                            part, kernels, plan_of, values, opts_of, None, on_kernel
+                            part, kernels, plan_of, values, opts_of, on_kernel
                         ),
                         parts,
                     )
