@@ -322,6 +322,7 @@ class Runner:
 
         self.executor = make_executor(executor)
         self._applicable_cache: dict[tuple[str, int], bool] = {}
+        self._closure_cache: dict[frozenset[str], list[Kernel]] = {}
 
     # --- helpers ---------------------------------------------------------------------------
     def _opts(self, k: Kernel) -> dict[str, Any]:
@@ -407,6 +408,13 @@ class Runner:
         return report
 
     # --- per-parameter level -------------------------------------------------------------
+    def _closure(self, wanted: frozenset[str]) -> list[Kernel]:
+        """``registry.closure(wanted)``, once per distinct set of fields in a run."""
+        hit = self._closure_cache.get(wanted)
+        if hit is None:
+            hit = self._closure_cache[wanted] = self.registry.closure(wanted)
+        return hit
+
     def _applicable(self, f: str, ndim: int) -> bool:
         """Whether ``f`` can exist on a slice of ``ndim`` dims (min_ndim of the whole chain)."""
         key = (f, ndim)
@@ -451,7 +459,7 @@ class Runner:
                 reused += 1
                 continue
             need(f)
-        order = [k for k in self.registry.closure(wanted) if k.name in to_run] if wanted else []
+        order = [k for k in self._closure(frozenset(wanted)) if k.name in to_run] if wanted else []
         return order, to_load, reused, skipped
 
     def _chunks(self, slices: list[SliceInfo], min_chunks: int = 1) -> list[list[SliceInfo]]:

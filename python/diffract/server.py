@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from ._widget_wire import ModelEntry, StoreEntry
 
+from .store._folder import STORE_MARKER
+from .store._sqlite import is_sqlite_file
+
 API_VERSION = 1
-STORE_MARKER = "diffract-store.json"
 #: SQLite stores are single files named like the profile's default (``.diffract.sqlite``)
 SQLITE_SUFFIX = ".diffract.sqlite"
 #: folder names never searched for stores
@@ -78,13 +80,7 @@ def _version() -> str:
 
 
 def _is_sqlite_store(path: Path) -> bool:
-    if not path.name.endswith(SQLITE_SUFFIX):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
+    return path.name.endswith(SQLITE_SUFFIX) and is_sqlite_file(path)
 
 
 def store_stamp(store: Path) -> dict[str, Any]:

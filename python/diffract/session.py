@@ -293,14 +293,13 @@ class Compute(_Namespace):
             executor=executor if executor is not None else session.executor,
         )
         scope = self._scope
+        selected = scope._slices()  # one read of the selection per apply
         try:
             report = runner.run(
                 fields,
-                scope._slices(),
+                selected,
                 scope_key=None if scope._chain.is_empty else scope._chain.key(),
-                model_slices={
-                    m: self._store.slices(m) for m in {s.model_id for s in scope._slices()}
-                },
+                model_slices={m: self._store.slices(m) for m in {s.model_id for s in selected}},
             )
         finally:
             if finish is not None:

@@ -115,9 +115,9 @@ def detect_backend(path: str | os.PathLike[str]) -> str:
     if not p.exists():
         raise StoreError(f"no diffract store at {p}")
     if p.is_file():
-        with open(p, "rb") as fh:
-            head = fh.read(16)
-        if head == b"SQLite format 3\x00":
+        from ._sqlite import is_sqlite_file
+
+        if is_sqlite_file(p):
             return "sqlite"
         raise StoreCorruptError(
             f"{p}: not a diffract store (a file that is not an SQLite database)"

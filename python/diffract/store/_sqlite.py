@@ -67,7 +67,7 @@ class RowRef:
         return f"{self.table}/{self.vid}"
 
 
-def _is_sqlite_file(path: Path) -> bool:
+def is_sqlite_file(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
             return fh.read(16) == b"SQLite format 3\x00"
@@ -107,7 +107,7 @@ class SQLiteStore(Store):
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a folder, not an SQLite store file")
         exists = path.exists() and path.stat().st_size > 0
-        if exists and not _is_sqlite_file(path):
+        if exists and not is_sqlite_file(path):
             raise StoreCorruptError(
                 f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store"
             )
