@@ -61,15 +61,21 @@ def test_ill_conditioned_skips_float32_eigensolver(monkeypatch):
     np.testing.assert_allclose(svals, want, rtol=1e-9)
 
 
-def test_tall_matrix_gets_float64_gram_once(monkeypatch):
+@pytest.mark.parametrize("shape", [(2000, 50), (300, 200), (200, 300)])
+def test_gram_product_made_once_whatever_the_path(monkeypatch, shape):
     rng = np.random.default_rng(0)
-    w = (rng.standard_normal((2000, 50)) * np.geomspace(1, 1e-3, 50)).astype(np.float32)
+    m = min(shape)
+    w = (rng.standard_normal(shape) * np.geomspace(1, 1e-3, shape[1])).astype(np.float32)
+    grams = []
+    orig = _linalg._gram
+    monkeypatch.setattr(_linalg, "_gram", lambda a: grams.append(a.dtype) or orig(a))
     calls = _count_eigh(monkeypatch)
     svals, path = _linalg.matrix_svals(w, "float32")
     assert path == "float64" and calls == [np.dtype(np.float64)]
-    np.testing.assert_allclose(
-        svals, np.linalg.svd(w.astype(np.float64), compute_uv=False), rtol=1e-9
-    )
+    assert grams == [np.dtype(np.float64)]
+    want = np.linalg.svd(w.astype(np.float64), compute_uv=False)
+    assert svals.shape == (m,)
+    np.testing.assert_allclose(svals, want, rtol=1e-9)
 
 
 def test_rank_type_fields_recheck_rank_deficient():
@@ -90,13 +96,18 @@ def test_no_float32_spectrum_for_large_matrices():
     assert _linalg.float32_max_condition(64, 1e-5) > 10.0
 
 
+@pytest.mark.parametrize("gram", ["float32 product", "float64 product rounded"])
 @pytest.mark.parametrize("m,n", [(64, 100), (256, 400), (384, 1536), (768, 1240)])
-def test_float32_error_model_bounds_measured_errors(m, n):
+def test_float32_error_model_bounds_measured_errors(m, n, gram):
+    """The bound holds for the float32 eigensolver on a float32 Gram product and on the
+    rounding of the float64 one (what the float32 path runs)."""
     rng = np.random.default_rng(m + n)
     a = (rng.standard_normal((n, m)) * 0.02).astype(np.float32)
-    l32 = sla.eigh(a.T @ a, eigvals_only=True, driver="evd").astype(np.float64)
     a64 = a.astype(np.float64)
-    l64 = sla.eigh(a64.T @ a64, eigvals_only=True, driver="evd")
+    g64 = a64.T @ a64
+    g32 = a.T @ a if gram == "float32 product" else g64.astype(np.float32)
+    l32 = sla.eigh(g32, eigvals_only=True, driver="evd").astype(np.float64)
+    l64 = sla.eigh(g64, eigvals_only=True, driver="evd")
     assert np.all(np.abs(l32 - l64) <= _linalg.float32_error_bound(l32, m))
 
 

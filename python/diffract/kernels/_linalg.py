@@ -60,9 +60,6 @@ def _check_precision(precision: str) -> str:
 #: calibrated float32 Gram + ``syevd`` eigenvalue error model (see :func:`float32_error_bound`)
 F32_ERR_A = 4.0
 F32_ERR_B = 1.0
-#: matrices with ``N >= TALL_RATIO * M`` get their Gram product in float64 first (the product
-#: dominates their cost; a float32 attempt that fails would waste it)
-TALL_RATIO = 8
 
 
 def _tall(a: np.ndarray) -> np.ndarray:
@@ -126,15 +123,15 @@ def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
 
 
 def _ritz_bounds(
-    t: np.ndarray, g: np.ndarray | None, steps: int = 8, stop_ratio: float = math.inf
+    g: np.ndarray, steps: int = 8, stop_ratio: float = math.inf
 ) -> tuple[float, float]:
-    """``(theta_min, theta_max)``: extreme Ritz values of ``G = T^T T`` after at most
-    ``steps`` Lanczos steps (full reorthogonalization) from a fixed pseudo-random start,
-    through the Gram matrix when given, else through T (2 N M flops per step); stops early
-    once ``theta_max > stop_ratio * theta_min``. By Cauchy interlacing ``lambda_min <=
-    theta_min`` and ``theta_max <= lambda_max`` (up to rounding, ~eps of the matvec's
-    precision), so ``theta_max / theta_min`` bounds the condition number from below."""
-    m = t.shape[1]
+    """``(theta_min, theta_max)``: extreme Ritz values of the Gram matrix ``g`` after at
+    most ``steps`` Lanczos steps (full reorthogonalization, M^2 flops each) from a fixed
+    pseudo-random start; stops early once ``theta_max > stop_ratio * theta_min``. By Cauchy
+    interlacing ``lambda_min <= theta_min`` and ``theta_max <= lambda_max`` (up to
+    rounding, ~eps64), so ``theta_max / theta_min`` bounds the condition number from
+    below."""
+    m = g.shape[0]
     k = min(steps, m)
     rng = np.random.default_rng(0x5EED)
     q = rng.standard_normal(m)
@@ -145,11 +142,7 @@ def _ritz_bounds(
     theta = (0.0, 0.0)
     for j in range(k):
         basis[j] = q
-        if g is not None:
-            w = g @ q
-        else:
-            y = t @ q.astype(t.dtype)
-            w = (t.T @ y).astype(np.float64)
+        w = g @ q
         alpha[j] = float(q @ w)
         used = j + 1
         if used == 1:
@@ -169,40 +162,38 @@ def _ritz_bounds(
     return theta
 
 
-def _float32_attempt(t: np.ndarray, rtol: float, g64: np.ndarray | None):
-    """Eigenvalues (ascending, float64) from the float32 path, or None when the float32 path
-    cannot reach ``rtol`` on every singular value.
+def _float32_attempt(g64: np.ndarray, rtol: float):
+    """Eigenvalues (ascending, float64) of the float64 Gram matrix ``g64`` from the float32
+    eigensolver run on its rounding, or None when that cannot reach ``rtol`` on every
+    singular value.
 
-    Cheap necessary conditions run before the float32 Gram product and eigensolver (all
-    use lambda_min <= min_j |a_j|^2 and Ritz values, which lie inside the spectrum): the
-    admissible condition number ``kappa`` for this M (:func:`float32_max_condition`) must be
-    >= 1, and ``lambda_max`` estimated from below over ``lambda_min`` estimated from above
-    (up to 8 Lanczos steps through the matrix, O(N M) each, stopping as soon as the ratio
-    exceeds ``kappa``; then also the Gram diagonal) must not exceed it; then ``G - (lambda_max_low / kappa) I`` must be
-    positive definite (one Cholesky factorization, ~1/4 of a tridiagonalization). A trained
-    matrix fails the second test at O(N M) cost, so the default path costs what the float64
-    path does."""
-    m = t.shape[1]
+    Cheap necessary conditions run before the float32 eigensolver (all use lambda_min <=
+    min_j G_jj and Ritz values, which lie inside the spectrum): the admissible condition
+    number ``kappa`` for this M (:func:`float32_max_condition`) must be >= 1; the condition
+    number estimated from below (first by the Gram diagonal's spread, then up to 8 Lanczos
+    steps through ``g64``, M^2 flops each, stopping as soon as the ratio exceeds ``kappa``)
+    must not exceed it; then ``G - (lambda_max_low / kappa) I`` must be positive definite (one Cholesky
+    factorization, ~1/4 of a tridiagonalization). A trained matrix fails the second test,
+    so the default path costs what the float64 path does plus ~1%."""
+    m = g64.shape[0]
     kappa = float32_max_condition(m, rtol)
     if kappa < 1.0:
         return None
     margin = 1.0 + 1e-3  # for the Ritz values' rounding
-    theta_min, theta_max = _ritz_bounds(t, g64, stop_ratio=margin * kappa)
+    d = np.diagonal(g64)
+    if not float(d.max()) <= margin * kappa * float(d.min()):  # free: O(M)
+        return None
+    theta_min, theta_max = _ritz_bounds(g64, stop_ratio=margin * kappa)
     if (
         not (theta_max > 0.0)
         or not np.isfinite(theta_max)
         or theta_max > margin * kappa * theta_min
     ):
         return None
-    if g64 is not None:
-        g = g64.astype(np.float32)
-    else:
-        x = np.asarray(t, dtype=np.float32)
-        g = x.T @ x
-    d = np.diagonal(g).astype(np.float64)
     lmax_low = max(float(d.max()), theta_max)
     if lmax_low > margin * kappa * min(float(d.min()), theta_min):
         return None
+    g = g64.astype(np.float32)
     if not _shift_cholesky_ok(g, lmax_low / kappa):
         return None
     lam = _eigvalsh(g).astype(np.float64)
@@ -219,14 +210,14 @@ def matrix_svals(
 ) -> tuple[np.ndarray, str]:
     """Singular values (descending, float64) of one matrix, and the path that produced them.
 
-    * ``precision="float32"``: Gram product and symmetric eigensolver (``syevd``) in float32,
-      accepted when the per-eigenvalue error bound of :func:`float32_error_bound` gives
-      every singular value a relative error <= ``recheck_rtol``; else the matrix is rechecked
-      on the float64 path. Cheap necessary conditions (condition number admissible for M,
-      Gram diagonal spread, one shifted Cholesky factorization) skip the float32 eigensolver
-      when it cannot pass, so a trained (ill-conditioned) matrix costs no more than the
-      float64 path. Matrices with ``N >= 8 M`` get their Gram product in float64 first (it
-      dominates their cost) and the float32 eigensolver then runs on its rounding.
+    * ``precision="float32"``: the Gram product in float64, then the symmetric eigensolver
+      (``syevd``) in float32 on its rounding, accepted when the per-eigenvalue error bound
+      of :func:`float32_error_bound` gives every singular value a relative error <=
+      ``recheck_rtol``; else the float64 eigensolver runs on the same Gram matrix. Cheap
+      necessary conditions (condition number admissible for M, Lanczos Ritz values and the
+      Gram diagonal, one shifted Cholesky factorization) skip the float32 eigensolver when
+      it cannot pass, so a trained (ill-conditioned) matrix costs what the float64 path
+      does (the Gram product is made once, whatever the outcome).
     * ``precision="float64"``: Gram product and eigensolver in float64. Accepted when
       ``eps64 * lambda_max <= 1e-2 * recheck_rtol * lambda_min``; otherwise (ill-conditioned
       or rank-deficient: the Gram matrix cannot resolve singular values near the numerical
@@ -239,16 +230,12 @@ def matrix_svals(
     if min(a.shape) == 0:
         raise ValueError(f"empty matrix of shape {a.shape}")
     t = _tall(a)
-    n, m = t.shape
-    g64 = None
+    m = t.shape[1]
+    g64 = _gram(np.asarray(t, dtype=np.float64))
     if precision == "float32":
-        if n >= TALL_RATIO * m:
-            g64 = _gram(np.asarray(t, dtype=np.float64))
-        lam = _float32_attempt(t, recheck_rtol, g64)
+        lam = _float32_attempt(g64, recheck_rtol)
         if lam is not None:
             return np.sqrt(lam[::-1]), "float32"
-    if g64 is None:
-        g64 = _gram(np.asarray(t, dtype=np.float64))
     lam = _eigvalsh(g64)
     lmax = float(lam[-1])
     if not np.isfinite(lmax):

@@ -39,11 +39,11 @@ def weights_spectrum(
 
     * ``weights_svals``: all singular values pooled over kernel positions, descending (float64).
     * ``kernel_svals``: ``(P, M)`` array, one descending row per kernel position (transient).
-    * ``spectrum_path``: how they were obtained: ``"float32"`` (float32 Gram + eigensolver,
-      accepted when a calibrated per-eigenvalue error bound, sqrt(M) eps32 (4 lambda_i +
-      lambda_max), gives every singular value relative error <= ``recheck_rtol``; cheap
-      tests skip it when it cannot pass, so in practice only small, well-conditioned
-      matrices take it), ``"float64"``
+    * ``spectrum_path``: how they were obtained: ``"float32"`` (float64 Gram product, float32
+      eigensolver on its rounding, accepted when a calibrated per-eigenvalue error bound,
+      sqrt(M) eps32 (4 lambda_i + lambda_max), gives every singular value relative error <=
+      ``recheck_rtol``; cheap tests skip it when it cannot pass, so in practice only small,
+      well-conditioned matrices take it), ``"float64"``
       (float64 Gram + eigensolver, accepted when ``eps64 * lambda_max <= 0.01 * recheck_rtol *
       lambda_min``), ``"svd"`` (ill-conditioned or rank-deficient: full LAPACK gesdd SVD, as
       WeightWatcher), ``"zero"`` (all-zero matrix).
