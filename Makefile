@@ -77,9 +77,10 @@ test-ui: install chromium
 	cd ui-tests && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
 	cd ui-tests && PATH="$(abspath $(VENV))/bin:$$PATH" npx playwright test
 
-## the docs site, built offline into site/ (screenshots from ui-tests/screenshots are copied in)
+## the docs site, built offline into site/ (screenshots from ui-tests/screenshots are copied
+## into docs/img first: run after make test-ui to refresh them)
 docs: install
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	DIFFRACT_DOCS_SCREENSHOTS=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check python tests benchmarks

@@ -3,6 +3,7 @@ widget and sidebar screenshots taken by the browser tests."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -17,22 +18,29 @@ pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings_handlers.python")
 
 
+def _images():
+    return {p.name: p.read_bytes() for p in (DOCS / "img").glob("*.png")}
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
+    env = {k: v for k, v in os.environ.items() if k != "DIFFRACT_DOCS_SCREENSHOTS"}
+    before = _images()
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return out, done.stderr
+    return out, done.stderr, before, _images()
 
 
 def test_builds_without_warnings(site):
-    _, log = site
+    log = site[1]
     assert not [ln for ln in log.splitlines() if ln.startswith(("WARNING", "ERROR"))], log
 
 
@@ -90,13 +98,39 @@ def test_screenshots_are_shown_on_the_widgets_and_sidebar_pages_and_the_readme()
         assert (ROOT / target).is_file(), f"README shows missing {target}"
 
 
-def test_browser_screenshots_are_copied_into_the_docs():
+def _sync_screenshots():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         from mkdocs_hooks import sync_screenshots
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    sync_screenshots(ROOT)
-    shots = ROOT / "ui-tests" / "screenshots"
-    for png in shots.glob("*.png") if shots.is_dir() else []:
-        assert (DOCS / "img" / png.name).read_bytes() == png.read_bytes()
+    return sync_screenshots
+
+
+def test_screenshot_sync_copies_new_and_changed_images_only(tmp_path):
+    sync = _sync_screenshots()
+    shots, img = tmp_path / "ui-tests" / "screenshots", tmp_path / "docs" / "img"
+    shots.mkdir(parents=True)
+    img.mkdir(parents=True)
+    (shots / "new.png").write_bytes(b"new")
+    (shots / "changed.png").write_bytes(b"v2")
+    (shots / "same.png").write_bytes(b"same")
+    (img / "changed.png").write_bytes(b"v1")
+    (img / "same.png").write_bytes(b"same")
+    (img / "only-in-docs.png").write_bytes(b"kept")
+    assert sync(tmp_path) == ["changed.png", "new.png"]
+    assert {p.name: p.read_bytes() for p in img.iterdir()} == {
+        "new.png": b"new",
+        "changed.png": b"v2",
+        "same.png": b"same",
+        "only-in-docs.png": b"kept",
+    }
+    assert sync(tmp_path) == []
+
+
+def test_docs_build_leaves_the_tracked_images_alone(site):
+    """Without DIFFRACT_DOCS_SCREENSHOTS=1 (test runs) the build copies no browser-test
+    screenshot over docs/img, so a test run changes no tracked file."""
+    _, _, before, after = site
+    assert before, "docs/img holds no screenshots"
+    assert after == before

@@ -85,29 +85,10 @@ def missing_docstrings() -> list[str]:
     return sorted(set(missing))
 
 
-# Public names still without a docstring, in modules whose owners are editing them: add the
-# docstring there and delete the line here (a stale entry fails the second test).
-KNOWN_MISSING = {
-    "diffract.widgets.FieldPanel.n_values",  # _widget_panel.py
-    "diffract.widgets.FieldPanel.snapshot_html",
-    "diffract.widgets.FilterBuilder.snapshot_html",  # widgets.py
-    "diffract.widgets.ProgressRun.done",
-    "diffract.widgets.ProgressRun.result",
-    "diffract.widgets.ProgressRun.start",
-    "diffract.widgets.ProgressWidget.snapshot_html",
-}
-
-
 def test_every_public_name_has_a_docstring():
     pytest.importorskip("anywidget")
-    missing = sorted(set(missing_docstrings()) - KNOWN_MISSING)
+    missing = missing_docstrings()
     assert not missing, "public names without a docstring:\n  " + "\n  ".join(missing)
-
-
-def test_known_missing_list_is_not_stale():
-    pytest.importorskip("anywidget")
-    fixed = sorted(KNOWN_MISSING - set(missing_docstrings()))
-    assert not fixed, f"these have docstrings now; remove them from KNOWN_MISSING: {fixed}"
 
 
 if __name__ == "__main__":

@@ -158,6 +158,8 @@ class FieldPanel(ipw.VBox):
                 fig.layout.barmode = layout["barmode"]
 
     def n_values(self) -> int:
+        """How many values the panel shows now (heatmap cells with a value, points of
+        non-line traces): what a test or a caller checks after an update."""
         n = 0
         for d in self.spec["data"]:
             if d["type"] == "heatmap":
@@ -227,6 +229,8 @@ class FieldPanel(ipw.VBox):
 
     # --- static fallback -----------------------------------------------------------------------
     def snapshot_html(self) -> str:
+        """A static HTML table of what the panel shows, for notebooks viewed without a
+        running kernel (nbviewer, exported HTML); the widget's fallback view."""
         parts = [
             f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>{html.escape(self.status.value and _strip(self.status.value))}</b>"
         ]

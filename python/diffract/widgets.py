@@ -278,6 +278,8 @@ class FilterBuilder(anywidget.AnyWidget):
 
     # --- static fallback -------------------------------------------------------------------------
     def snapshot_html(self) -> str:
+        """A static HTML view of the filter (the first 10 matches and the count), for
+        notebooks viewed without a running kernel."""
         rows = "".join(
             f"<tr><td>{html.escape(r['model_id'])}</td><td>{html.escape(r['name'])}</td><td>{html.escape(r['type'])}</td><td>{html.escape(r['shape'])}</td></tr>"
             for r in self.preview[:10]
@@ -392,6 +394,8 @@ class ProgressWidget(anywidget.AnyWidget):
         notify_panels(force=True)
 
     def snapshot_html(self) -> str:
+        """A static one-line HTML summary of the run's progress, for notebooks viewed
+        without a running kernel."""
         eta = "" if self.eta is None else f", ETA {self.eta:.1f}s"
         return (
             f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>diffract {html.escape(', '.join(self.fields))}</b>: "
@@ -448,6 +452,7 @@ class ProgressRun:
         )
 
     def start(self) -> ProgressRun:
+        """Start the run in its worker thread (the cell returns at once); returns self."""
         self.widget.status = "running"
         self._thread.start()
         return self
@@ -474,6 +479,7 @@ class ProgressRun:
         self.widget.cancel()
 
     def done(self) -> bool:
+        """Whether the run has ended (finished, cancelled or failed)."""
         return self._done.is_set()
 
     def wait(self, timeout: float | None = None) -> RunReport | None:
@@ -483,6 +489,8 @@ class ProgressRun:
         return self.result()
 
     def result(self) -> RunReport | None:
+        """The run's report once it has ended (None before); raises the run's error if it
+        failed."""
         if self.error is not None:
             raise self.error
         return self.report
