@@ -93,3 +93,30 @@ def test_errors_are_one_line(in_tmp, capsys):
     assert len(err) == 1 and err[0].startswith("diffract: error: checkpoint not found")
     assert main(["analyze", "missing.safetensors", "--id", "bad/id"]) == 2
     assert "reserved character '/'" in capsys.readouterr().err
+
+
+def test_conflicting_or_empty_selections_are_errors(in_tmp, mlp_weights, capsys):
+    with Session() as s:
+        s.models.add(mlp_weights, model_id="m")
+        s.compute.apply("frob_norm", progress=False)
+    assert main(["list", "--store", ".diffract", "--profile", "ram"]) == 2
+    assert "--profile ram conflict" in capsys.readouterr().err
+    assert main(["export", "frob_norm", "--to", "o.csv", "--models", "nope", "m"]) == 2
+    err = capsys.readouterr().err
+    assert "no model 'nope'" in err and "stored: ['m']" in err
+    assert not (in_tmp / "o.csv").exists()
+
+
+@pytest.mark.parametrize("dst", [".diffract", ".diffract/inner", "."])
+def test_store_copy_refuses_targets_inside_or_around_a_store(in_tmp, mlp_weights, dst, capsys):
+    with Session() as s:
+        s.models.add(mlp_weights, model_id="m")
+    before = sorted(p.relative_to(in_tmp) for p in in_tmp.rglob("*"))
+    assert main(["store", "copy", ".diffract", dst]) == 2
+    assert "copy to" in capsys.readouterr().err
+    assert sorted(p.relative_to(in_tmp) for p in in_tmp.rglob("*")) == before
+    other = in_tmp / "other"
+    with Session(path=str(other)) as s:
+        s.models.add(mlp_weights, model_id="o")
+    assert main(["store", "copy", ".diffract", "other/nested"]) == 2
+    assert "inside the store folder" in capsys.readouterr().err

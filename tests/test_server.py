@@ -142,6 +142,37 @@ async def test_never_reads_outside_the_root(jp_fetch, stores, tmp_path_factory):
     assert not any("link" in p for p in listed)
 
 
+async def test_refuses_a_store_whose_files_link_outside_the_root(
+    jp_fetch, stores, tmp_path_factory
+):
+    """A store folder inside the root whose segments (or any file) are symlinks to another
+    store outside the root is refused; the same links inside the root are fine."""
+    import shutil
+
+    outside = make_store(
+        tmp_path_factory.mktemp("outside2") / ".diffract", models=("secret",), fields=()
+    )
+    marker = next(p.name for p in outside.iterdir() if p.suffix == ".json")
+    sneaky = stores / "sneaky"
+    sneaky.mkdir()
+    shutil.copy(outside / marker, sneaky / marker)
+    for entry in outside.iterdir():
+        if entry.name != marker:
+            (sneaky / entry.name).symlink_to(entry)
+    assert await status_of(jp_fetch, "store", path="sneaky") == 403
+    assert await status_of(jp_fetch, "field", path="sneaky", field="frob_norm") == 403
+    # links that stay inside the root are served
+    inner = stores / "inner-links"
+    inner.mkdir()
+    own = stores / ".diffract"
+    shutil.copy(own / marker, inner / marker)
+    for entry in own.iterdir():
+        if entry.name != marker and not entry.name.startswith("writer.lock"):
+            (inner / entry.name).symlink_to(entry)
+    d = await get(jp_fetch, "store", path="inner-links")
+    assert [m["model_id"] for m in d["models"]] == ["m1", "m2"]
+
+
 WRITER = textwrap.dedent(
     """
     import sys, numpy as np

@@ -73,6 +73,11 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
     from .store import detect_backend
 
     if args.profile == "ram":
+        if args.store:
+            raise DiffractError(
+                f"--store {args.store} and --profile ram conflict: the ram profile keeps "
+                "nothing on disk; drop one of them"
+            )
         return Session(profile="ram")
     if args.store and (("://" in args.store) or Path(args.store).exists()):
         return Session(
@@ -143,7 +148,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         elif not rows:
-            print(f"no models stored in {session.store.path}")
+            print(f"no models stored in {session.store.path or 'memory'}")
         else:
             print(format_table(rows, ["model_id", "framework", "source", "slices", "fields"]))
     return 0
@@ -151,6 +156,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     with _session(args, readonly=True) as session:
+        if args.models:
+            stored = session.store.models()
+            missing = [m for m in args.models if m not in stored]
+            if missing:
+                raise DiffractError(
+                    f"--models: no model {', '.join(map(repr, missing))} in "
+                    f"{session.store.path or 'memory'}; stored: {sorted(stored) or 'none'}"
+                )
         scope = session.filter(model_ids=args.models) if args.models else session
         out = Path(args.to)
         suffix = out.suffix.lower()
@@ -190,6 +203,7 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
     backend = args.backend or _backend_for(args.dst)
     if backend not in BACKENDS or backend == "ram":
         raise DiffractError(f"--backend must be one of {[b for b in BACKENDS if b != 'ram']}")
+    _check_copy_target(args.src, args.dst)
     src = open_path(args.src, readonly=True)
     dst = open_backend(backend, args.dst)
     try:
@@ -204,6 +218,25 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
         + ", ".join(f"{v} {k}" for k, v in counts.items())
     )
     return 0
+
+
+def _check_copy_target(src: str, dst: str) -> None:
+    """Refuse a copy whose target is the source, lies inside it or inside any other store's
+    folder (its files would mix with that store's), or contains the source."""
+    from .store._folder import STORE_MARKER
+
+    if "://" in src or "://" in dst:
+        return
+    s, d = Path(src).resolve(), Path(dst).resolve()
+    if d == s or s in d.parents:
+        raise DiffractError(f"{dst} is inside the source store {src}; copy to another place")
+    if d in s.parents:
+        raise DiffractError(f"{dst} contains the source store {src}; copy to another place")
+    for parent in d.parents:
+        if (parent / STORE_MARKER).is_file():
+            raise DiffractError(
+                f"{dst} is inside the store folder {parent}; copy to a place outside any store"
+            )
 
 
 def _backend_for(dst: str) -> str:

@@ -12,7 +12,8 @@ Routes (all ``GET``, authenticated, under ``<base_url>/diffract/api/``):
     The values of one field, per model, in depth order (for plots).
 
 ``path`` is relative to the server root. Absolute paths, ``..`` and symlinks that leave the
-root are refused (403); a folder that is not a store is 404. Stores are opened read-only
+root (the store folder itself or anything inside it) are refused (403); a folder that is not
+a store is 404. Stores are opened read-only
 (no lock is taken), so a kernel may be writing to the same store meanwhile.
 
 This module stays light: Jupyter Server and the store reader are imported when used.
@@ -181,7 +182,33 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
         raise PathRefused(f"{rel!r} leaves the server root")
     if not ((target / STORE_MARKER).is_file() or _is_sqlite_store(target)):
         raise NotAStore(f"no diffract store at {rel!r} (a store folder holds {STORE_MARKER})")
+    escape = _link_leaving_root(target, root_real)
+    if escape is not None:
+        raise PathRefused(f"{rel!r} holds a symlink that leaves the server root: {escape!r}")
     return target
+
+
+def _link_leaving_root(store: Path, root_real: Path) -> str | None:
+    """The first symlink inside ``store`` (its files and folders at any depth, or the
+    SQLite database's companion files) whose target lies outside ``root_real``, relative to
+    the store; None when there is none. Stores are read through these paths, so a link out
+    of the root would serve files from outside it."""
+
+    def leaves(link: Path) -> bool:
+        real = link.resolve()
+        return real != root_real and root_real not in real.parents
+
+    if store.is_file():  # SQLite: the database's write-ahead log and shared memory
+        for extra in (store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")):
+            if extra.is_symlink() and leaves(extra):
+                return extra.name
+        return None
+    for folder, dirs, files in os.walk(store, followlinks=False):
+        for name in dirs + files:
+            entry = Path(folder) / name
+            if entry.is_symlink() and leaves(entry):
+                return entry.relative_to(store).as_posix()
+    return None
 
 
 class StoreReader:
