@@ -29,10 +29,16 @@ from ._errors import (
     FilterError as FilterError,
 )
 from ._errors import (
+    InvalidArgumentError as InvalidArgumentError,
+)
+from ._errors import (
     InvalidModelIdError as InvalidModelIdError,
 )
 from ._errors import (
     KernelDefinitionError as KernelDefinitionError,
+)
+from ._errors import (
+    OptionValueError as OptionValueError,
 )
 from ._errors import (
     StoreCorruptError as StoreCorruptError,

@@ -15,6 +15,8 @@ errors that list the valid ones.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +90,7 @@ def _check_keys(data: dict[str, Any], where: str, allowed: tuple[str, ...]) -> N
 
 
 def _validate(key: str, value: Any, where: str) -> Any:
-    from ._run import parse_bytes
+    from ._run import check_workers, parse_bytes
 
     if value is None:
         return None
@@ -102,18 +104,23 @@ def _validate(key: str, value: Any, where: str) -> Any:
         ):
             raise ValueError("valid caches are 'none', 'lru' and a redis:// URL")
         if key in ("cache_bytes", "memory_budget"):
-            return parse_bytes(value)
+            return parse_bytes(value, key)
         if key == "workers":
-            n = int(value)
-            if n < 1:
-                raise ValueError("workers must be an int >= 1")
-            return n
+            return check_workers(value, key, from_text=where != "argument")
         if key == "lock_timeout":
+            if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
+                raise TypeError(
+                    f"lock_timeout must be a number of seconds, got {type(value).__name__}"
+                )
             t = float(value)
-            if t < 0:
-                raise ValueError("lock_timeout must be >= 0")
+            if not math.isfinite(t) or t < 0:
+                raise ValueError("lock_timeout must be a finite number of seconds >= 0")
             return t
-        if key in ("path", "profile"):
+        if key == "path":
+            if not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"path must be a str or os.PathLike, got {type(value).__name__}")
+            return os.fspath(value)
+        if key == "profile":
             return str(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: invalid {key}={value!r} ({exc})") from None

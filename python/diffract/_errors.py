@@ -41,6 +41,15 @@ class UnknownOptionError(DiffractError, TypeError):
     """A kernel option that no kernel in the plan accepts."""
 
 
+class InvalidArgumentError(DiffractError, TypeError, ValueError):
+    """An argument has the wrong type or a value out of its range (a flag that is not a
+    bool, field names that are not strings, ``meta`` that is not JSON-ready...)."""
+
+
+class OptionValueError(InvalidArgumentError):
+    """A kernel option was given a value of the wrong type or out of its range."""
+
+
 class KernelDefinitionError(DiffractError, TypeError):
     """A kernel is declared wrongly (bad signature, clashing outputs)."""
 

@@ -17,11 +17,19 @@ the value; with several it returns a tuple in ``outputs`` order (or a dict keyed
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._errors import DependencyCycleError, KernelDefinitionError, UnknownFieldError
+import numpy as np
+
+from ._errors import (
+    DependencyCycleError,
+    KernelDefinitionError,
+    OptionValueError,
+    UnknownFieldError,
+)
 
 Level = Literal["param", "model", "cross"]
 LEVELS: tuple[str, ...] = ("param", "model", "cross")
@@ -67,6 +75,11 @@ class Kernel:
             opts.update({k: v for k, v in overrides.items() if k in self.options})
         return opts
 
+    def check_option(self, option: str, value: Any) -> None:
+        """Raise :class:`OptionValueError` naming this kernel and ``option`` when ``value``
+        does not fit the option (see :func:`check_option_value`)."""
+        check_option_value(self, option, value)
+
     def split_outputs(self, result: Any) -> dict[str, Any]:
         """Map a call's return value onto the declared outputs."""
         if len(self.outputs) == 1:
@@ -86,6 +99,189 @@ class Kernel:
             f"kernel {self.name!r} declares {len(self.outputs)} outputs {self.outputs} but returned "
             f"{type(result).__name__}; return a tuple in that order or a dict keyed by output"
         )
+
+
+# --- option values ------------------------------------------------------------------------
+#
+# An option's accepted values follow from its declared default: a bool default takes bools,
+# an int default ints, a float default ints or floats (finite), a str default strings, a None
+# default None or a finite number. A simple annotation (``x: str | None = None``) overrides
+# that. ``reference`` is read by the scheduler itself: a model id (str) or None. Built-in
+# kernels also declare choices and ranges here (their modules are not changed for it).
+
+#: kinds of option values: "bool", "int", "float" (ints accepted), "str", "none"
+_KIND_NAMES = {
+    "bool": "a bool",
+    "int": "an int",
+    "float": "a number",
+    "str": "a string",
+    "none": "None",
+}
+_ANNOTATION_KINDS = {
+    "bool": "bool",
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "None": "none",
+    "NoneType": "none",
+}
+#: options the scheduler reads whatever the kernel: their accepted kinds
+SCHEDULER_OPTION_KINDS: dict[str, frozenset[str]] = {"reference": frozenset({"str", "none"})}
+
+
+def _builtin_choices() -> dict[str, tuple[str, ...]]:
+    choices: dict[str, tuple[str, ...]] = {"svd_device": ("cpu", "cuda", "auto")}
+    try:
+        from .kernels import _linalg, fits, spectral
+
+        choices["precision"] = tuple(_linalg.PRECISIONS)
+        choices["fit_method"] = tuple(fits.FIT_METHODS)
+        choices["esd_scale"] = tuple(spectral.ESD_SCALES)
+    except (ImportError, AttributeError):  # pragma: no cover - the kernels check them too
+        pass
+    return choices
+
+
+#: ranges of built-in numeric options: (low, low_inclusive, high, high_inclusive)
+_BUILTIN_RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
+    "spectrum_threads": (0, True, None, False),
+    "seed": (0, True, None, False),
+    "fit_evals_thresh": (0, True, None, False),
+    "recheck_rtol": (0, False, None, False),
+    "rtol": (0, True, None, False),
+    "outlier_sigmas": (0, True, None, False),
+    "sparsity_atol": (0, True, None, False),
+    "weak_rank_tol": (0, True, None, False),
+    "p_value_threshold": (0, False, 1, False),
+}
+_CHOICES_CACHE: dict[str, tuple[str, ...]] | None = None
+
+
+def _is_builtin(k: Kernel) -> bool:
+    return getattr(k.func, "__module__", "").startswith(__package__ + ".kernels")
+
+
+def _annotation_kinds(annotation: Any) -> frozenset[str] | None:
+    """Kinds named by a simple annotation (``float``, ``"str | None"``, ``Optional[int]``),
+    or None when there is none or it is not that simple."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    if isinstance(annotation, str):
+        text = annotation.strip()
+        if text.startswith("Optional[") and text.endswith("]"):
+            text = text[len("Optional[") : -1] + " | None"
+        parts = [p.strip() for p in text.split("|")]
+    else:
+        args = getattr(annotation, "__args__", None)
+        items = list(args) if args else [annotation]
+        parts = ["None" if a is type(None) else getattr(a, "__name__", "?") for a in items]
+    kinds = [_ANNOTATION_KINDS.get(p) for p in parts]
+    if not kinds or any(k is None for k in kinds):
+        return None
+    return frozenset(k for k in kinds if k is not None)
+
+
+def option_kinds(k: Kernel, option: str) -> frozenset[str] | None:
+    """The kinds of values ``option`` of kernel ``k`` accepts; None: not checked."""
+    if option in SCHEDULER_OPTION_KINDS:
+        return SCHEDULER_OPTION_KINDS[option]
+    try:
+        param = inspect.signature(k.func).parameters.get(option)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        param = None
+    if param is not None:
+        kinds = _annotation_kinds(param.annotation)
+        if kinds is not None:  # the default itself is always accepted
+            own = _value_kind(k.options.get(option))
+            return kinds | {own} if own is not None else kinds
+    default = k.options.get(option)
+    if default is None:
+        return frozenset({"none", "float"})
+    if isinstance(default, (bool, np.bool_)):
+        return frozenset({"bool"})
+    if isinstance(default, (int, np.integer)):
+        return frozenset({"int"})
+    if isinstance(default, (float, np.floating)):
+        return frozenset({"float"})
+    if isinstance(default, str):
+        return frozenset({"str"})
+    return None  # other defaults (tuples, objects): the kernel checks its own values
+
+
+def _value_kind(value: Any) -> str | None:
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    return None
+
+
+def check_option_value(k: Kernel, option: str, value: Any) -> None:
+    """Raise :class:`OptionValueError` (naming the kernel, the option and what it expects)
+    when ``value`` does not fit ``option`` of kernel ``k``."""
+    kinds = option_kinds(k, option)
+    if kinds is None:
+        return
+    where = f"option {option!r} of kernel {k.name!r}"
+    kind = _value_kind(value)
+    ok = kind in kinds or (kind == "int" and "float" in kinds)
+    if not ok:
+        order = [n for n in ("bool", "int", "float", "str", "none") if n in kinds]
+        expected = " or ".join(_KIND_NAMES[n] for n in order)
+        raise OptionValueError(f"{where} must be {expected}, got {type(value).__name__}: {value!r}")
+    if kind in ("int", "float"):
+        if kind == "float" and not math.isfinite(float(value)):
+            raise OptionValueError(f"{where} must be a finite number, got {value!r}")
+        if _is_builtin(k) and option in _BUILTIN_RANGES:
+            _check_range(where, option, value)
+    if kind == "str" and _is_builtin(k):
+        global _CHOICES_CACHE
+        if _CHOICES_CACHE is None:
+            _CHOICES_CACHE = _builtin_choices()
+        choices = _CHOICES_CACHE.get(option)
+        if choices is not None and value not in choices:
+            raise OptionValueError(f"{where} must be one of {list(choices)}, got {value!r}")
+
+
+def _check_range(where: str, option: str, value: Any) -> None:
+    low, low_in, high, high_in = _BUILTIN_RANGES[option]
+    v = float(value)
+    bad_low = low is not None and (v < low or (v == low and not low_in))
+    bad_high = high is not None and (v > high or (v == high and not high_in))
+    if bad_low or bad_high:
+        lo = "" if low is None else f"{'>=' if low_in else '>'} {low}"
+        hi = "" if high is None else f"{'<=' if high_in else '<'} {high}"
+        rng = " and ".join(p for p in (lo, hi) if p)
+        raise OptionValueError(f"{where} must be {rng}, got {value!r}")
+
+
+def check_options(
+    kernels: Iterable[Kernel],
+    options: Mapping[str, Any],
+    kernel_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Check option values: each of ``options`` against every kernel of ``kernels`` that
+    has it, each of ``kernel_options[name]`` against that kernel."""
+    kernels = list(kernels)
+    for option, value in options.items():
+        for k in kernels:
+            if option in k.options:
+                check_option_value(k, option, value)
+    if kernel_options:
+        by_name = {k.name: k for k in kernels}
+        for kname, opts in kernel_options.items():
+            k = by_name.get(kname)
+            if k is None:
+                continue
+            for option, value in opts.items():
+                if option in k.options:
+                    check_option_value(k, option, value)
 
 
 def _signature_spec(func: Callable[..., Any]) -> tuple[tuple[str, ...], dict[str, Any]]:

@@ -8,6 +8,7 @@ LazyArray into a NumPy array, converting bf16 and fp8 to float32 (exactly repres
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import sys
@@ -100,6 +101,24 @@ _ST_DTYPES = {
     "U8": "uint8",
     "BOOL": "bool",
 }
+_ST_ITEMSIZE = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _fp8_table(exp_bits: int, man_bits: int, bias: int, finite_only: bool) -> np.ndarray:
@@ -170,24 +189,59 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
     header, offset = read_safetensors_header(path)
     size = os.path.getsize(path)
     out: dict[str, LazyArray] = {}
+    data_size = size - offset
     for name, spec in header.items():
         if name == "__metadata__":
             continue
-        try:
-            dtype = _ST_DTYPES[spec["dtype"]]
-            shape = tuple(int(d) for d in spec["shape"])
-            start, end = (int(v) for v in spec["data_offsets"])
-        except (KeyError, TypeError, ValueError) as exc:
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(spec, dict):
             raise ExtractionError(
-                f"{path}: tensor {name!r} has a malformed header entry ({exc})"
-            ) from None
-        if offset + end > size or start > end:
+                f"{where} has a malformed header entry (expected an object with dtype, shape "
+                f"and data_offsets, got {type(spec).__name__})"
+            )
+        missing = [k for k in ("dtype", "shape", "data_offsets") if k not in spec]
+        if missing:
+            raise ExtractionError(f"{where} has a malformed header entry (missing {missing})")
+        st_dtype = spec["dtype"]
+        if not isinstance(st_dtype, str) or st_dtype not in _ST_DTYPES:
             raise ExtractionError(
-                f"{path}: tensor {name!r} points past the end of the file (truncated file?)"
+                f"{where} has the unsupported dtype {st_dtype!r}; supported: {sorted(_ST_DTYPES)}"
+            )
+        dtype = _ST_DTYPES[st_dtype]
+        raw_shape, raw_offsets = spec["shape"], spec["data_offsets"]
+        if not isinstance(raw_shape, list) or not all(_is_count(d) for d in raw_shape):
+            raise ExtractionError(
+                f"{where} has a malformed shape {raw_shape!r} (a list of non-negative ints)"
+            )
+        if (
+            not isinstance(raw_offsets, list)
+            or len(raw_offsets) != 2
+            or not all(_is_count(v) for v in raw_offsets)
+        ):
+            raise ExtractionError(
+                f"{where} has malformed data_offsets {raw_offsets!r} (two non-negative ints)"
+            )
+        shape = tuple(int(d) for d in raw_shape)
+        start, end = (int(v) for v in raw_offsets)
+        if start > end:
+            raise ExtractionError(
+                f"{where} has data_offsets [{start}, {end}] that begin after they end"
+            )
+        if end > data_size:
+            raise ExtractionError(
+                f"{where} points past the end of the file: data_offsets [{start}, {end}] but the "
+                f"data section holds {data_size} bytes (truncated file?)"
+            )
+        expected = math.prod(shape) * _ST_ITEMSIZE[st_dtype]
+        if end - start != expected:
+            raise ExtractionError(
+                f"{where}: shape {list(shape)} of {st_dtype} needs {expected} bytes but its "
+                f"data_offsets [{start}, {end}] hold {end - start}; the header does not match "
+                "the data (corrupt or hand-edited file?)"
             )
 
         def load(start=start, end=end, dtype=dtype, shape=shape) -> np.ndarray:
-            if end == start:
+            if end == start:  # a zero-element tensor (checked above)
                 return np.zeros(shape, dtype=np.float32 if dtype in NON_NUMPY_FLOATS else dtype)
             raw = np.memmap(
                 path, dtype=np.uint8, mode="r", offset=offset + start, shape=(end - start,)

@@ -8,6 +8,7 @@ its dependents; the run goes on.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -19,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import UnknownOptionError
-from ._kernel import Kernel, KernelRegistry
+from ._errors import ConfigError, OptionValueError, UnknownOptionError
+from ._kernel import Kernel, KernelRegistry, check_options
 from ._params import ParameterType, SliceInfo
 from .store import Batch, Store
 
@@ -37,14 +38,23 @@ class KernelFailureWarning(RuntimeWarning):
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.I)
 
 
-def parse_bytes(value: int | float | str | None) -> int:
-    """``"2GB"``, ``"512 MiB"``, ``1e9`` -> bytes (powers of 1024 for every unit)."""
+def parse_bytes(value: int | float | str | None, what: str = "memory_budget") -> int:
+    """``"2GB"``, ``"512 MiB"``, ``1e9`` -> bytes (powers of 1024 for every unit).
+
+    Anything else (NaN, infinity, zero or less, a bool, an unknown unit) is a
+    :class:`ConfigError` naming ``what``."""
     if value is None:
         return DEFAULT_MEMORY_BUDGET
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    ):
+        if not math.isfinite(float(value)):
+            raise ConfigError(f"{what} must be a finite number of bytes, got {value!r}")
         if value <= 0:
-            raise ValueError(f"memory_budget must be positive, got {value}")
-        return int(value)
+            raise ConfigError(f"{what} must be positive, got {value!r}")
+        out = int(value)
+        if out > 0:
+            return out
     if isinstance(value, str):
         m = _SIZE.match(value)
         if m:
@@ -53,9 +63,21 @@ def parse_bytes(value: int | float | str | None) -> int:
             out = int(float(m.group(1)) * mult)
             if out > 0:
                 return out
-    raise ValueError(
-        f"memory_budget must be a positive size like '2GB' or a number of bytes, got {value!r}"
+    raise ConfigError(
+        f"{what} must be a positive size like '2GB' or a number of bytes, got {value!r}"
     )
+
+
+def check_workers(value: Any, what: str = "workers", *, from_text: bool = False) -> int:
+    """``value`` as a number of workers (an int >= 1; with ``from_text`` a numeric string,
+    as environment variables give, too); a :class:`ConfigError` naming ``what``."""
+    if from_text and isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{what} must be an int >= 1, got {type(value).__name__}: {value!r}")
+    if value < 1:
+        raise ConfigError(f"{what} must be an int >= 1, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -170,6 +192,9 @@ def validate_options(
     kernel_options: Mapping[str, Mapping[str, Any]],
 ) -> None:
     kernels = list(kernels)
+    if not isinstance(options, Mapping):
+        raise OptionValueError(f"options must be a dict, got {type(options).__name__}")
+    check_kernel_options_shape(kernel_options)
     known = {o for k in kernels for o in k.options}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -187,6 +212,28 @@ def validate_options(
         if bad:
             raise UnknownOptionError(
                 f"kernel {kname!r} has no option(s) {bad}; it accepts {sorted(by_name[kname].options)}"
+            )
+    check_options(kernels, options, kernel_options)
+
+
+def check_kernel_options_shape(kernel_options: Any) -> None:
+    """``kernel_options`` must map kernel names to dicts of options."""
+    if kernel_options is None:
+        return
+    if not isinstance(kernel_options, Mapping):
+        raise OptionValueError(
+            "kernel_options must be a dict {kernel_name: {option: value}}, got "
+            f"{type(kernel_options).__name__}: {kernel_options!r}"
+        )
+    for kname, opts in kernel_options.items():
+        if not isinstance(kname, str):
+            raise OptionValueError(
+                f"kernel_options keys must be kernel names (strings), got {type(kname).__name__}: {kname!r}"
+            )
+        if not isinstance(opts, Mapping):
+            raise OptionValueError(
+                f"kernel_options[{kname!r}] must be a dict of options, got "
+                f"{type(opts).__name__}: {opts!r}"
             )
 
 

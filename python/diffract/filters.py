@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,9 @@ def _as_list(value: Any, what: str) -> tuple[str, ...] | None:
         return None
     if isinstance(value, (str, ParameterType)):
         value = [value]
-    if not isinstance(value, Iterable):
+    if isinstance(value, (bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        value, Iterable
+    ):
         raise FilterError(
             f"{what} must be a list of strings, got {type(value).__name__}: {value!r}"
         )
@@ -197,11 +199,25 @@ class FilterChain:
     @classmethod
     def from_json(cls, text: str | list | dict) -> FilterChain:
         """A chain from its JSON (a list of clauses, or one clause), as text or parsed."""
-        data = json.loads(text) if isinstance(text, str) else text
+        if isinstance(text, (bytes, bytearray)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FilterError(f"filter JSON is not UTF-8 text: {exc}") from None
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise FilterError(f"filter JSON is not valid JSON ({exc}): {text[:80]!r}") from None
+        else:
+            data = text
         if isinstance(data, dict):
             data = [data]
         if not isinstance(data, list):
-            raise FilterError("filter JSON must be an object or a list of objects")
+            raise FilterError(
+                "filter JSON must be an object or a list of objects, got "
+                f"{type(data).__name__}: {data!r}"[:200]
+            )
         chain = cls()
         for d in data:
             chain = chain.and_(Filter.from_dict(d))

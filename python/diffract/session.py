@@ -20,12 +20,22 @@ from ._errors import (
     DuplicateModelError,
     ExtractionError,
     FieldNotComputedError,
+    InvalidArgumentError,
     StoreError,
     UnknownModelError,
 )
 from ._kernel import KernelRegistry, default_registry
 from ._params import ParameterType, SliceInfo, make_uid, validate_model_id
-from ._run import ProgressCallback, ProgressEvent, Runner, RunReport, parse_bytes
+from ._run import (
+    ProgressCallback,
+    ProgressEvent,
+    Runner,
+    RunReport,
+    check_kernel_options_shape,
+    check_workers,
+    parse_bytes,
+    validate_options,
+)
 from .export import KEY_COLUMNS, to_format
 from .filters import Filter, FilterChain
 from .store import Batch, Store
@@ -42,6 +52,70 @@ class _Namespace:
     @property
     def _store(self) -> Store:
         return self._scope._session.store
+
+
+def _check_flag(value: Any, name: str, *, allow_none: bool = False) -> bool | None:
+    """``value`` as a bool flag; anything but a bool (or numpy.bool_, or None where allowed)
+    is an :class:`InvalidArgumentError` naming the flag: ``replace="no"`` is not False."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    expected = "True, False or None" if allow_none else "True or False"
+    raise InvalidArgumentError(f"{name} must be {expected}, got {type(value).__name__}: {value!r}")
+
+
+def _check_field_names(fields: Sequence[Any], where: str) -> None:
+    """Field names must be strings given as separate arguments: ``f('a', 'b')``."""
+    for f in fields:
+        if isinstance(f, str):
+            continue
+        if isinstance(f, (list, tuple)):
+            raise InvalidArgumentError(
+                f"{where} takes field names as separate arguments, got a {type(f).__name__}: "
+                f"{f!r}; write {where.split('(')[0]}(*{f!r})"
+            )
+        raise InvalidArgumentError(
+            f"{where}: field names must be strings, got {type(f).__name__}: {f!r}"
+        )
+
+
+def _json_ready(value: Any, where: str) -> Any:
+    """``value`` as plain JSON data (numpy scalars and arrays converted); an
+    :class:`InvalidArgumentError` naming ``where`` for anything JSON cannot hold."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.tolist()
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidArgumentError(
+                    f"{where}: keys must be strings, got {type(k).__name__}: {k!r}"
+                )
+            out[k] = _json_ready(v, f"{where}[{k!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise InvalidArgumentError(
+        f"{where} is not JSON-serializable ({type(value).__name__}: {value!r}); meta holds "
+        "JSON data only: str, int, float, bool, None, lists and dicts of them"
+    )
+
+
+def _check_meta(meta: Any) -> dict[str, Any]:
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise InvalidArgumentError(
+            f"meta must be a dict of JSON-ready values, got {type(meta).__name__}: {meta!r}"
+        )
+    return _json_ready(meta, "meta")
 
 
 # ------------------------------------------------------------------------------------------
@@ -75,6 +149,9 @@ class Models(_Namespace):
         session = self._session
         session._check_writable()
         validate_model_id(model_id)
+        replace = _check_flag(replace, "replace")
+        copy_weights = _check_flag(copy_weights, "copy_weights", allow_none=True)
+        meta = _check_meta(meta)
         store = self._store
         store.refresh()
         if store.has_model(model_id) and not replace:
@@ -117,7 +194,7 @@ class Models(_Namespace):
             "n_slices": len(slices),
             "skipped": ex.skipped,
             "weights": "copied" if copy else "referenced",
-            "meta": dict(meta or {}),
+            "meta": meta,
         }
         store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
         return slices
@@ -260,10 +337,30 @@ class Compute(_Namespace):
         session._check_writable()
         if not fields:
             raise ValueError("apply() needs at least one field name, e.g. apply('frob_norm')")
+        _check_field_names(fields, "apply()")
         for f in fields:
-            if not isinstance(f, str):
-                raise TypeError(f"field names must be strings, got {type(f).__name__}: {f!r}")
             session.registry.producer(f)  # unknown field: clear error before any work
+        # run settings and option values: checked before any work
+        if (
+            progress is not None
+            and not isinstance(progress, (bool, np.bool_))
+            and not callable(progress)
+        ):
+            raise InvalidArgumentError(
+                "progress must be None, True, False or a callback receiving ProgressEvent, "
+                f"got {type(progress).__name__}: {progress!r}"
+            )
+        if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+            raise InvalidArgumentError(
+                f"cancel must be a threading.Event, got {type(cancel).__name__}: {cancel!r}"
+            )
+        check_kernel_options_shape(kernel_options)
+        budget = (
+            parse_bytes(memory_budget, "memory_budget")
+            if memory_budget is not None
+            else session.memory_budget
+        )
+        n_workers = check_workers(workers) if workers is not None else session.workers
         # configured options apply where a kernel of this run has them; explicit ones are
         # validated by the runner (an option no kernel of the run takes is an error)
         closure = session.registry.closure(fields)
@@ -274,6 +371,7 @@ class Compute(_Namespace):
         merged_kopts = {k: dict(v) for k, v in session._kernel_options.items() if k in names}
         for k, v in (kernel_options or {}).items():
             merged_kopts.setdefault(k, {}).update(v)
+        validate_options(closure, merged_opts, merged_kopts)
         self._store.refresh()
         cancel = cancel or threading.Event()
         session._cancel = cancel
@@ -283,10 +381,8 @@ class Compute(_Namespace):
             session.registry,
             options=merged_opts,
             kernel_options=merged_kopts,
-            memory_budget=parse_bytes(memory_budget)
-            if memory_budget is not None
-            else session.memory_budget,
-            workers=workers if workers is not None else session.workers,
+            memory_budget=budget,
+            workers=n_workers,
             progress=callback,
             cancel=cancel,
             call_counter=session.kernel_calls,
@@ -315,6 +411,7 @@ class Compute(_Namespace):
         gives the :class:`RunReport`. Needs the widgets extra."""
         from .widgets import run_with_progress
 
+        display = _check_flag(display, "display")
         return run_with_progress(self._scope, *fields, display=display, **options)
 
     def cancel(self) -> None:
@@ -330,6 +427,7 @@ class Compute(_Namespace):
         session._check_writable()
         if not fields:
             raise ValueError("erase() needs the field names to erase, e.g. erase('frob_norm')")
+        _check_field_names(fields, "erase()")
         for f in fields:
             session.registry.producer(f)
         self._store.refresh()
@@ -343,6 +441,8 @@ class Compute(_Namespace):
         """Set kernel options for this session's later runs (stored results are kept:
         erase them to recompute). With a name, only that kernel; without, any kernel with
         those option names. Returns the options now configured."""
+        from ._kernel import check_options
+
         session = self._session
         if kernel_or_field is None:
             known = {o for k in session.registry.kernels() for o in k.options}
@@ -353,8 +453,14 @@ class Compute(_Namespace):
                 raise UnknownOptionError(
                     f"no kernel has option(s) {unknown}; known options: {sorted(known)}"
                 )
+            check_options(session.registry.kernels(), options)  # before anything is kept
             session._options.update(options)
             return dict(session._options)
+        if not isinstance(kernel_or_field, str):
+            raise InvalidArgumentError(
+                "configure() takes a kernel or field name (a string) or None, got "
+                f"{type(kernel_or_field).__name__}: {kernel_or_field!r}"
+            )
         k = session.registry.kernel(kernel_or_field)
         bad = sorted(set(options) - set(k.options))
         if bad:
@@ -363,6 +469,7 @@ class Compute(_Namespace):
             raise UnknownOptionError(
                 f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}"
             )
+        check_options([k], {}, {k.name: options})  # before anything is kept
         session._kernel_options.setdefault(k.name, {}).update(options)
         return dict(session._kernel_options[k.name])
 
@@ -453,6 +560,11 @@ class Results(_Namespace):
         session = self._session
         if not fields:
             raise ValueError("export_metrics() needs at least one field name")
+        _check_field_names(fields, "export_metrics()")
+        if reference is not None and not isinstance(reference, str):
+            raise InvalidArgumentError(
+                f"reference must be a model_id (a string), got {type(reference).__name__}: {reference!r}"
+            )
         store = self._store
         store.refresh()
         levels = {f: session.registry.producer(f).level for f in fields}
@@ -710,9 +822,10 @@ class Session(Scope):
         from ._errors import ConfigError
         from .store import make_cache, open_backend
 
+        readonly = _check_flag(readonly, "readonly")
         self.config = resolve(
             profile=profile,
-            path=None if path is None else os.fspath(path),
+            path=path,
             backend=backend,
             cache=cache,
             memory_budget=memory_budget,

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .._errors import ExtractionError
 from .._lazy import dtype_name, shape_of
 from .._params import ParameterType, infer_type
@@ -137,6 +139,41 @@ def model_tree(model: Any) -> ModelTree:
     )
 
 
+#: dtype-name prefixes of real numeric weights: bool, ints, floats (bf16 and fp8 included)
+_WEIGHT_DTYPE_PREFIXES = ("bool", "int", "uint", "float", "bfloat", "half", "double")
+
+
+def is_weight_dtype(dtype: str) -> bool:
+    """True for the dtypes a weight slice may have: bool, (unsigned) integers and real
+    floating point (float16/32/64, bfloat16, float8 variants). Complex, object, string,
+    bytes, datetime/timedelta, void and structured dtypes are not weights."""
+    name = dtype.replace("torch.", "").strip()
+    if name.startswith(("complex", "cfloat", "cdouble", "chalf")):
+        return False
+    try:
+        kind = np.dtype(name).kind
+    except (TypeError, ValueError):
+        kind = None
+    if kind is not None and kind != "V":  # ml_dtypes' bfloat16/fp8 are kind "V": by name
+        return kind in "biuf"
+    return name.startswith(_WEIGHT_DTYPE_PREFIXES)
+
+
+def _dtype_problem(name: str, dtype: str) -> str:
+    if dtype.replace("torch.", "").startswith("complex"):
+        why = (
+            "complex weights are not supported: every field would silently drop the "
+            "imaginary part. Store real and imaginary parts as two leaves "
+            "(np.real / np.imag) or the magnitude (np.abs)"
+        )
+    else:
+        why = (
+            "only bool, integer and real floating-point arrays (bf16/fp8 included) are "
+            "weights. Convert it, or drop it with filter_spec"
+        )
+    return f"leaf {name!r} has dtype {dtype}, which is not a numeric weight dtype: {why}"
+
+
 def default_filter_spec(leaf: Any) -> bool:
     """The default extraction predicate: inexact (floating) arrays with ndim >= 1."""
     return is_inexact_array(leaf) and len(shape_of(leaf)) >= 1
@@ -187,6 +224,9 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
                 f"leaf {name!r} is kept by filter_spec but is not an array ({type(leaf).__name__}); "
                 "filter_spec must keep array leaves only"
             )
+        dtype = dtype_name(leaf)
+        if not is_weight_dtype(dtype):
+            raise ExtractionError(_dtype_problem(name, dtype))
         shape = shape_of(leaf)
         if len(shape) == 0:
             raise ExtractionError(
@@ -202,9 +242,7 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
             mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out"
         )
         leaves.append(
-            ExtractedLeaf(
-                name, leaf, shape, dtype_name(leaf), ptype, "in_out" if in_out else "out_in"
-            )
+            ExtractedLeaf(name, leaf, shape, dtype, ptype, "in_out" if in_out else "out_in")
         )
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):

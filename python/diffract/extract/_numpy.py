@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .._errors import ExtractionError
 from .._tree import tree_leaves_with_path
 from . import Extractor, ModelTree, nest_dotted
 
@@ -27,7 +28,24 @@ def _looks_like_flax_params(tree: Any) -> bool:
     )
 
 
+def _check_keys(obj: Any, where: str = "") -> None:
+    """Parameter names come from dict keys: every key of every nested dict must be a str."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                at = f" (in {where!r})" if where else ""
+                raise ExtractionError(
+                    f"parameter names must be strings: the model dict has the key {k!r} "
+                    f"of type {type(k).__name__}{at}; use string keys such as {str(k)!r}"
+                )
+            _check_keys(v, f"{where}.{k}" if where else k)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _check_keys(v, f"{where}.{i}" if where else str(i))
+
+
 def _extract(obj: Any) -> ModelTree:
+    _check_keys(obj)
     if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
         flat = all(not isinstance(v, (dict, list, tuple)) for v in obj.values())
         tree = nest_dotted(obj) if flat else obj
