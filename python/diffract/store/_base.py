@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import StoreError, UnknownModelError
+from .._errors import StoreCorruptError, StoreError, UnknownModelError
 from .._params import ParameterType, SliceInfo
 
 LAYOUT_VERSION = 1
@@ -42,7 +42,24 @@ def locked(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class StaleRefError(StoreError):
-    """A value's file vanished (compacted by a writer); refresh and read again."""
+    """A value's file vanished (compacted by a writer); refresh and read again.
+
+    ``path`` names the missing file or array. When the file is still missing after one
+    refresh, the store is damaged: :meth:`Store.weights` and :meth:`Store.get` raise
+    :class:`StoreCorruptError` naming it.
+    """
+
+    def __init__(self, path: str, detail: str = "missing store file") -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+def _missing(exc: StaleRefError, what: str) -> StoreCorruptError:
+    return StoreCorruptError(
+        f"{exc.path}: {exc.detail} (referenced by {what}; still missing after a refresh); "
+        "the store is damaged"
+    )
 
 
 @dataclass
@@ -67,6 +84,23 @@ class Batch:
             or self.remove_models
             or self.documents
         )
+
+
+def first_missing_seq(names: list[str]) -> int | None:
+    """The first sequence number missing from the live records ``names`` (sorted), or None.
+
+    Names are ``<12-digit seq>.<ext>`` or ``<seq>-c.<ext>`` (a compaction). Live records
+    start at the newest compaction (or at 1) and each commit takes the next number, so a
+    hole means a record was lost (a crash can only lose the one being written: the last).
+    """
+    if not names:
+        return None
+    expected = int(names[0][:12]) if names[0][12:14] == "-c" else 1
+    for n in names:
+        if int(n[:12]) != expected:
+            return expected
+        expected += 1
+    return None
 
 
 def owner_model_ids(owner: str, slice_models: dict[str, str]) -> set[str]:
@@ -274,8 +308,20 @@ class Store:
         try:
             return self._read_array(ref)
         except StaleRefError:
-            self.refresh()
-            return self.weights(uid)
+            pass
+        # compacted meanwhile: read the weights where they live now (once; a file still
+        # missing after a refresh is damage, not a race)
+        self.refresh()
+        ref = self._state.weight_refs.get(uid)
+        if ref is None:
+            raise StoreError(f"slice {uid!r} was removed from the store meanwhile")
+        if isinstance(ref, np.ndarray):
+            return ref
+        try:
+            return self._read_array(ref)
+        except StaleRefError as exc:
+            s = self._state.slices.get(uid)
+            raise _missing(exc, f"the weights of {s.model_id}:{s.name}" if s else uid) from None
 
     @locked
     def has(self, key: Key) -> bool:
@@ -302,7 +348,14 @@ class Store:
             self.refresh()
             if tuple(key) not in self._state.values:
                 raise KeyError(key) from None
-            return self.get(key)
+            v = self._state.values[tuple(key)]
+            if isinstance(v, (int, float, str, bool, np.ndarray, np.generic)) or v is None:
+                return v
+            ckey = f"{self.store_id}:{v.cache_key()}" if hasattr(v, "cache_key") else None
+            try:
+                value = self._read_array(v)
+            except StaleRefError as exc:  # still missing after a refresh: damage
+                raise _missing(exc, f"the value {tuple(key)!r}") from None
         if ckey is not None:
             self.cache.set(ckey, value)
         return value

@@ -42,25 +42,51 @@ def encode(value: Any) -> bytes:
 
 
 def decode(data: bytes) -> Any:
+    """The value encoded in ``data``; anything malformed raises :class:`CodecError`."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"not a diffract-encoded value (got {type(data).__name__})")
+    data = bytes(data)
     if len(data) < 8 or data[:4] != MAGIC:
         raise CodecError("not a diffract-encoded value (bad magic)")
     (n,) = struct.unpack("<I", data[4:8])
+    if 8 + n > len(data):
+        raise CodecError("truncated value header")
     try:
         header = json.loads(data[8 : 8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CodecError(f"corrupt value header ({exc})") from None
+    if not isinstance(header, dict):
+        raise CodecError(f"corrupt value header (a JSON {type(header).__name__}, not an object)")
+    try:
+        return _decode_value(header, data[8 + n :])
+    except CodecError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError, OverflowError, MemoryError) as exc:
+        raise CodecError(f"corrupt value header ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_value(header: dict[str, Any], payload: bytes) -> Any:
     kind = header.get("kind")
     if kind == "array":
         dtype = np.dtype(header["dtype"])
         if dtype.kind not in "biufc":
             raise CodecError(f"refusing dtype {dtype}")
-        payload = data[8 + n :]
-        shape = tuple(header["shape"])
+        shape = header["shape"]
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise CodecError(f"corrupt array shape {shape!r}")
+        shape = tuple(shape)
         if len(payload) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
             raise CodecError("truncated array payload")
         return np.frombuffer(payload, dtype=dtype).reshape(shape).copy()
     if kind == "float":
         return float(header["value"])
     if kind in ("int", "bool", "str"):
-        return {"int": int, "bool": bool, "str": str}[kind](header["value"])
+        value = header["value"]
+        if kind == "str" and not isinstance(value, str):
+            raise CodecError(f"corrupt str value {value!r}")
+        if kind == "bool" and not isinstance(value, bool):
+            raise CodecError(f"corrupt bool value {value!r}")
+        return {"int": int, "bool": bool, "str": str}[kind](value)
     raise CodecError(f"unknown value kind {kind!r}")

@@ -59,7 +59,7 @@ def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, An
                 f"{path}: a {found!r} store, opened as {backend!r}; open it with profile/backend {found!r}"
             )
         return info
-    if path.exists() and any(True for _ in path.iterdir()):
+    if path.exists() and any(not _creation_leftover(p) for p in path.iterdir()):
         raise StoreCorruptError(
             f"{path} exists but is not a diffract store (no {STORE_MARKER}); refusing to write into "
             "a foreign folder: choose another path="
@@ -67,6 +67,14 @@ def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, An
     if not create:
         raise StoreError(f"no diffract store at {path}")
     return {}
+
+
+def _creation_leftover(p: Path) -> bool:
+    """What a crash while creating a store leaves before its marker (written last): the
+    writer's lock file and empty folders. Nothing to lose: the folder may become a store."""
+    if p.name == "writer.lock" and p.is_file():
+        return True
+    return p.name in ("segments", "arrays", "commits") and p.is_dir() and not any(p.iterdir())
 
 
 def write_marker_if_missing(path: Path, backend: str, **extra: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,18 @@ import numpy as np
 
 from .._errors import StoreCorruptError, StoreError
 from .._lazy import to_numpy
-from ._base import LAYOUT_VERSION, Batch, Key, Store, locked, slice_from_json, slice_to_json
+from ._base import (
+    LAYOUT_VERSION,
+    Batch,
+    Key,
+    StaleRefError,
+    Store,
+    StoreState,
+    first_missing_seq,
+    locked,
+    slice_from_json,
+    slice_to_json,
+)
 from ._folder import open_store_folder, write_marker_if_missing
 from ._lock import WriterLock, fsync_dir
 
@@ -47,6 +59,26 @@ class _Vanished(Exception):
 
 
 _SEP = "\x1f"
+#: prefix of an HDF5 link name that holds a percent-encoded name (see :func:`_h5name`)
+_ESC = "@@"
+
+
+def _h5name(name: str) -> str:
+    """The HDF5 link name of a model id, uid, field, owner or document name.
+
+    HDF5 cannot hold ``"."`` (the group itself), ``""``, or names with ``/`` or NUL as one
+    link name; those (and names starting with ``@@``, so the mapping is reversible) are
+    stored as ``@@`` + their percent-encoding. Every other name is stored as it is. No
+    model id, uid or owner key can start with ``@@`` (``@`` is reserved in model ids).
+    """
+    if name in (".", "") or "/" in name or "\x00" in name or name.startswith(_ESC):
+        return _ESC + urllib.parse.quote(name, safe="")
+    return name
+
+
+def _from_h5(name: str) -> str:
+    """The name an HDF5 link name stands for (inverse of :func:`_h5name`)."""
+    return urllib.parse.unquote(name[len(_ESC) :]) if name.startswith(_ESC) else name
 
 
 def _h5py():
@@ -90,6 +122,12 @@ class HDF5Store(Store):
         self._lock_timeout = lock_timeout
         self._seen: list[str] = []
         info = open_store_folder(self.root, "hdf5", create=not readonly)
+        if info and not self.segments_dir.is_dir():
+            # segments/ is made before the marker: a store without it is damaged, not new
+            raise StoreCorruptError(
+                f"{self.segments_dir}: missing folder of segments (the store's marker is "
+                "there); the store is damaged, nothing was changed"
+            )
         if not readonly:
             self.root.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(lock_timeout)
@@ -98,9 +136,13 @@ class HDF5Store(Store):
             for stale in self.segments_dir.glob(".tmp-*"):
                 stale.unlink(missing_ok=True)
         self.store_id = info.get("store_id", "")
-        self.refresh()
-        if not readonly:
-            self._collect_garbage()
+        try:
+            self.refresh()
+            if not readonly:
+                self._collect_garbage()
+        except BaseException:
+            self.close()  # a damaged store: refused, and the lock is not kept
+            raise
 
     def close(self) -> None:
         self._lock.release()
@@ -123,29 +165,46 @@ class HDF5Store(Store):
 
     @locked
     def refresh(self) -> None:
-        """Replay segments committed since the last look (by this or another process)."""
+        """Replay segments committed since the last look (by this or another process).
+
+        A rebuild (after a compaction) replays into a new state that replaces the current
+        one only when complete: an error leaves what was read before in place. A segment
+        missing in the middle of the live sequence is damage (:class:`StoreCorruptError`).
+        """
+        rebuild, vanished = False, str(self.segments_dir)
         for attempt in range(5):
             names = self._live_segments()
-            if names[: len(self._seen)] != self._seen:  # compacted or removed: rebuild
-                from ._base import StoreState
-
-                self._state = StoreState()
-                self._seen = []
+            gap = first_missing_seq(names)
+            if gap is not None:
+                if attempt < 2:  # a listing that raced a compaction: look again
+                    time.sleep(0.01)
+                    continue
+                raise StoreCorruptError(
+                    f"{self.segments_dir / f'{gap:012d}.h5'}: missing segment (sequence number "
+                    f"{gap}; found {names[0]} to {names[-1]}); the store is damaged and its "
+                    "later segments cannot be replayed without it"
+                )
+            if rebuild or names[: len(self._seen)] != self._seen:  # compacted: rebuild
+                state, seen = StoreState(), []
+                try:
+                    for name in names:
+                        self._replay(self.segments_dir / name, state)
+                        seen.append(name)
+                except _Vanished as exc:
+                    vanished, rebuild = str(exc), True
+                    continue
+                self._state, self._seen = state, seen
+                return
             try:
                 for name in names[len(self._seen) :]:
-                    self._replay(self.segments_dir / name)
+                    self._replay(self.segments_dir / name, self._state)
                     self._seen.append(name)
                 return
-            except _Vanished:
-                from ._base import StoreState
+            except _Vanished as exc:
+                vanished, rebuild = str(exc), True
+        raise StoreError(f"{vanished}: segments keep vanishing while reading; retry")
 
-                self._state, self._seen = StoreState(), []
-                if attempt == 4:
-                    raise StoreError(
-                        f"{self.root}: segments keep vanishing while reading; retry"
-                    ) from None
-
-    def _replay(self, file: Path) -> None:
+    def _replay(self, file: Path, state: StoreState) -> None:
         h5py = _h5py()
         try:
             with h5py.File(file, "r") as f:
@@ -166,20 +225,22 @@ class HDF5Store(Store):
                 add_models = {}
                 if "models" in f:
                     for m in f["models"]:
-                        add_models[m] = json.loads(f["models"][m].attrs["meta"])
+                        add_models[_from_h5(m)] = json.loads(f["models"][m].attrs["meta"])
                 slices, refs = [], {}
                 if "slices" in f:
-                    for uid, g in f["slices"].items():
+                    for link, g in f["slices"].items():
                         s = slice_from_json(g.attrs["info"])
                         slices.append(s)
+                        uid = _from_h5(link)
                         if "weights" in g:
-                            refs[uid] = ArrayRef(file, f"slices/{uid}/weights")
+                            refs[uid] = ArrayRef(file, f"slices/{link}/weights")
                         elif "weights_ref" in g.attrs:
                             fname, _, ds = str(g.attrs["weights_ref"]).partition(":")
                             refs[uid] = ArrayRef(self.segments_dir / fname, ds)
                 values: dict[Key, Any] = {}
                 if "fields" in f:
-                    for fname, g in f["fields"].items():
+                    for link, g in f["fields"].items():
+                        fname = _from_h5(link)
                         owners = [
                             o.decode() if isinstance(o, bytes) else o for o in g["owners"][()]
                         ]
@@ -188,9 +249,11 @@ class HDF5Store(Store):
                         for o, v in zip(owners, raw, strict=True):
                             values[(o, fname)] = _scalar(v, kind)
                 if "arrays" in f:
-                    for fname, g in f["arrays"].items():
-                        for owner in g:
-                            values[(owner, fname)] = ArrayRef(file, f"arrays/{fname}/{owner}")
+                    for flink, g in f["arrays"].items():
+                        for olink in g:
+                            values[(_from_h5(olink), _from_h5(flink))] = ArrayRef(
+                                file, f"arrays/{flink}/{olink}"
+                            )
                 if "array_refs" in f:
                     for e in f["array_refs"][()]:
                         o, fn, where = (e.decode() if isinstance(e, bytes) else e).split(_SEP)
@@ -205,7 +268,7 @@ class HDF5Store(Store):
                 if "documents" in f:
                     for kind, g in f["documents"].items():
                         for name, ds in g.items():
-                            docs[(kind, name)] = (
+                            docs[(_from_h5(kind), _from_h5(name))] = (
                                 ds[()].decode() if isinstance(ds[()], bytes) else str(ds[()])
                             )
         except StoreCorruptError:
@@ -216,7 +279,7 @@ class HDF5Store(Store):
             raise StoreCorruptError(
                 f"{file}: unreadable store segment ({type(exc).__name__}: {exc})"
             ) from None
-        self._state.apply(
+        state.apply(
             add_models=add_models,
             slices=slices,
             weight_refs=refs,
@@ -233,8 +296,6 @@ class HDF5Store(Store):
                 return f[ref.dataset][()]
         except (OSError, KeyError) as exc:
             if not ref.file.exists():
-                from ._base import StaleRefError
-
                 raise StaleRefError(str(ref.file)) from None
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
 
@@ -279,11 +340,11 @@ class HDF5Store(Store):
 
         def fill(f, str_dt):
             for m, meta in state.models.items():
-                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(
+                f.require_group("models").create_group(_h5name(m)).attrs["meta"] = json.dumps(
                     meta, sort_keys=True, default=str
                 )
             for uid, sl in state.slices.items():
-                g = f.require_group("slices").create_group(uid)
+                g = f.require_group("slices").create_group(_h5name(uid))
                 g.attrs["info"] = slice_to_json(sl)
                 ref = state.weight_refs.get(uid)
                 if isinstance(ref, ArrayRef):
@@ -292,11 +353,16 @@ class HDF5Store(Store):
             refs = []
             for key, v in state.values.items():
                 if isinstance(v, ArrayRef):
+                    if not v.file.exists():
+                        raise StoreCorruptError(
+                            f"{v.file}: missing segment (the value {key!r} lives in it); "
+                            "the store is damaged, nothing was compacted"
+                        )
                     with h5py_file(v.file) as src:
                         ds = src[v.dataset]
                         if ds.nbytes <= COPY_LIMIT:
-                            f.require_group("arrays").require_group(key[1]).create_dataset(
-                                key[0], data=ds[()]
+                            f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
+                                _h5name(key[0]), data=ds[()]
                             )
                         else:
                             refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.file.name}:{v.dataset}")
@@ -306,8 +372,8 @@ class HDF5Store(Store):
             if refs:
                 f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
             for (kind, name), text in state.documents.items():
-                f.require_group("documents").require_group(kind).create_dataset(
-                    name, data=text, dtype=str_dt
+                f.require_group("documents").require_group(_h5name(kind)).create_dataset(
+                    _h5name(name), data=text, dtype=str_dt
                 )
 
         self._write_segment(f"{seq:012d}-c.h5", fill)
@@ -344,11 +410,11 @@ class HDF5Store(Store):
                     "remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt
                 )
             for m, meta in batch.add_models.items():
-                f.require_group("models").create_group(m).attrs["meta"] = json.dumps(
+                f.require_group("models").create_group(_h5name(m)).attrs["meta"] = json.dumps(
                     meta, sort_keys=True, default=str
                 )
             for s in batch.slices:
-                g = f.require_group("slices").create_group(s.uid)
+                g = f.require_group("slices").create_group(_h5name(s.uid))
                 g.attrs["info"] = slice_to_json(s)
                 if s.uid in batch.weights:
                     arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
@@ -362,8 +428,8 @@ class HDF5Store(Store):
                     dtype=str_dt,
                 )
             for (kind, name), text in batch.documents.items():
-                f.require_group("documents").require_group(kind).create_dataset(
-                    name, data=text, dtype=str_dt
+                f.require_group("documents").require_group(_h5name(kind)).create_dataset(
+                    _h5name(name), data=text, dtype=str_dt
                 )
 
         self._write_segment(f"{seq:012d}.h5", fill)
@@ -402,7 +468,9 @@ def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
     scalars: dict[str, dict[str, list]] = {}
     for (owner, fname), v in fields.items():
         if isinstance(v, np.ndarray) and v.ndim > 0:
-            f.require_group("arrays").require_group(fname).create_dataset(owner, data=v)
+            f.require_group("arrays").require_group(_h5name(fname)).create_dataset(
+                _h5name(owner), data=v
+            )
             continue
         if isinstance(v, np.ndarray):
             v = v.item()
@@ -418,7 +486,7 @@ def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
     for fname, b in scalars.items():
         kinds = b["kinds"]
         kind = kinds.pop() if len(kinds) == 1 else ("str" if "str" in kinds else "float")
-        g = f.require_group("fields").create_group(fname)
+        g = f.require_group("fields").create_group(_h5name(fname))
         g.attrs["kind"] = kind
         g.create_dataset("owners", data=np.array(b["owners"], dtype=object), dtype=str_dt)
         if kind == "str":

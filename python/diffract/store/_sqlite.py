@@ -35,7 +35,7 @@ from ._base import (
     slice_to_json,
 )
 from ._codec import CodecError, decode, encode
-from ._folder import open_store_folder, write_marker_if_missing
+from ._folder import STORE_MARKER, open_store_folder, read_marker, write_marker_if_missing
 from ._lock import WriterLock, fsync_dir
 
 _SCHEMA = """
@@ -102,21 +102,45 @@ class SQLiteStore(Store):
         self.path = str(path)
         self._lock = WriterLock(path.with_name(path.name + ".lock"), str(path))
 
-    def _open(self, readonly: bool) -> None:
-        path = self.db_path
+    def _check_file(self, path: Path) -> bool:
+        """Whether ``path`` holds a database (False: nothing there); refuse what is not one."""
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a folder, not an SQLite store file")
-        exists = path.exists() and path.stat().st_size > 0
-        if exists and not is_sqlite_file(path):
+        if not path.exists():
+            wal = path.with_name(path.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                # a new database would take this log's pages for its own
+                raise StoreCorruptError(
+                    f"{path}: missing, but its write-ahead log {wal.name} is there; the store "
+                    "is damaged, nothing was changed (restore the file, or remove the log to "
+                    "start a new store)"
+                )
+            return False
+        if path.stat().st_size == 0:
+            raise StoreCorruptError(
+                f"{path}: empty file (0 bytes), not a diffract SQLite store; nothing was changed "
+                "(a store is never left empty: restore it, or remove the file to start a new one)"
+            )
+        if not is_sqlite_file(path):
             raise StoreCorruptError(
                 f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store"
             )
+        return True
+
+    def _open(self, readonly: bool) -> None:
+        path = self.db_path
+        exists = self._check_file(path)
         if not exists and readonly:
             raise StoreError(f"no diffract store at {path}")
+        created_lock = False
         if not readonly:
             path.parent.mkdir(parents=True, exist_ok=True)
+            created_lock = not self._lock.path.exists()
             self._lock.acquire(self._lock_timeout)
+        self._db = None
         try:
+            if not readonly and not self._check_file(path):  # still none, under the lock
+                self._create_file(path)
             if readonly:
                 self._db = sqlite3.connect(
                     f"file:{path}?mode=ro",
@@ -129,35 +153,60 @@ class SQLiteStore(Store):
                 self._db = sqlite3.connect(
                     path, timeout=30, check_same_thread=False, isolation_level=None
                 )
+            # check before changing anything: a foreign database is refused untouched
+            self._check_meta()
+            if not readonly:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
-            self._check_or_init(created=not exists)
-        except sqlite3.DatabaseError as exc:
+        except BaseException as exc:
+            if self._db is not None:
+                with contextlib.suppress(Exception):
+                    self._db.close()
             self._lock.release()
-            raise StoreCorruptError(f"{path}: unreadable SQLite store ({exc})") from None
+            if created_lock:  # leave nothing behind next to a file we refused
+                with contextlib.suppress(OSError):
+                    self._lock.path.unlink()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreCorruptError(f"{path}: unreadable SQLite store ({exc})") from None
+            raise
 
-    def _check_or_init(self, *, created: bool) -> None:
+    def _create_file(self, path: Path) -> None:
+        """Create a new store database: built under a temporary name, renamed into place
+        when complete, so a crash never leaves a half-made (or empty) store file."""
+        import uuid
+
+        tmp = path.with_name(f".{path.name}.creating")
+        for p in (tmp, *(tmp.with_name(tmp.name + x) for x in ("-journal", "-wal", "-shm"))):
+            p.unlink(missing_ok=True)
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("BEGIN IMMEDIATE")
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            db.executemany(
+                "INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                [
+                    ("format", "diffract-store"),
+                    ("layout_version", str(LAYOUT_VERSION)),
+                    ("backend", self.backend),
+                    ("store_id", uuid.uuid4().hex),
+                    ("next_vid", "1"),
+                    ("seq", "0"),
+                ],
+            )
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+
+    def _check_meta(self) -> None:
+        """Refuse a database that is not a diffract store (read-only queries only)."""
         db = self._db
-        if created and not self.readonly:
-            import uuid
-
-            with db:
-                db.execute("BEGIN IMMEDIATE")
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        db.execute(stmt)
-                db.executemany(
-                    "INSERT OR IGNORE INTO meta VALUES (?, ?)",
-                    [
-                        ("format", "diffract-store"),
-                        ("layout_version", str(LAYOUT_VERSION)),
-                        ("backend", self.backend),
-                        ("store_id", uuid.uuid4().hex),
-                        ("next_vid", "1"),
-                        ("seq", "0"),
-                    ],
-                )
-                db.execute("COMMIT")
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" not in tables:
             raise StoreCorruptError(
@@ -176,6 +225,7 @@ class SQLiteStore(Store):
             version = meta.get("layout_version")
         check_version(str(self.db_path), version)
         self.store_id = meta.get("store_id", "")
+        self._meta_backend = meta.get("backend")
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -396,19 +446,44 @@ class HybridStore(SQLiteStore):
 
             raise ConfigError(f"hybrid arrays must be 'hdf5' or 'zarr', got {arrays!r}")
         root = Path(path).expanduser().resolve()
-        info = open_store_folder(root, "hybrid", create=not readonly)
-        if not readonly:
-            info = write_marker_if_missing(root, "hybrid", arrays=arrays)
+        meta_db = root / "meta.sqlite"
+        info = read_marker(root) if root.is_dir() else None
+        if info is None and _interrupted_creation(root):
+            info = {}  # a crash while creating: meta.sqlite is checked, then the marker written
+        else:
+            info = open_store_folder(root, "hybrid", create=not readonly)
+        arrays_dirs = [root / "arrays", root / "arrays.zarr"]
+        if info and not (meta_db.exists() and meta_db.stat().st_size > 0):
+            # a store whose metadata is gone is damaged, not new: its array files would
+            # look unreferenced and be deleted
+            found = [d.name + "/" for d in arrays_dirs if d.exists()]
+            raise StoreCorruptError(
+                f"{meta_db}: {'missing' if not meta_db.exists() else 'empty (0 bytes)'} "
+                f"metadata database of the hybrid store {root} (it has {STORE_MARKER}"
+                f"{', ' + ', '.join(found) if found else ''}); the store is damaged, nothing "
+                "was changed"
+            )
         self.root = root
         self.arrays = info.get("arrays", arrays)
         self.arrays_dir = root / ("arrays" if self.arrays == "hdf5" else "arrays.zarr")
-        super().__init__(
-            root / "meta.sqlite", readonly=readonly, lock_timeout=lock_timeout, cache=cache
-        )
+        super().__init__(meta_db, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
         self.path = str(root)
-        if not readonly:
+        if readonly:
+            return
+        try:
+            if not info:
+                if self._meta_backend != "hybrid":
+                    raise StoreCorruptError(
+                        f"{meta_db}: a {self._meta_backend!r} database, not the metadata of a "
+                        f"hybrid store; {root} is not a diffract store (no {STORE_MARKER})"
+                    )
+                # the marker is written once meta.sqlite is complete (under the lock)
+                info = write_marker_if_missing(root, "hybrid", arrays=arrays)
             self.arrays_dir.mkdir(exist_ok=True)
             self._remove_orphans()
+        except BaseException:
+            self.close()
+            raise
 
     def _setup_paths(self, path: Path) -> None:
         super()._setup_paths(path)
@@ -416,7 +491,12 @@ class HybridStore(SQLiteStore):
 
     def _remove_orphans(self) -> None:
         """Array files of a batch whose transaction never committed (a crash), and array
-        files no row refers to any more (their values were erased or replaced)."""
+        files no row refers to any more (their values were erased or replaced).
+
+        A crash leaves at most the array file of the one batch being written
+        (``committed + 1``); array files of later batches mean ``meta.sqlite`` lost
+        commits: that is damage, and nothing is deleted.
+        """
         db = self._conn()
         committed = int(dict(db.execute("SELECT key, value FROM meta")).get("seq", "0"))
         referenced = set()
@@ -425,13 +505,22 @@ class HybridStore(SQLiteStore):
                 referenced.add(ref.split(":")[0].split("/")[0])
         import shutil
 
+        doomed = []
         for p in self.arrays_dir.iterdir():
             stem = p.name.split(".")[0]
+            if stem.isdigit() and int(stem) > committed + 1:
+                raise StoreCorruptError(
+                    f"{self.db_path}: records {committed} commits, but {p} holds arrays of "
+                    f"commit {int(stem)}; the metadata database lost commits (replaced by an "
+                    "older copy?): the store is damaged, nothing was deleted"
+                )
             if p.name.startswith(".tmp-") or (
                 stem.isdigit()
                 and (int(stem) > committed or (p.name not in referenced and stem not in referenced))
             ):
-                shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+                doomed.append(p)
+        for p in doomed:
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
 
     def _write_arrays(self, seq: int, arrays: dict[str, np.ndarray]) -> dict[str, str]:
         if not arrays:
@@ -455,27 +544,58 @@ class HybridStore(SQLiteStore):
             return {name: f"{final.name}:{i}" for i, name in enumerate(arrays)}
         import zarr
 
+        from ._zarr import create_checked_array
+
         group = zarr.open_group(str(self.arrays_dir), mode="a")
         out = {}
         for i, (name, arr) in enumerate(arrays.items()):
             path = f"{seq:012d}/{i}"
-            z = group.create_array(path, shape=arr.shape, dtype=arr.dtype, overwrite=True)
-            z[...] = arr
+            create_checked_array(group, path, arr)
             out[name] = path
         return out
 
     def _read_external_array(self, ref: str) -> np.ndarray:
-        try:
-            if self.arrays == "hdf5":
-                import h5py
+        if self.arrays == "hdf5":
+            import h5py
 
-                fname, _, ds = ref.partition(":")
-                with h5py.File(self.arrays_dir / fname, "r") as f:
+            fname, _, ds = ref.partition(":")
+            file = self.arrays_dir / fname
+            try:
+                with h5py.File(file, "r") as f:
                     return f[ds][()]
-            import zarr
+            except (OSError, KeyError, ValueError) as exc:
+                what = "missing array file" if not file.exists() else f"cannot read {ds!r} ({exc})"
+                raise StoreCorruptError(
+                    f"{file}: {what} (referenced by {self.db_path.name}); the store is damaged"
+                ) from None
+        import fsspec
+        import zarr
 
-            return zarr.open_array(str(self.arrays_dir), path=ref, mode="r")[...]
-        except (OSError, KeyError, ValueError) as exc:
+        from ._zarr import check_array
+
+        where = self.arrays_dir / ref
+        try:
+            z = zarr.open_array(str(self.arrays_dir), path=ref, mode="r")
+            arr = z[...]
+        except Exception as exc:
+            what = (
+                "missing array"
+                if not where.exists()
+                else f"cannot read array ({type(exc).__name__}: {exc})"
+            )
             raise StoreCorruptError(
-                f"{self.arrays_dir}: cannot read array {ref!r} ({exc})"
+                f"{where}: {what} (referenced by {self.db_path.name}); the store is damaged"
             ) from None
+        check_array(z, arr, fsspec.filesystem("file"), str(where))
+        return arr
+
+
+def _interrupted_creation(root: Path) -> bool:
+    """A hybrid folder a crash left mid-creation: no marker yet, only ``meta.sqlite``
+    (complete: it is renamed into place), the lock file and creation leftovers."""
+    if not root.is_dir() or not (root / "meta.sqlite").is_file():
+        return False
+    allowed = {"meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "writer.lock"}
+    return all(
+        p.name in allowed or p.name.startswith(".meta.sqlite.creating") for p in root.iterdir()
+    )

@@ -17,10 +17,12 @@ caller must make sure of it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +30,73 @@ import numpy as np
 
 from .._errors import StoreCorruptError, StoreError
 from .._lazy import to_numpy
-from ._base import LAYOUT_VERSION, Batch, Store, locked, slice_from_json, slice_to_json
+from ._base import (
+    LAYOUT_VERSION,
+    Batch,
+    StaleRefError,
+    Store,
+    StoreState,
+    first_missing_seq,
+    locked,
+    slice_from_json,
+    slice_to_json,
+)
 from ._folder import STORE_MARKER, check_version
 from ._lock import WriterLock, atomic_write_text, fsync_dir
 
 _COMMIT = re.compile(r"^(\d{12})(-c)?\.json$")
 #: write a compaction record after this many commit records
 COMPACT_EVERY = 64
+#: array attribute: CRC-32 of the array's little-endian C-order bytes, checked on read
+CRC_ATTR = "diffract_crc32"
+
+
+def array_crc(arr: np.ndarray) -> int:
+    """CRC-32 of ``arr``'s values (little-endian, C order): independent of how it is stored."""
+    a = np.ascontiguousarray(arr)
+    a = np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
+    return zlib.crc32(a.reshape(-1).view(np.uint8))
+
+
+def create_checked_array(group: Any, path: str, arr: np.ndarray) -> None:
+    """Write ``arr`` at ``path`` with every chunk stored (no fill-value holes) and its CRC."""
+    z = group.create_array(
+        path,
+        shape=arr.shape,
+        dtype=arr.dtype,
+        overwrite=True,
+        attributes={CRC_ATTR: array_crc(arr)},
+        config={"write_empty_chunks": True},
+    )
+    z[...] = arr
+
+
+def check_array(z: Any, arr: np.ndarray, fs: Any, base: str) -> None:
+    """Raise if ``arr`` (read from ``z`` at ``base``) is not what was written: Zarr reads a
+    missing chunk as its fill value, so a deleted chunk file would otherwise give zeros
+    silently. A missing chunk raises :class:`StaleRefError` naming it, other mismatches
+    :class:`StoreCorruptError`. Arrays written before checksums pass unchecked."""
+    want = z.attrs.get(CRC_ATTR)
+    if want is None or array_crc(arr) == int(want):
+        return
+    missing: list[str] = []
+    with contextlib.suppress(Exception):
+        grid = itertools.product(*(range(n) for n in z.cdata_shape))
+        for idx in itertools.islice(grid, 100_000):
+            key = f"{base}/{z.metadata.encode_chunk_key(idx)}"
+            if not fs.exists(key):
+                missing.append(key)
+    if missing:
+        # deleted under a reader by a compaction's clean-up, or lost: the caller refreshes
+        # and reads again once; still missing then, it is damage (StoreCorruptError)
+        more = f", and {len(missing) - 1} more chunk(s)" if len(missing) > 1 else ""
+        raise StaleRefError(
+            missing[0], f"missing chunk file of array {base} (it would read as zeros{more})"
+        )
+    raise StoreCorruptError(
+        f"{base}: array data does not match its checksum (a chunk file was changed); "
+        "the store is damaged"
+    )
 
 
 class ZarrRef:
@@ -89,45 +151,85 @@ class ZarrStore(Store):
     def _join(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
 
-    def _open(self) -> None:
+    def _read_marker(self) -> dict[str, Any] | None:
         marker = self._join(STORE_MARKER)
+        if not self.fs.exists(marker):
+            return None
+        try:
+            info = json.loads(self.fs.cat_file(marker))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreCorruptError(f"{marker}: unreadable store marker ({exc})") from None
+        if not isinstance(info, dict) or info.get("format") != "diffract-store":
+            raise StoreCorruptError(f"{marker}: not a diffract store marker")
+        check_version(self.path, info.get("layout_version"))
+        if info.get("backend") != "zarr":
+            raise StoreCorruptError(
+                f"{self.path}: a {info.get('backend')!r} store, opened as 'zarr'"
+            )
+        return info
+
+    def _check_new_folder(self) -> None:
+        """Refuse a foreign folder. Allowed: nothing, or what an interrupted creation leaves
+        (``writer.lock`` and an empty ``commits/``: the marker is written last)."""
+        if not self.fs.exists(self.root):
+            return
+        for p in self.fs.ls(self.root, detail=False):
+            name = p.rstrip("/").rsplit("/", 1)[-1]
+            if name == "writer.lock" and not self.remote:
+                continue
+            if name == "commits" and self.fs.isdir(p) and not self.fs.ls(p, detail=False):
+                continue
+            raise StoreCorruptError(
+                f"{self.path} exists but is not a diffract store (no {STORE_MARKER}); choose another path="
+            )
+
+    def _check_commits_folder(self) -> None:
+        """A store whose ``commits/`` folder is gone is damaged, not new (its data would
+        look like uncommitted batches and be deleted)."""
+        commits = self._join("commits")
+        if self.fs.exists(commits):
+            return
+        # local folders get commits/ before their marker; object stores have no empty
+        # folders, so there only data without any record is damage (checked with orphans)
+        if not self.remote:
+            raise StoreCorruptError(
+                f"{commits}: missing folder of commit records (the store's marker is there); "
+                "the store is damaged, nothing was deleted"
+            )
+
+    def _open(self) -> None:
         if self.fs.exists(self.root) and not self.fs.isdir(self.root):
             raise StoreCorruptError(f"{self.path} is a file, not a diffract zarr store folder")
-        if self.fs.exists(marker):
-            try:
-                info = json.loads(self.fs.cat_file(marker))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise StoreCorruptError(f"{marker}: unreadable store marker ({exc})") from None
-            if not isinstance(info, dict) or info.get("format") != "diffract-store":
-                raise StoreCorruptError(f"{marker}: not a diffract store marker")
-            check_version(self.path, info.get("layout_version"))
-            if info.get("backend") != "zarr":
-                raise StoreCorruptError(
-                    f"{self.path}: a {info.get('backend')!r} store, opened as 'zarr'"
-                )
-        else:
-            if self.fs.exists(self.root) and self.fs.ls(self.root):
-                raise StoreCorruptError(
-                    f"{self.path} exists but is not a diffract store (no {STORE_MARKER}); choose another path="
-                )
+        info = self._read_marker()
+        if info is None:
+            self._check_new_folder()
             if self.readonly:
                 raise StoreError(f"no diffract store at {self.path}")
-            import uuid
-
             self.fs.makedirs(self.root, exist_ok=True)
-            info = {
-                "format": "diffract-store",
-                "layout_version": LAYOUT_VERSION,
-                "backend": "zarr",
-                "store_id": uuid.uuid4().hex,
-            }
-            self._put(STORE_MARKER, json.dumps(info, sort_keys=True))
-        self.store_id = info.get("store_id", "")
-        if not self.readonly:
+        if not self.readonly and self._lock is not None:
+            self._lock.acquire(self._lock_timeout)
+        try:
+            if info is None:
+                info = self._read_marker()  # another writer may have created it meanwhile
+            if info is None:
+                import uuid
+
+                self.fs.makedirs(self._join("commits"), exist_ok=True)
+                info = {
+                    "format": "diffract-store",
+                    "layout_version": LAYOUT_VERSION,
+                    "backend": "zarr",
+                    "store_id": uuid.uuid4().hex,
+                }
+                self._put(STORE_MARKER, json.dumps(info, sort_keys=True))
+            self._check_commits_folder()
+            self.store_id = info.get("store_id", "")
+            if not self.readonly:
+                self._remove_orphans()
+        except BaseException:
             if self._lock is not None:
-                self._lock.acquire(self._lock_timeout)
-            self.fs.makedirs(self._join("commits"), exist_ok=True)
-            self._remove_orphans()
+                self._lock.release()
+            raise
 
     def _put(self, rel: str, text: str) -> None:
         if self.remote:
@@ -151,15 +253,17 @@ class ZarrStore(Store):
         """Data of uncommitted batches (a crash), and what compactions superseded.
 
         Superseded data is deleted one compaction late, so a reader whose snapshot predates
-        the newest compaction still finds every array it lists.
+        the newest compaction still finds every array it lists. A crash leaves at most the
+        data of the one batch being written (``last + 1``); data of later batches means
+        records were lost: that is damage, and nothing is deleted.
         """
+        self.refresh()  # raises on damage (a missing record) before anything is deleted
         names = self._commits()
         last = int(names[-1][:12]) if names else 0
         compactions = [n for n in names if n.endswith("-c.json")]
         cutoff = int(compactions[-2][:12]) if len(compactions) >= 2 else 0
         data = self._join("data")
         if self.fs.exists(data):
-            self.refresh()
             referenced = {
                 r.path.split("/")[1]
                 for r in self._state.weight_refs.values()
@@ -168,12 +272,21 @@ class ZarrStore(Store):
             referenced |= {
                 v.path.split("/")[1] for v in self._state.values.values() if isinstance(v, ZarrRef)
             }
+            doomed = []
             for p in self.fs.ls(data, detail=False):
                 name = p.rstrip("/").rsplit("/", 1)[-1]
                 if not name.isdigit():
                     continue
+                if int(name) > last + 1:
+                    raise StoreCorruptError(
+                        f"{self._join('commits', f'{last + 1:012d}.json')}: missing commit record "
+                        f"({p} holds data of batch {int(name)}, but the records end at {last}); "
+                        "the store is damaged, nothing was deleted"
+                    )
                 if int(name) > last or (int(name) < cutoff and name not in referenced):
-                    self.fs.rm(p, recursive=True)
+                    doomed.append(p)
+            for p in doomed:
+                self.fs.rm(p, recursive=True)
         live = set(self._live_commits())
         keep = set(compactions[-2:])
         for n in names:
@@ -219,22 +332,50 @@ class ZarrStore(Store):
     # --- reading -------------------------------------------------------------------------------
     @locked
     def refresh(self) -> None:
-        from ._base import StoreState
-
-        for _ in range(5):
+        """Replay records committed since the last look. A rebuild (after a compaction)
+        replaces the current state only when complete; a record missing in the middle of
+        the live sequence is damage (:class:`StoreCorruptError`)."""
+        rebuild = False
+        for attempt in range(5):
             names = self._live_commits()
-            if names[: len(self._seen)] != self._seen:  # compacted: rebuild
-                self._state, self._seen = StoreState(), []
+            gap = first_missing_seq(names)
+            if gap is not None:
+                # a listing that raced a compaction deleting old records: look again
+                if attempt < 2:
+                    time.sleep(0.01)
+                    continue
+                raise StoreCorruptError(
+                    f"{self._join('commits', f'{gap:012d}.json')}: missing commit record "
+                    f"(sequence number {gap}; found {names[0]} to {names[-1]}); the store is "
+                    "damaged and its later records cannot be replayed without it"
+                )
+            if rebuild or names[: len(self._seen)] != self._seen:  # compacted: rebuild
+                # a listing taken while a compaction deletes old records can miss both the
+                # new compaction and some old records: rebuild only from a listing that a
+                # second look confirms (it may only have grown at the end)
+                if self._live_commits()[: len(names)] != names:
+                    rebuild = True
+                    continue
+                state, seen = StoreState(), []
+                try:
+                    for name in names:
+                        self._replay(name, state)
+                        seen.append(name)
+                except FileNotFoundError:  # a record vanished under a compaction: again
+                    rebuild = True
+                    continue
+                self._state, self._seen = state, seen
+                return
             try:
                 for name in names[len(self._seen) :]:
-                    self._replay(name)
+                    self._replay(name, self._state)
                     self._seen.append(name)
                 return
-            except FileNotFoundError:  # a record vanished under a compaction: start over
-                self._state, self._seen = StoreState(), []
+            except FileNotFoundError:
+                rebuild = True
         raise StoreError(f"{self.path}: commit records keep vanishing while reading; retry")
 
-    def _replay(self, name: str) -> None:
+    def _replay(self, name: str, state: StoreState) -> None:
         where = self._join("commits", name)
         try:
             rec = json.loads(self.fs.cat_file(where))
@@ -264,7 +405,7 @@ class ZarrStore(Store):
             raise StoreCorruptError(
                 f"{where}: unreadable commit record ({type(exc).__name__}: {exc})"
             ) from None
-        self._state.apply(
+        state.apply(
             add_models=rec.get("models", {}),
             slices=slices,
             weight_refs=refs,
@@ -277,16 +418,18 @@ class ZarrStore(Store):
     def _read_array(self, ref: ZarrRef) -> np.ndarray:
         import zarr
 
+        where = self._join(ref.path)
         try:
-            return zarr.open_array(self.url, path=ref.path, mode="r")[...]
+            z = zarr.open_array(self.url, path=ref.path, mode="r")
+            arr = z[...]
         except Exception as exc:
-            if not self.fs.exists(self._join(ref.path)):
-                from ._base import StaleRefError
-
-                raise StaleRefError(ref.path) from None
+            if not self.fs.exists(where):
+                raise StaleRefError(where) from None
             raise StoreCorruptError(
-                f"{self.path}: cannot read array {ref.path!r} ({type(exc).__name__}: {exc})"
+                f"{where}: cannot read array {ref.path!r} of {self.path} ({type(exc).__name__}: {exc})"
             ) from None
+        check_array(z, arr, self.fs, where)
+        return arr
 
     # --- writing -------------------------------------------------------------------------------
     def _commit(self, batch: Batch) -> None:
@@ -329,12 +472,10 @@ class ZarrStore(Store):
                 if s.uid in batch.weights:
                     path = f"data/{tag}/{len(arrays) + len(weights)}"
                     arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
-                    z = root.create_array(path, shape=arr.shape, dtype=arr.dtype, overwrite=True)
-                    z[...] = arr
+                    create_checked_array(root, path, arr)
                     weights[s.uid] = path
             for path, arr in arrays.items():
-                z = root.create_array(path, shape=arr.shape, dtype=arr.dtype, overwrite=True)
-                z[...] = arr
+                create_checked_array(root, path, arr)
             rec.update(
                 slices=[slice_to_json(s) for s in batch.slices],
                 weights=weights,
