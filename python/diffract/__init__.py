@@ -89,6 +89,9 @@ if TYPE_CHECKING:
         KernelFailureWarning as KernelFailureWarning,
     )
     from ._run import (
+        NothingToCompareWarning as NothingToCompareWarning,
+    )
+    from ._run import (
         ProgressEvent as ProgressEvent,
     )
     from ._run import (
@@ -120,6 +123,7 @@ _LAZY = {
     "ProgressEvent": ("_run", "ProgressEvent"),
     "Failure": ("_run", "Failure"),
     "KernelFailureWarning": ("_run", "KernelFailureWarning"),
+    "NothingToCompareWarning": ("_run", "NothingToCompareWarning"),
     "ModelTree": ("extract", "ModelTree"),
     "register_extractor": ("extract", "register_extractor"),
     "LazyArray": ("_lazy", "LazyArray"),

@@ -81,9 +81,38 @@ class Kernel:
         check_option_value(self, option, value)
 
     def split_outputs(self, result: Any) -> dict[str, Any]:
-        """Map a call's return value onto the declared outputs."""
+        """Map a call's return value onto the declared outputs.
+
+        Outputs that are persisted (all but the transient ones) must be values the store
+        can hold (see :func:`storable_error`); anything else is a
+        :class:`KernelDefinitionError` naming the kernel, the output and the type, which the
+        scheduler records as a failure of that slice."""
+        out = self._split(result)
+        for o, v in out.items():
+            if o in self.transient:
+                continue  # kept in memory only; checked if it is asked for by name
+            problem = storable_error(v)
+            if problem is not None:
+                raise KernelDefinitionError(self.unstorable_message(o, problem))
+        return out
+
+    def unstorable_message(self, output: str, problem: str) -> str:
+        """Why the value of ``output`` cannot be stored, naming this kernel."""
+        return (
+            f"kernel {self.name!r} returned {problem} for field {output!r}, which cannot be "
+            "stored; return a number, bool, str or NumPy array of a numeric dtype"
+        )
+
+    def _split(self, result: Any) -> dict[str, Any]:
         if len(self.outputs) == 1:
-            if isinstance(result, Mapping) and set(result) == set(self.outputs):
+            if isinstance(result, Mapping) and self.outputs[0] in result:
+                extra = sorted(str(k) for k in result if k != self.outputs[0])
+                if extra:
+                    raise KernelDefinitionError(
+                        f"kernel {self.name!r} returned a dict with keys {extra} that are not "
+                        f"among its outputs {list(self.outputs)}; return the value itself, or "
+                        "declare every output in @kernel(outputs=...)"
+                    )
                 return dict(result)
             return {self.outputs[0]: result}
         if isinstance(result, Mapping):
@@ -99,6 +128,25 @@ class Kernel:
             f"kernel {self.name!r} declares {len(self.outputs)} outputs {self.outputs} but returned "
             f"{type(result).__name__}; return a tuple in that order or a dict keyed by output"
         )
+
+
+def storable_error(value: Any) -> str | None:
+    """None when the store can hold ``value`` as a field value (a bool, int, float or str,
+    a NumPy scalar of those kinds, or an ndarray of a numeric dtype); otherwise what the
+    value is, for an error message."""
+    if isinstance(value, (bool, int, float, str)):
+        return None
+    if isinstance(value, np.generic):
+        if value.dtype.kind in "biuf" or isinstance(value, np.str_):
+            return None
+        return f"a NumPy {value.dtype} scalar"
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biufc":
+            return None
+        return f"an ndarray of dtype {value.dtype}"
+    if value is None:
+        return "None"
+    return f"a value of type {type(value).__name__}"
 
 
 # --- option values ------------------------------------------------------------------------

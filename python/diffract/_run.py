@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ConfigError, OptionValueError, UnknownOptionError
-from ._kernel import Kernel, KernelRegistry, check_options
+from ._kernel import Kernel, KernelRegistry, check_options, storable_error
 from ._params import ParameterType, SliceInfo
 from .store import Batch, Store
 
@@ -33,6 +33,11 @@ WORKING_SET_FACTOR = 4
 
 class KernelFailureWarning(RuntimeWarning):
     """Some kernels failed on some parameters (see ``RunReport.failures``)."""
+
+
+class NothingToCompareWarning(RuntimeWarning):
+    """Cross-model fields were asked for, but no slice of the selection has a counterpart
+    in the reference model to compare against (see ``RunReport.notes``)."""
 
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.I)
@@ -124,6 +129,9 @@ class RunReport:
     chunks: int = 0
     elapsed: float = 0.0
     kernel_calls: dict[str, int] = field(default_factory=dict)
+    #: things the run could not do that are not failures (also warned about), e.g. cross
+    #: fields asked for on a selection with nothing to compare against the reference
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -138,6 +146,8 @@ class RunReport:
         )
         if self.cancelled:
             head += " (cancelled: finished chunks kept)"
+        for note in self.notes:
+            head += f"\n  note: {note}"
         return head
 
 
@@ -414,6 +424,23 @@ class Runner:
             ref_names = {s.name: s for s in self.store.slices(reference)}
             cross_slices = [s for s in slices if s.model_id != reference and s.name in ref_names]
             self._ref_names = ref_names
+            if not cross_slices and slices:
+                others = sorted({s.model_id for s in slices if s.model_id != reference})
+                if not others:
+                    why = (
+                        f"the selection holds only the reference model {reference!r}, and a "
+                        "model is not compared with itself; select other models too (or "
+                        "choose another reference)"
+                    )
+                else:
+                    why = (
+                        f"no slice of {others} has a same-named slice in the reference model "
+                        f"{reference!r}; cross-model fields pair slices by name"
+                    )
+                report.notes.append(
+                    f"cross-model field(s) {by_level['cross']}: nothing computed: {why}"
+                )
+                warnings.warn(report.notes[-1], NothingToCompareWarning, stacklevel=3)
         # param-level needs: requested param fields, plus param inputs of model/cross kernels
         param_needed: dict[str, set[str]] = {}
         param_fields = set(by_level["param"])
@@ -712,6 +739,19 @@ class Runner:
                         continue
                     if o in k.transient and o not in explicit:
                         continue
+                    problem = storable_error(v)
+                    if problem is not None:  # a transient output asked for by name
+                        if o in explicit:
+                            report.failures.append(
+                                Failure(
+                                    s.model_id,
+                                    s.name,
+                                    s.uid,
+                                    o,
+                                    f"KernelDefinitionError: {k.unstorable_message(o, problem)}",
+                                )
+                            )
+                        continue
                     batch.fields[(s.uid, o)] = _normalise(v)
         report.failures[:] = _dedupe(report.failures)
         return batch
@@ -859,19 +899,33 @@ class Runner:
         batch: Batch,
         report: RunReport,
         where: Failure,
-    ) -> None:
+    ) -> str | None:
         """Call a model- or cross-level kernel for one owner; keep its outputs in ``computed``,
-        persist the non-transient (or requested) ones, record a failure if it raises."""
+        persist the non-transient (or requested) ones, record a failure if it raises (and
+        return its message)."""
         try:
             self._count(k)
             out = k.split_outputs(k.func(*args, **self._opts(k)))
         except Exception as exc:
             self._record_failure(k, fields, report, replace(where, error=_short_error(exc)))
-            return
+            return _short_error(exc)
         for o, v in out.items():
             computed[o] = v
             if o not in k.transient or o in fields:
+                problem = storable_error(v)
+                if problem is not None:  # a transient output asked for by name
+                    self._record_failure(
+                        k,
+                        [o],
+                        report,
+                        replace(
+                            where,
+                            error=f"KernelDefinitionError: {k.unstorable_message(o, problem)}",
+                        ),
+                    )
+                    continue
                 batch.fields[(owner, o)] = _normalise(v)
+        return None
 
     @staticmethod
     def _record_failure(k: Kernel, fields: list[str], report: RunReport, where: Failure) -> None:
@@ -880,35 +934,58 @@ class Runner:
                 report.failures.append(replace(where, field=o))
 
     # --- cross-model level -------------------------------------------------------------------
-    def _param_values(self, s: SliceInfo, needed: set[str]) -> dict[str, Any] | None:
+    def _param_values(self, s: SliceInfo, needed: set[str]) -> dict[str, Any]:
         """Per-parameter ``needed`` values of one slice: stored ones loaded, missing ones
-        (transient intermediates included) computed in memory. None when not applicable."""
-        if not all(self._applicable(f, s.effective_ndim) for f in needed):
-            return None
-        order, to_load, _, _ = self._slice_plan(s, set(needed), set(needed))
-        if not order:
-            return {f: self.store.get((s.uid, f)) for f in needed}
-        vals = self._compute_values([s], {s.uid: (order, to_load)}, None)[s.uid]
+        (transient intermediates included) computed in memory. A value that cannot be made
+        is a marker (``NOT_APPLICABLE`` or ``_Failed``), so each kernel using it can be
+        skipped or failed on its own."""
+        out: dict[str, Any] = {}
+        wanted: set[str] = set()
         for f in needed:
-            v = vals.get(f)
-            if isinstance(v, _Failed):
-                raise LookupError(f"input {f!r} failed: {v.message}")
-            if isinstance(v, _NotApplicable):
-                return None
-        return vals
+            if self._applicable(f, s.effective_ndim):
+                wanted.add(f)
+            else:
+                out[f] = NOT_APPLICABLE
+        if not wanted:
+            return out
+        order, to_load, _, _ = self._slice_plan(s, set(wanted), set(wanted))
+        # stored values asked for are counted as reused by the plan, not loaded: load them
+        produced = {o for k in order for o in k.outputs}
+        stored = {f for f in wanted if f not in produced and self.store.has((s.uid, f))}
+        if not order:
+            for f in wanted:
+                try:
+                    out[f] = self.store.get((s.uid, f))
+                except Exception as exc:
+                    out[f] = _Failed(_short_error(exc))
+            return out
+        try:
+            vals = self._compute_values([s], {s.uid: (order, set(to_load) | stored)}, None)[s.uid]
+        except Exception as exc:  # a stored input that cannot be read
+            return {**out, **{f: _Failed(_short_error(exc)) for f in wanted}}
+        for f in wanted:
+            out[f] = vals.get(f, _Failed(f"{f!r} was not computed"))
+        return out
 
     def _run_cross_level(
         self, fields: list[str], slices: list[SliceInfo], reference: str, report: RunReport
     ) -> None:
         batch = Batch()
         kernels = [k for k in self.registry.closure(fields) if k.level == "cross"]
-        param_inputs = {
-            (i[4:] if i.startswith("ref_") else i)
-            for k in kernels
-            for i in k.inputs
-            if i not in ("slice_info", "weights", "ref_weights", "ref_slice_info")
-            and self.registry.producer(i[4:] if i.startswith("ref_") else i).level == "param"
-        }
+
+        def param_inputs_of(k: Kernel) -> list[tuple[str, str, bool]]:
+            """(input name, param field, from the reference) for each param-level input."""
+            res = []
+            for i in k.inputs:
+                if i in _CROSS_SPECIAL:
+                    continue
+                theirs = i.startswith("ref_")
+                base = i[4:] if theirs else i
+                if self.registry.producer(base).level == "param":
+                    res.append((i, base, theirs))
+            return res
+
+        inputs_of = {k.name: param_inputs_of(k) for k in kernels}
         for s in slices:
             ref = self._ref_names[s.name]
             owner = f"{s.uid}@{reference}"
@@ -921,21 +998,50 @@ class Runner:
             )
             if not todo:
                 continue
-            try:
-                own = self._param_values(s, param_inputs)
-                theirs = self._param_values(ref, param_inputs)
-            except Exception as exc:
-                for k in todo:
-                    for o in k.outputs:
-                        if o in fields:
-                            report.failures.append(
-                                Failure(s.model_id, s.name, owner, o, _short_error(exc))
-                            )
-                continue
-            if own is None or theirs is None or s.effective_ndim != ref.effective_ndim:
+            if s.effective_ndim != ref.effective_ndim:
                 report.not_applicable += sum(1 for k in todo for o in k.outputs if o in fields)
                 continue
+            own_needed = {b for k in todo for (_, b, theirs) in inputs_of[k.name] if not theirs}
+            ref_needed = {b for k in todo for (_, b, theirs) in inputs_of[k.name] if theirs}
+            own = self._param_values(s, own_needed) if own_needed else {}
+            theirs_vals = self._param_values(ref, ref_needed) if ref_needed else {}
+            #: outputs of this slice's cross kernels that could not be made, and why
+            unmade: dict[str, _Failed | _NotApplicable] = {}
             for k in todo:
+                where = Failure(s.model_id, s.name, owner, "", "")
+                # inputs checked per kernel: a failed input fails only the kernels using it
+                blocked: _Failed | _NotApplicable | None = (
+                    NOT_APPLICABLE if s.effective_ndim < k.min_ndim else None
+                )
+                for name, base, theirs in inputs_of[k.name] if blocked is None else ():
+                    v = (theirs_vals if theirs else own)[base]
+                    if isinstance(v, _NotApplicable):
+                        blocked = v
+                        break
+                    if isinstance(v, _Failed):
+                        side = f" (of the reference {reference}:{ref.name})" if theirs else ""
+                        blocked = _Failed(f"LookupError: input {name!r}{side} failed: {v.message}")
+                        break
+                if blocked is None:  # outputs of other cross kernels of this slice
+                    params = {n for n, _, _ in inputs_of[k.name]}
+                    for i in k.inputs:
+                        if i in params or i in _CROSS_SPECIAL or i in computed:
+                            continue
+                        v = unmade.get(i)
+                        if isinstance(v, _NotApplicable):
+                            blocked = v
+                        else:
+                            why = v.message if isinstance(v, _Failed) else "it was not computed"
+                            blocked = _Failed(f"LookupError: input {i!r} failed: {why}")
+                        break
+                if isinstance(blocked, _NotApplicable):
+                    report.not_applicable += sum(1 for o in k.outputs if o in fields)
+                    unmade.update(dict.fromkeys(k.outputs, blocked))
+                    continue
+                if isinstance(blocked, _Failed):
+                    self._record_failure(k, fields, report, replace(where, error=blocked.message))
+                    unmade.update(dict.fromkeys(k.outputs, blocked))
+                    continue
                 try:
                     args = []
                     for inp in k.inputs:
@@ -951,29 +1057,26 @@ class Runner:
                             args.append(
                                 canonical_layout(_as_float_array(self.store.weights(ref.uid)), ref)
                             )
-                        elif inp.startswith("ref_") and inp[4:] in param_inputs:
-                            args.append(theirs[inp[4:]])
-                        elif inp in param_inputs:
+                        elif inp.startswith("ref_") and inp[4:] in theirs_vals:
+                            args.append(theirs_vals[inp[4:]])
+                        elif inp in own:
                             args.append(own[inp])
                         else:  # an output of another cross kernel
                             args.append(computed[inp])
                 except Exception as exc:
-                    self._record_failure(
-                        k, fields, report, Failure(s.model_id, s.name, owner, "", _short_error(exc))
-                    )
+                    self._record_failure(k, fields, report, replace(where, error=_short_error(exc)))
+                    unmade.update(dict.fromkeys(k.outputs, _Failed(_short_error(exc))))
                     continue
-                self._call_owner_kernel(
-                    k,
-                    args,
-                    owner,
-                    fields,
-                    computed,
-                    batch,
-                    report,
-                    Failure(s.model_id, s.name, owner, "", ""),
+                error = self._call_owner_kernel(
+                    k, args, owner, fields, computed, batch, report, where
                 )
+                if error is not None:
+                    unmade.update(dict.fromkeys(k.outputs, _Failed(error)))
         self.store.commit(batch)
         report.computed += len(batch.fields)
+
+
+_CROSS_SPECIAL = frozenset({"slice_info", "weights", "ref_weights", "ref_slice_info"})
 
 
 def _one_blas_thread():

@@ -8,6 +8,7 @@ cross-model fields carry the reference model in a ``reference`` column.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,12 +19,20 @@ KEY_COLUMNS = ("model_id", "name", "uid", "type")
 
 
 def _jsonable(v: Any) -> Any:
+    """``v`` as JSON data: arrays as (nested) lists, NumPy scalars as Python ones, and every
+    NaN or infinity, also inside an array, as None (JSON has no such numbers)."""
     if isinstance(v, np.ndarray):
-        return v.tolist()
+        return _finite_or_none(v.tolist())
     if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-        return None
+        return _finite_or_none(v.item())
+    return _finite_or_none(v)
+
+
+def _finite_or_none(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [_finite_or_none(x) for x in v]
     return v
 
 
@@ -33,8 +42,8 @@ def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format:
         raise ValueError(
             f"unknown export_format {export_format!r}; choose one of {list(EXPORT_FORMATS)}"
         )
-    if export_format == "list":
-        return [dict(r) for r in rows]
+    if export_format == "list":  # every row has every column, in the order of the others
+        return [{c: r.get(c) for c in columns} for r in rows]
     if export_format == "dict":
         return {c: [r.get(c) for r in rows] for c in columns}
     if export_format == "json":
@@ -51,6 +60,27 @@ def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format:
     for c in columns:
         col = [r.get(c) for r in rows]
         if any(isinstance(v, np.ndarray) for v in col):
-            col = [None if v is None else np.asarray(v).ravel().tolist() for v in col]
+            # nested lists keep the shape of 2-D (and higher) values, as JSON does
+            col = [np.atleast_1d(v).tolist() if isinstance(v, np.ndarray) else v for v in col]
         data[c] = col
-    return pl.DataFrame(data, strict=False)
+    try:
+        return pl.DataFrame(data, strict=False)
+    except Exception:  # values of mixed nesting in one column: keep them as objects
+        return pl.DataFrame(
+            [
+                pl.Series(c, data[c], strict=False)
+                if _uniform(data[c])
+                else pl.Series(c, data[c], dtype=pl.Object)
+                for c in columns
+            ]
+        )
+
+
+def _uniform(col: list[Any]) -> bool:
+    import polars as pl
+
+    try:
+        pl.Series(col, strict=False)
+    except Exception:
+        return False
+    return True

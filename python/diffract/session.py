@@ -310,6 +310,63 @@ class _StoreView:
         return _read_weights(self._store, self._store.slice(uid))
 
 
+class ErasedCount(int):
+    """What :meth:`Compute.erase` removed: the number of values (an int), with ``fields``
+    (field -> values erased) and ``dependents`` (the fields erased because they are computed
+    from the fields named)."""
+
+    fields: dict[str, int]
+    dependents: list[str]
+
+    def __new__(
+        cls, n: int, fields: dict[str, int] | None = None, dependents: list[str] | None = None
+    ) -> ErasedCount:
+        obj = super().__new__(cls, n)
+        obj.fields = dict(fields or {})
+        obj.dependents = list(dependents or [])
+        return obj
+
+    def __repr__(self) -> str:
+        return f"ErasedCount({int(self)}, fields={self.fields!r}, dependents={self.dependents!r})"
+
+
+def _dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
+    """Fields computed (directly or through others) from ``fields``, not among them."""
+    users: dict[str, set[str]] = {}
+    for k in registry.kernels():
+        for i in k.field_inputs():
+            users.setdefault(i, set()).update(k.outputs)
+    seen = set(fields)
+    out: list[str] = []
+    todo = list(fields)
+    while todo:
+        for f in sorted(users.get(todo.pop(0), ())):
+            if f not in seen:
+                seen.add(f)
+                out.append(f)
+                todo.append(f)
+    return out
+
+
+def _depends_on_scope(
+    store: Store, owner: str, uids: set[str], models: set[str], names: set[tuple[str, str]]
+) -> bool:
+    """Whether values stored under ``owner`` were computed from slices of the scope: the
+    slice itself, a model owner (any selection) of a scope model, or a cross pair with a
+    scope slice on either side."""
+    if owner.startswith("@"):
+        return owner[1:].split("[", 1)[0] in models
+    if "@" in owner:
+        uid, _, ref = owner.partition("@")
+        if uid in uids:
+            return True
+        try:
+            return (ref, store.slice(uid).name) in names
+        except Exception:
+            return False
+    return owner in uids
+
+
 class Compute(_Namespace):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
@@ -420,22 +477,47 @@ class Compute(_Namespace):
         if ev is not None:
             ev.set()
 
-    def erase(self, *fields: str) -> int:
-        """Remove stored values of ``fields`` in this scope so ``apply`` recomputes them.
-        Returns the number of values erased."""
+    def erase(self, *fields: str) -> ErasedCount:
+        """Remove stored values of ``fields`` in this scope so ``apply`` recomputes them,
+        and the stored values computed from them (their dependents in the registry,
+        transitively: erasing ``esd`` also erases ``pl_alpha``; erasing ``frob_norm`` also
+        erases ``model_frob_norm`` of the scope's models and ``delta_frob_norm`` of pairs with
+        a slice of the scope on either side), which would be stale otherwise.
+
+        Returns the number of values erased, an int that also says what was erased:
+        ``.fields`` (field -> values erased) and ``.dependents`` (fields erased because they
+        depend on those named)."""
         session = self._session
         session._check_writable()
         if not fields:
             raise ValueError("erase() needs the field names to erase, e.g. erase('frob_norm')")
         _check_field_names(fields, "erase()")
+        registry = session.registry
         for f in fields:
-            session.registry.producer(f)
-        self._store.refresh()
+            registry.producer(f)
+        named = list(dict.fromkeys(fields))
+        store = self._store
+        store.refresh()
         owners = self._scope._owners()
-        keys = [(o, f) for o in owners for f in fields]
-        present = self._store.present(keys)
-        self._store.commit(Batch(erase=sorted(present)))
-        return len(present)
+        erase = set(store.present([(o, f) for o in owners for f in named]))
+        dependents = _dependents(registry, named)
+        if dependents:
+            slices = self._scope._slices()
+            uids = {s.uid for s in slices}
+            models = {s.model_id for s in slices}
+            names = {(s.model_id, s.name) for s in slices}
+            for o, f in store.keys():
+                if f in dependents and _depends_on_scope(store, o, uids, models, names):
+                    erase.add((o, f))
+        store.commit(Batch(erase=sorted(erase)))
+        counts: dict[str, int] = {}
+        for _, f in erase:
+            counts[f] = counts.get(f, 0) + 1
+        return ErasedCount(
+            len(erase),
+            fields={f: counts[f] for f in [*named, *dependents] if f in counts},
+            dependents=[f for f in dependents if f in counts],
+        )
 
     def configure(self, kernel_or_field: str | None = None, **options: Any) -> dict[str, Any]:
         """Set kernel options for this session's later runs (stored results are kept:
@@ -578,11 +660,19 @@ class Results(_Namespace):
             raise ValueError(
                 f"cross-model field(s) {cross_fields} need export_metrics(..., reference='<model_id>')"
             )
+        if cross_fields and not store.has_model(reference):
+            raise UnknownModelError(
+                f"reference model {reference!r} is not in the store (cross-model field(s) "
+                f"{cross_fields} are read against it); stored models: {sorted(store.models())}"
+            )
         found = dict.fromkeys(fields, False)
+        compared = False  # a row with a counterpart in the reference model
         if param_fields or cross_fields:
+            ref_names = {s.name for s in store.slices(reference)} if cross_fields else set()
             for s in slices:
-                if cross_fields and s.model_id == reference:
-                    continue
+                is_ref = bool(cross_fields) and s.model_id == reference
+                if is_ref and not param_fields:
+                    continue  # only cross columns: the reference has no values against itself
                 row: dict[str, Any] = {
                     "model_id": s.model_id,
                     "name": s.name,
@@ -593,11 +683,14 @@ class Results(_Namespace):
                     v = store.get((s.uid, f)) if store.has((s.uid, f)) else None
                     found[f] |= v is not None
                     row[f] = v
+                compared |= not is_ref and s.name in ref_names
                 for f in cross_fields:
                     key = (f"{s.uid}@{reference}", f)
-                    v = store.get(key) if store.has(key) else None
+                    v = None if is_ref or not store.has(key) else store.get(key)
                     found[f] |= v is not None
                     row[f] = v
+                if cross_fields:
+                    row["reference"] = reference
                 rows.append(row)
         if model_fields:
             for m in sorted({s.model_id for s in slices}):
@@ -611,26 +704,115 @@ class Results(_Namespace):
         missing = [f for f, ok in found.items() if not ok]
         if missing and slices:
             where = "this selection" if not scope._chain.is_empty else "any stored model"
-            raise FieldNotComputedError(
-                f"field(s) {missing} have not been computed for {where}; "
-                f"run .compute.apply({', '.join(repr(f) for f in missing)}) first"
-            )
+            plain = [f for f in missing if levels[f] != "cross"]
+            cross = [f for f in missing if levels[f] == "cross"]
+            parts = []
+            if plain:
+                parts.append(
+                    f"field(s) {plain} have not been computed for {where}; "
+                    f"run .compute.apply({', '.join(repr(f) for f in plain)}) first"
+                )
+            if cross and compared:
+                parts.append(
+                    f"cross-model field(s) {cross} have not been computed against reference "
+                    f"{reference!r} for {where}; run .compute.apply("
+                    f"{', '.join(repr(f) for f in cross)}, reference={reference!r}) first"
+                )
+            elif cross:
+                only_ref = all(s.model_id == reference for s in slices)
+                why = (
+                    f"{where} holds only the reference model {reference!r}, and a model is "
+                    "not compared with itself; select other models too, or choose another "
+                    "reference"
+                    if only_ref
+                    else f"no slice of {where} has a same-named slice in the reference model "
+                    f"{reference!r} (cross-model fields pair slices by name)"
+                )
+                parts.append(f"cross-model field(s) {cross} have no values: {why}")
+            raise FieldNotComputedError("; ".join(parts))
         columns = list(KEY_COLUMNS) + (["reference"] if cross_fields else []) + list(fields)
-        if cross_fields:
-            for r in rows:
-                r["reference"] = reference
         return to_format(rows, columns, export_format)
 
-    def get(self, field: str, uid_or_name: str, model_id: str | None = None) -> Any:
-        """The stored value of one field on one slice (by uid, or name + model_id)."""
+    def get(
+        self,
+        field: str,
+        uid_or_name: str,
+        model_id: str | None = None,
+        *,
+        reference: str | None = None,
+    ) -> Any:
+        """The stored value of one field.
+
+        Per-parameter fields: on one slice, by uid, or name (+ ``model_id`` when the name is
+        in several models). Model-level fields: on a model of the scope, by its id (or the
+        owner key ``"@<model_id>"``, or any slice of it). Cross-model fields: on one slice
+        against the same-named slice of ``reference``, which they need."""
+        session = self._session
+        k = session.registry.producer(field)  # an unknown field: a clear error first
+        if reference is not None and not isinstance(reference, str):
+            raise InvalidArgumentError(
+                f"reference must be a model_id (a string), got {type(reference).__name__}: {reference!r}"
+            )
+        store = self._store
+        store.refresh()
+        if k.level == "model":
+            return self._get_model_level(field, uid_or_name, model_id)
         s = self._scope._find(uid_or_name, model_id)
-        self._store.refresh()
-        if not self._store.has((s.uid, field)):
-            self._session.registry.producer(field)
+        if k.level == "cross":
+            if not reference:
+                raise InvalidArgumentError(
+                    f"{field!r} is a cross-model field: pass the model it was computed against, "
+                    f"results.get({field!r}, {uid_or_name!r}"
+                    + (f", {model_id!r}" if model_id else "")
+                    + ", reference='<model_id>')"
+                )
+            if not store.has_model(reference):
+                raise UnknownModelError(
+                    f"reference model {reference!r} is not in the store; stored models: "
+                    f"{sorted(store.models())}"
+                )
+            if s.model_id == reference:
+                raise FieldNotComputedError(
+                    f"{s.model_id}:{s.name} is in the reference model {reference!r}; a model "
+                    f"is not compared with itself: read {field!r} on a slice of another model"
+                )
+            key = (f"{s.uid}@{reference}", field)
+            if not store.has(key):
+                raise FieldNotComputedError(
+                    f"field {field!r} is not stored for {s.model_id}:{s.name} against reference "
+                    f"{reference!r}; run .compute.apply({field!r}, reference={reference!r})"
+                )
+            return store.get(key)
+        if not store.has((s.uid, field)):
             raise FieldNotComputedError(
                 f"field {field!r} is not stored for {s.model_id}:{s.name}; run .compute.apply({field!r})"
             )
-        return self._store.get((s.uid, field))
+        return store.get((s.uid, field))
+
+    def _get_model_level(self, field: str, uid_or_name: str, model_id: str | None) -> Any:
+        scope = self._scope
+        store = self._store
+        ids = scope.models.ids()
+        if uid_or_name.startswith("@"):
+            owner = uid_or_name
+            m = owner[1:].split("[", 1)[0]
+            if m not in ids:
+                raise UnknownModelError(
+                    f"no model {m!r} in this scope (owner {owner!r}); models: {ids}"
+                )
+        else:
+            if uid_or_name in ids and model_id in (None, uid_or_name):
+                m = uid_or_name
+            else:
+                m = scope._find(uid_or_name, model_id).model_id
+            owner = scope._model_owner(m)
+        if not store.has((owner, field)):
+            where = "" if owner == f"@{m}" else " in this selection"
+            raise FieldNotComputedError(
+                f"model-level field {field!r} is not stored for model {m!r}{where}; "
+                f"run .compute.apply({field!r})"
+            )
+        return store.get((owner, field))
 
     def fields(self) -> list[str]:
         """Names of the fields stored for at least one owner of this scope."""

@@ -64,7 +64,8 @@ def _is_number(v: Any) -> bool:
 def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list[dict[str, Any]]:
     """``scope.results.export_metrics(*fields)`` as rows, or ``[]`` while nothing is stored.
     Cross-model fields (drift against a checkpoint) need ``reference``; the reference
-    model's own rows are left out."""
+    model's own rows are left out when only cross fields are asked for (with per-parameter
+    fields they stay, their cross columns None)."""
     from ._errors import FieldNotComputedError
 
     try:
