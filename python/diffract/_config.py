@@ -10,7 +10,13 @@ Precedence, lowest to highest:
 
 The profile itself is chosen by the same precedence (argument, then ``DIFFRACT_PROFILE``,
 then the file's ``profile`` key, then ``"local"``). Unknown keys, profiles or values are
-errors that list the valid ones.
+errors that list the valid ones. Empty ``DIFFRACT_*`` variables count as unset.
+
+A project profile named like a built-in one extends it (keys it leaves out keep the
+built-in's values); a new project profile on a backend other than ram needs a path from some
+layer. The ``ram`` profile always means the ram backend: ``backend``/``path`` from the file or
+the environment do not apply to it, and as arguments they are a conflict (ConfigError). A
+``pyproject.toml`` that cannot be parsed is not ours: it is ignored with a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,17 +76,33 @@ def _project_file(cwd: Path) -> tuple[dict[str, Any], str | None]:
         return _load_toml(toml), str(toml)
     pyproject = cwd / "pyproject.toml"
     if pyproject.exists():
-        data = _load_toml(pyproject)
-        section = data.get("tool", {}).get("diffract")
+        try:
+            data = tomllib.loads(pyproject.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            # pyproject.toml belongs to the project, not to diffract: a broken one only means
+            # there is no [tool.diffract] configuration to read.
+            warnings.warn(
+                f"{pyproject}: cannot read it ({exc}); ignoring it, so no [tool.diffract] "
+                "configuration applies",
+                stacklevel=3,
+            )
+            return {}, None
+        tool = data.get("tool")
+        section = tool.get("diffract") if isinstance(tool, dict) else None
         if section is not None:
-            return section, f"{pyproject} [tool.diffract]"
+            where = f"{pyproject} [tool.diffract]"
+            if not isinstance(section, dict):
+                raise ConfigError(
+                    f"{where} must be a table of settings, got {type(section).__name__} {section!r}"
+                )
+            return section, where
     return {}, None
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the configuration ({exc})") from None
 
 
@@ -127,10 +150,40 @@ def _validate(key: str, value: Any, where: str) -> Any:
     return value
 
 
+def _profile_layers(
+    profile: str, profiles_table: dict[str, Any], file_name: str | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The chosen profile's own settings, as (source, values) layers, lowest first.
+
+    A project profile named like a built-in one extends it: keys it does not set keep the
+    built-in's values (when it changes the backend, the default path is that backend's
+    built-in one). A new project profile defaults to the hdf5 backend and has no default path.
+    """
+    layers: list[tuple[str, dict[str, Any]]] = []
+    if profile in PROFILES:
+        backend, default_path = PROFILES[profile]
+        table = profiles_table.get(profile, {})
+        if table.get("backend") not in (None, backend) and table.get("path") is None:
+            default_path = PROFILES.get(table["backend"], (None, None))[1]
+        layers.append((f"profile {profile!r}", {"backend": backend, "path": default_path}))
+    elif profile in profiles_table:
+        layers.append((f"profile {profile!r} ({file_name})", {"backend": "hdf5"}))
+    else:
+        valid = sorted(set(PROFILES) | set(profiles_table))
+        raise ConfigError(f"unknown profile {profile!r}; valid profiles are {valid}")
+    if profile in profiles_table:
+        layers.append((f"profile {profile!r} ({file_name})", dict(profiles_table[profile])))
+    return layers
+
+
 def resolve(
     cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None, **explicit: Any
 ) -> ResolvedConfig:
-    """The configuration in force for ``Session(**explicit)`` run in ``cwd``."""
+    """The configuration in force for ``Session(**explicit)`` run in ``cwd``.
+
+    ``explicit`` holds the arguments; a value of ``None`` means "not given" (as ``Session``
+    passes them). Empty ``DIFFRACT_*`` environment variables count as unset.
+    """
     cwd = Path(cwd or os.getcwd())
     env = dict(os.environ if env is None else env)
     _check_keys({k: v for k, v in explicit.items()}, "Session arguments", tuple(KEYS))
@@ -142,8 +195,23 @@ def resolve(
         if not isinstance(profiles_table, dict):
             raise ConfigError(f"{file_name}: [profiles] must be a table of profile tables")
         for name, table in profiles_table.items():
+            if not isinstance(table, dict):
+                raise ConfigError(
+                    f"{file_name}: profile {name!r} must be a table ([profiles.{name}] with "
+                    f"keys {list(PROFILE_KEYS)}), got {type(table).__name__} {table!r}"
+                )
             _check_keys(table, f"{file_name} [profiles.{name}]", PROFILE_KEYS)
-    env_values = {k: env[f"DIFFRACT_{k.upper()}"] for k in KEYS if f"DIFFRACT_{k.upper()}" in env}
+        ram_table = profiles_table.get("ram", {})
+        if ram_table.get("backend") not in (None, "ram") or ram_table.get("path") is not None:
+            raise ConfigError(
+                f"{file_name} [profiles.ram]: the ram profile keeps nothing on disk; it cannot "
+                "set backend or path (define a profile with another name instead)"
+            )
+    env_values = {}
+    for k in KEYS:
+        raw = env.get(f"DIFFRACT_{k.upper()}")
+        if raw is not None and raw.strip() != "":
+            env_values[k] = raw
 
     out = ResolvedConfig(config_file=file_name)
     for source, data in (
@@ -157,21 +225,33 @@ def resolve(
     else:
         out.values["profile"], out.sources["profile"] = "local", "default"
     profile = out.values["profile"]
-    if profile in profiles_table:
-        base = dict(profiles_table[profile])
-        base_source = f"profile {profile!r} ({file_name})"
-        base.setdefault("backend", PROFILES.get(profile, ("hdf5", None))[0])
-    elif profile in PROFILES:
-        backend, default_path = PROFILES[profile]
-        base = {"backend": backend, "path": default_path}
-        base_source = f"profile {profile!r}"
-    else:
-        valid = sorted(set(PROFILES) | set(profiles_table))
-        raise ConfigError(f"unknown profile {profile!r}; valid profiles are {valid}")
+    if not isinstance(profile, str):
+        raise ConfigError(
+            f"{out.sources['profile']}: invalid profile={profile!r} (a profile is a name, "
+            f"got {type(profile).__name__})"
+        )
+    profile_layers = _profile_layers(profile, profiles_table, file_name)
+    top_layer, env_layer = top, env_values
+    if profile == "ram":
+        # the ram profile keeps nothing on disk: backend/path from the file or the
+        # environment do not apply to it, and asking for them explicitly is a conflict
+        conflicts = [
+            f"{k}={explicit[k]!r}"
+            for k in ("backend", "path")
+            if explicit.get(k) is not None and not (k == "backend" and explicit[k] == "ram")
+        ]
+        if conflicts:
+            raise ConfigError(
+                f"profile 'ram' (from {out.sources['profile']}) keeps nothing on disk and always "
+                f"uses the ram backend; it conflicts with the argument(s) {', '.join(conflicts)}: "
+                "drop them, or choose another profile (e.g. profile='local')"
+            )
+        top_layer = {k: v for k, v in top.items() if k not in ("backend", "path")}
+        env_layer = {k: v for k, v in env_values.items() if k not in ("backend", "path")}
     layers = [
-        (base_source, base),
-        (file_name or "file", top),
-        ("environment", env_values),
+        *profile_layers,
+        (file_name or "file", top_layer),
+        ("environment", env_layer),
         ("argument", explicit),
     ]
     defaults = {
@@ -190,8 +270,21 @@ def resolve(
         out.values[key] = _validate(key, value, source)
         out.sources[key] = source
     if out.values["backend"] == "ram":
+        if explicit.get("path") is not None:
+            raise ConfigError(
+                f"the ram backend (from {out.sources['backend']}) keeps nothing on disk; it "
+                f"conflicts with the argument path={explicit['path']!r}: drop path= or choose "
+                "another backend"
+            )
         out.values["path"] = None
-    elif out.values["path"] is not None and "://" not in str(out.values["path"]):
+        out.sources["path"] = out.sources["backend"]
+    elif out.values["path"] is None:
+        where = f"profile {profile!r}" + (f" in {file_name}" if profile in profiles_table else "")
+        raise ConfigError(
+            f"{where} sets no path, and the {out.values['backend']} backend needs one: add "
+            f'path = "..." to [profiles.{profile}], set DIFFRACT_PATH, or pass path='
+        )
+    elif "://" not in str(out.values["path"]):
         p = Path(out.values["path"]).expanduser()
         out.values["path"] = str(p if p.is_absolute() else cwd / p)
     return out

@@ -22,6 +22,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import fields as _dc_fields
 from typing import Any
 
 from ._errors import DiffractError
@@ -590,19 +591,45 @@ class SparseSampleManifest:
 
 
 def manifest_from_dict(data: Mapping[str, Any]) -> SparseSampleManifest:
-    """Read a manifest back from ``to_dict()``; a present ``identity`` must match."""
+    """Read a manifest back from ``to_dict()``; a present ``identity`` must match.
+
+    Malformed content (a missing key, a policy that is not a mapping of the policy's
+    fields, record lists that are not lists of record mappings) is a :class:`SamplingError`
+    naming the part."""
     if not isinstance(data, Mapping):
         raise TypeError(f"a manifest must be a mapping, got {type(data).__name__}")
-    try:
-        manifest = SparseSampleManifest(
-            mode=data["mode"],
-            policy=SparseSamplingPolicy(**data["policy"]),
-            eligible=tuple(record_from_dict(r) for r in data["eligible"]),
-            selected=tuple(record_from_dict(r) for r in data["selected"]),
-            excluded=tuple(record_from_dict(r) for r in data["excluded"]),
+    missing = [k for k in ("mode", "policy", "eligible", "selected", "excluded") if k not in data]
+    if missing:
+        raise SamplingError(f"manifest data lacks the key(s) {missing}")
+    policy = data["policy"]
+    known = [f.name for f in _dc_fields(SparseSamplingPolicy)]
+    if not isinstance(policy, Mapping):
+        raise SamplingError(
+            f"manifest policy must be a mapping with keys {known}, got "
+            f"{type(policy).__name__}: {policy!r}"
         )
-    except KeyError as exc:
-        raise SamplingError(f"manifest data lacks the key {exc}") from None
+    unknown = sorted(set(policy) - set(known), key=str)
+    if unknown:
+        raise SamplingError(f"manifest policy has unknown key(s) {unknown}; valid keys are {known}")
+    try:
+        policy_obj = SparseSamplingPolicy(**policy)
+    except TypeError as exc:
+        raise SamplingError(f"manifest policy: {exc}") from None
+    lists: dict[str, tuple[SparseSampleRecord, ...]] = {}
+    for key in ("eligible", "selected", "excluded"):
+        items = data[key]
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise SamplingError(
+                f"manifest {key!r} must be a list of records, got {type(items).__name__}: {items!r}"
+            )
+        recs = []
+        for i, r in enumerate(items):
+            try:
+                recs.append(record_from_dict(r))
+            except (TypeError, SamplingError) as exc:
+                raise SamplingError(f"manifest {key}[{i}]: {exc}") from None
+        lists[key] = tuple(recs)
+    manifest = SparseSampleManifest(mode=data["mode"], policy=policy_obj, **lists)
     expected = data.get("identity")
     if expected is not None and expected != manifest.identity:
         raise SamplingError(

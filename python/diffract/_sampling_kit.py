@@ -605,6 +605,8 @@ def materialize(
         mode = MODE_REPLACEMENT if all(r.subblock_config is None for r in records) else "subblock"
     models = _Models(session)
     shapes = models.shapes(teacher_id)
+    if not records:
+        return {}  # nothing selected: nothing to add (the teacher is still checked above)
     if head_dim is None and num_heads is None:
         dims = {
             r.block_config.get("attention", {}).get("config", {}).get("head_dim") for r in records
@@ -692,7 +694,17 @@ def _read_doc(text: str) -> dict[str, Any]:
 
 
 def load_manifest(target: Any, identity: str) -> SparseSampleManifest:
-    """The manifest saved under ``identity`` (a unique prefix is enough)."""
+    """The manifest saved under ``identity`` (a unique, non-empty prefix is enough)."""
+    if not isinstance(identity, str):
+        raise TypeError(
+            f"identity must be a str (a manifest identity or a unique prefix of one), got "
+            f"{type(identity).__name__}: {identity!r}"
+        )
+    if not identity.strip():
+        raise SamplingError(
+            f"identity {identity!r} is empty: give a saved manifest's identity or a unique "
+            "prefix of one (list_manifests() lists them)"
+        )
     docs = _store_of(target).documents(DOCUMENT_KIND)
     hits = [k for k in docs if k.startswith(identity)]
     if len(hits) != 1:

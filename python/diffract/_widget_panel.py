@@ -180,12 +180,38 @@ class FieldPanel(ipw.VBox):
         traces = len(self.spec["data"])
         if n:
             text = f"<b>{html.escape(what)}</b> · {n} values · {traces} trace{'s' * (traces != 1)} · updated {time.strftime('%H:%M:%S')}"
+        elif self.kind != "esd" and (arrays := self._array_fields()):
+            hint = (
+                "; show one parameter's spectrum with kind='esd' and slice=UID (its uid or "
+                "name): <code>FieldPanel(session, kind='esd', slice=UID)</code>, or "
+                "<code>%diffract show esd --kind esd --slice UID</code>"
+                if "esd" in arrays
+                else ""
+            )
+            text = (
+                f"<b>{html.escape(what)}</b> · {html.escape(', '.join(arrays))} "
+                f"hold{'s' * (len(arrays) == 1)} an array per slice, not a number: a "
+                f"{self.kind} panel needs a scalar field{hint}"
+            )
         else:
             text = (
                 f"<b>{html.escape(what)}</b> · nothing stored yet: compute it "
                 f"(<code>session.compute.apply({', '.join(repr(f) for f in self.fields)})</code>); this panel updates as values land"
             )
         self.status.value = text
+
+    def _array_fields(self) -> list[str]:
+        """The panel's fields whose stored values are arrays (not numbers): a line, bar,
+        heatmap or scatter panel cannot show them."""
+        out = []
+        for f in self.fields:
+            try:
+                rows = viz.field_rows(self._reader, f, reference=self.reference)
+            except Exception:
+                continue
+            if any(_is_array(r.get(f)) for r in rows):
+                out.append(f)
+        return out
 
     # --- liveness ------------------------------------------------------------------------------
     def _on_store_changed(self, *, force: bool = False) -> None:
@@ -251,6 +277,10 @@ class FieldPanel(ipw.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return _snapshot_bundle(ipw.VBox, self, self.snapshot_html(), kwargs)
+
+
+def _is_array(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) or getattr(v, "ndim", 0) > 0
 
 
 def _strip(text: str) -> str:

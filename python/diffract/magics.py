@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,18 @@ from IPython.core.magic import Magics, line_magic, magics_class
 USAGE = """Work with a diffract store from a cell. Subcommands:
 
   %diffract open [PATH] [--profile NAME] [--readonly]
-        Open (or create) a store: PATH is a store folder (default ./.diffract, profile
-        "local"); --profile ram keeps nothing. Returns the Session; later subcommands use it.
+        Open (or create) a store: PATH is a store folder (default: the configured profile's,
+        ./.diffract for "local"); --profile ram keeps nothing. Returns the Session; later
+        subcommands use it. If opening fails, the previous session stays open and in use.
   %diffract add EXPR --id ID [--replace]
-        Add the model (or checkpoint path) that the Python expression EXPR gives, as ID.
+        Add a model as ID: EXPR is a checkpoint file or folder ("ckpt.safetensors", quoted
+        or not), or a Python expression evaluated in the notebook (a dict of arrays, a model).
   %diffract compute FIELD... [--models ID...] [--names NAME...] [--types TYPE...] [--wait]
         Compute fields (only those not stored yet) on the selection. In a notebook it runs in
         the background with a progress widget whose Cancel button works (--wait blocks).
   %diffract show FIELD [--kind line|bar|heatmap|scatter|esd] [--y FIELD] [--slice UID] [--models ID...]
-        A live panel of a stored field (updates while a computation runs).
+        A live panel of a stored field (updates while a computation runs). --kind esd
+        shows one parameter's spectrum and needs --slice UID (its uid or name).
   %diffract filter
         The interactive filter builder; its .scope is the chosen selection.
   %diffract runs [PATH]
@@ -38,7 +42,9 @@ Names and model ids accept re:<regex> (full match). Errors print one line.
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"%diffract {self.prog.split()[-1]}: {message}")
+        sub = self.prog.split()[-1]
+        prefix = "%diffract" if sub == "%diffract" else f"%diffract {sub}"
+        raise UsageError(f"{prefix}: {message}")
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         raise UsageError(message or USAGE)
@@ -98,6 +104,8 @@ class DiffractMagics(Magics):
             raise UsageError(
                 "%diffract needs a subcommand: open, add, compute, show, filter, runs, export (see %diffract?)"
             )
+        if args.cmd == "add":
+            args.raw_expr = _raw_add_expr(line)
         try:
             return getattr(self, f"_cmd_{args.cmd}")(args)
         except UsageError:
@@ -121,25 +129,89 @@ class DiffractMagics(Magics):
 
     # --- subcommands ---------------------------------------------------------------------------
     def _cmd_open(self, args: argparse.Namespace) -> Any:
+        from ._config import resolve
         from .session import Session
 
-        profile = args.profile or "local"
-        if self.session is not None:
-            self.session.close()
-        self.session = Session(profile, path=args.path, readonly=args.readonly)
+        old = self.session
+        kept = (
+            f"; the previous session ({_describe(old)}) stays open and in use"
+            if old is not None
+            else ""
+        )
+        # check the configuration first: a bad profile or path leaves the open session alone
+        try:
+            with warnings.catch_warnings():  # Session(...) below warns once, if need be
+                warnings.simplefilter("ignore")
+                cfg = resolve(profile=args.profile, path=args.path)
+        except Exception as exc:
+            raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
+        # the same store, open for writing, must be released first (its writer lock)
+        same = (
+            old is not None
+            and not old.readonly
+            and not args.readonly
+            and _same_store(old.store.path, cfg["path"])
+        )
+        if same:
+            old.close()
+        try:
+            self.session = Session(args.profile, path=args.path, readonly=args.readonly)
+        except Exception as exc:
+            if same:
+                try:
+                    self.session = _reopen(old)
+                except Exception as exc2:
+                    self.session = None
+                    raise UsageError(
+                        f"%diffract open: {type(exc).__name__}: {exc}; the previous session "
+                        f"({_describe(old)}) was closed and could not be reopened "
+                        f"({type(exc2).__name__}: {exc2}): run %diffract open again"
+                    ) from None
+                kept = f"; the previous session ({_describe(old)}) was reopened and stays in use"
+            raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
+        if old is not None and not same:
+            old.close()
         return self.session
 
     def _cmd_add(self, args: argparse.Namespace) -> None:
         s = self._session()
-        expr = " ".join(args.expr)
+        model, what = self._model_from(args)
         try:
-            model = self.shell.ev(expr)
+            slices = s.models.add(model, args.model_id, replace=args.replace)
         except Exception as exc:
             raise UsageError(
-                f"%diffract add: cannot evaluate {expr!r}: {type(exc).__name__}: {exc}"
+                f"%diffract add: cannot add {what} as {args.model_id!r}: "
+                f"{type(exc).__name__}: {exc}"
             ) from None
-        slices = s.models.add(model, args.model_id, replace=args.replace)
         print(f"added {len(slices)} slices as {args.model_id!r}")
+
+    def _model_from(self, args: argparse.Namespace) -> tuple[Any, str]:
+        """What ``%diffract add ARG`` adds: a checkpoint path or the value of a Python
+        expression, and how to name it in an error.
+
+        ARG names a path when it is an existing file or folder (unless it is also a variable
+        of the user namespace); otherwise it is evaluated in the user namespace (quotes kept
+        as typed, so ``"ckpt.safetensors"`` is a string). When evaluation fails and ARG looks
+        like a path (a folder separator, ``~`` or a file suffix), it is used as a path."""
+        text = " ".join(args.expr)  # quotes removed, as a shell would
+        expr = getattr(args, "raw_expr", None) or text  # as typed, quotes kept
+        user_ns = self.shell.user_ns
+        if not (text.isidentifier() and text in user_ns):
+            for cand in (text, _string_literal(text)):
+                if cand and Path(cand).expanduser().exists():
+                    return str(Path(cand).expanduser()), f"the checkpoint {cand!r}"
+        try:
+            value = self.shell.ev(expr)
+        except Exception as exc:
+            if _looks_like_path(text):
+                return str(Path(text).expanduser()), f"the checkpoint {text!r}"
+            raise UsageError(
+                f"%diffract add: cannot evaluate {expr!r} (neither an existing file or folder "
+                f"nor a Python expression): {type(exc).__name__}: {exc}"
+            ) from None
+        if isinstance(value, (str, os.PathLike)):
+            return value, f"the checkpoint {os.fspath(value)!r}"
+        return value, repr(expr)
 
     def _cmd_compute(self, args: argparse.Namespace) -> Any:
         scope = self._scope(args)
@@ -159,9 +231,17 @@ class DiffractMagics(Magics):
         scope = self._scope(args)
         fields: list[str] = [args.field] + ([args.y] if args.y else [])
         if args.kind == "esd":
-            return FieldPanel(
-                scope, "esd", kind="esd", slice=args.slice or args.field, model_id=args.model
-            )
+            slice_ = args.slice
+            if slice_ is None:
+                if args.field == "esd" or self._session().registry.has_field(args.field):
+                    raise UsageError(
+                        "%diffract show: --kind esd needs --slice UID (the uid or name of the "
+                        "parameter whose spectrum to show, and --model ID if the name is in "
+                        "several models), e.g. %diffract show esd --kind esd --slice "
+                        "layers.0.weight"
+                    )
+                slice_ = args.field  # `show layers.0.weight --kind esd`: FIELD names the slice
+            return FieldPanel(scope, "esd", kind="esd", slice=slice_, model_id=args.model)
         return FieldPanel(scope, fields, kind=args.kind)
 
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
@@ -184,20 +264,10 @@ class DiffractMagics(Magics):
         ext = out.suffix.lower()
         if ext == ".json":
             text = scope.results.export_metrics(*args.fields, export_format="json")
-            out.write_text(text if isinstance(text, str) else json.dumps(text))
+            _write_whole(out, text if isinstance(text, str) else json.dumps(text))
         elif ext == ".csv":
             rows = scope.results.export_metrics(*args.fields, export_format="list")
-            with out.open("w", newline="") as fh:
-                cols = list(rows[0]) if rows else ["model_id", "name", "uid", "type", *args.fields]
-                w = csv.DictWriter(fh, fieldnames=cols)
-                w.writeheader()
-                for r in rows:
-                    w.writerow(
-                        {
-                            k: (v if not hasattr(v, "tolist") else json.dumps(v.tolist()))
-                            for k, v in r.items()
-                        }
-                    )
+            _write_whole(out, _csv_text(rows, args.fields))
         elif ext == ".parquet":
             scope.results.export_metrics(*args.fields, export_format="pandas").to_parquet(out)
         else:
@@ -205,6 +275,145 @@ class DiffractMagics(Magics):
                 f"%diffract export: unknown file type {ext or '(none)'!r}; use .json, .csv or .parquet"
             )
         print(f"wrote {', '.join(args.fields)} to {out}")
+
+
+def _raw_add_expr(line: str) -> str | None:
+    """The expression of ``add EXPR --id ID [--replace]`` as typed (quotes kept), or None."""
+    try:
+        tokens = shlex.split(line, posix=False)[1:]
+    except ValueError:
+        return None
+    out: list[str] = []
+    skip = False
+    for tok in tokens:
+        if skip:
+            skip = False
+            continue
+        if tok.startswith("--") and len(tok) > 2:
+            name, eq, _ = tok[2:].partition("=")
+            if "id".startswith(name):
+                skip = not eq
+                continue
+            if "replace".startswith(name):
+                continue
+        out.append(tok)
+    return " ".join(out) or None
+
+
+def _string_literal(text: str) -> str | None:
+    """The string a Python string literal such as ``"ckpt.npz"`` spells, else None."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+_CHECKPOINT_SUFFIXES = (
+    ".safetensors",
+    ".npz",
+    ".npy",
+    ".pt",
+    ".pth",
+    ".bin",
+    ".ckpt",
+    ".h5",
+    ".keras",
+    ".msgpack",
+    ".gguf",
+    ".onnx",
+)
+
+
+def _looks_like_path(text: str) -> bool:
+    return (
+        "/" in text
+        or os.sep in text
+        or text.startswith(("~", "."))
+        or text.lower().endswith(_CHECKPOINT_SUFFIXES)
+    )
+
+
+def _describe(session: Any) -> str:
+    where = getattr(session.store, "path", None) or "memory"
+    return f"profile {session.profile!r}, store {os.fspath(where)!r}"
+
+
+def _same_store(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return False
+    a, b = os.fspath(a), os.fspath(b)
+    if "://" in a or "://" in b:
+        return a == b
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _reopen(old: Any) -> Any:
+    """A new Session on the store (and with the settings) of the closed session ``old``."""
+    from .session import Session
+
+    cfg = old.config
+    new = Session(
+        cfg["profile"],
+        path=cfg["path"],
+        backend=cfg["backend"],
+        cache=cfg["cache"],
+        memory_budget=cfg["memory_budget"],
+        workers=cfg["workers"],
+        readonly=old.readonly,
+        lock_timeout=cfg["lock_timeout"],
+        executor=old.executor,
+        registry=old.registry,
+    )
+    new._options = old._options
+    new._kernel_options = old._kernel_options
+    return new
+
+
+def _csv_cell(v: Any) -> Any:
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(v)
+    return v
+
+
+def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
+    """Rows as CSV text: the columns are the union of every row's keys, in first-seen order
+    (a row without a column leaves it empty)."""
+    import io
+
+    cols: dict[str, None] = {}
+    for r in rows:
+        cols.update(dict.fromkeys(r))
+    if not rows:
+        cols = dict.fromkeys(["model_id", "name", "uid", "type", *fields])
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(cols), restval="")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _csv_cell(v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def _write_whole(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` through a temporary file in the same folder and a rename:
+    ``out`` is either left as it was or holds the whole text."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have made it
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class RunsTable:
