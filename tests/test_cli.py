@@ -120,3 +120,41 @@ def test_store_copy_refuses_targets_inside_or_around_a_store(in_tmp, mlp_weights
         s.models.add(mlp_weights, model_id="o")
     assert main(["store", "copy", ".diffract", "other/nested"]) == 2
     assert "inside the store folder" in capsys.readouterr().err
+
+
+def test_default_model_ids_keep_dots_and_refuse_a_different_source(in_tmp, capsys):
+    from safetensors.numpy import save_file
+
+    from diffract.cli import default_model_id
+
+    for folder, rows in (("llama-3.1-8B", 8), ("llama-3.2-1B", 12)):
+        (in_tmp / folder).mkdir()
+        save_file({"w": np.ones((rows, 8), np.float32)}, str(in_tmp / folder / "model.safetensors"))
+    assert default_model_id(in_tmp / "llama-3.1-8B") == "llama-3.1-8B"
+    assert default_model_id(in_tmp / "step-1000.safetensors") == "step-1000"
+    assert default_model_id(in_tmp / "notes.txt") == "notes.txt"
+    assert main(["analyze", "llama-3.1-8B", "--quiet", "--fields", "frob_norm"]) == 0
+    assert main(["analyze", "llama-3.2-1B", "--quiet", "--fields", "frob_norm"]) == 0
+    out = capsys.readouterr()
+    assert "added 'llama-3.2-1B'" in out.err and "12x8" in out.out
+    np.savez(in_tmp / "m.npz", w=np.ones((4, 3), np.float32))
+    save_file({"w": np.ones((5, 3), np.float32)}, str(in_tmp / "m.safetensors"))
+    assert main(["analyze", "m.npz", "--quiet", "--fields", "frob_norm"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", "m.safetensors", "--quiet", "--fields", "frob_norm"]) == 2
+    err = capsys.readouterr().err
+    assert "already stored from" in err and "--id" in err
+    assert main(["analyze", "m.safetensors", "--id", "m2", "--quiet", "--fields", "frob_norm"]) == 0
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [(["--fields", "frob_norm,nope_field"], "nope_field"), (["--workers", "0"], "--workers")],
+)
+def test_analyze_checks_its_arguments_before_adding(in_tmp, extra, message, capsys):
+    np.savez(in_tmp / "m.npz", w=np.ones((4, 3), np.float32))
+    assert main(["analyze", "m.npz", "--quiet", *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (in_tmp / ".diffract").exists() or main(["list", "--json"]) == 0
+    if (in_tmp / ".diffract").exists():
+        assert json.loads(capsys.readouterr().out) == []

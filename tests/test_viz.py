@@ -73,3 +73,24 @@ def test_empty_before_compute_and_unknown_figure():
     with pytest.raises(AttributeError, match="available"):
         _ = s.viz.nope
     assert set(viz.__all__) <= set(dir(s.viz))
+
+
+def test_ids_and_names_reach_plotly_as_text_not_markup():
+    """Plotly reads hover, legend, tick and title strings as an HTML subset (<b>, <br>,
+    <a href>); ids and layer names from users or checkpoint files are escaped."""
+    import numpy as np
+
+    evil_id = '<a href="http:evil.example">log in<b>'  # '/' is reserved in ids
+    s = Session("ram")
+    s.models.add({"<b>w</b>": np.random.default_rng(0).standard_normal((24, 16))}, evil_id)
+    s.compute.apply("frob_norm", "esd", "pl_alpha", "pl_esd_xmin", "stable_rank", progress=False)
+    escaped = '&lt;a href="http:evil.example"&gt;log in&lt;b&gt;'
+    line = s.viz.layers("frob_norm")
+    assert line.data[0].name == escaped
+    assert list(line.data[0].customdata[0][:2]) == [escaped, "&lt;b&gt;w&lt;/b&gt;"]
+    heat = s.viz.heatmap("frob_norm")
+    assert list(heat.data[0].y) == [escaped]
+    sc = s.viz.scatter("frob_norm", "stable_rank")
+    assert sc.data[0].name == escaped and sc.data[0].customdata[0][0] == escaped
+    esd = s.viz.esd("<b>w</b>", model_id=evil_id)
+    assert "<a" not in esd.layout.title.text and "&lt;b&gt;w&lt;/b&gt;" in esd.layout.title.text

@@ -11,7 +11,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import pkg from '../../package.json';
-import { fmtTime } from '../shared/format';
+import { fmtTime, plotText } from '../shared/format';
 import type { FieldReply, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
 import { ApiError, openStoreCode, requestAPI } from './api';
 
@@ -339,7 +339,9 @@ export class RunsPanel extends Widget {
           mode: 'lines+markers',
           x: pts.map((_, i) => i),
           y: pts.map(p => p.value),
-          text: pts.map(p => `${sel.model}<br>${p.name}<br>type: ${p.type}<br>${sel.field}: ${p.value}`),
+          text: pts.map(
+            p => `${plotText(sel.model)}<br>${plotText(p.name)}<br>type: ${plotText(p.type)}<br>${plotText(sel.field)}: ${p.value}`
+          ),
           hovertemplate: '%{text}<extra></extra>',
           line: { color: accent },
           marker: { size: 5, color: accent }
@@ -348,7 +350,7 @@ export class RunsPanel extends Widget {
       {
         height: 220,
         margin: { l: 44, r: 8, t: 24, b: 32 },
-        title: { text: `${sel.field} across layers`, font: { size: 12, color: fg } },
+        title: { text: `${plotText(sel.field)} across layers`, font: { size: 12, color: fg } },
         paper_bgcolor: 'rgba(0,0,0,0)',
         plot_bgcolor: 'rgba(0,0,0,0)',
         font: { color: fg, size: 10 },

@@ -15,6 +15,15 @@ export function fmtSeconds(s: number | null | undefined): string {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
+/**
+ * Text for a Plotly string (hover text, titles, legend): Plotly reads those as a small HTML
+ * subset (<b>, <br>, <a href>), and model ids and layer names come from users and checkpoint
+ * files, so &, < and > are escaped and shown as typed.
+ */
+export function plotText(value: unknown): string {
+  return String(value).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
 export function fmtTime(epochSeconds: number | null | undefined): string {
   if (!epochSeconds) {
     return '–';

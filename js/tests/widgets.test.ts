@@ -6,6 +6,7 @@ import { MockModel, setupDom } from './mock';
 setupDom();
 
 import { openStoreCode, relativePath } from '../lab/api';
+import { plotText } from '../shared/format';
 import filter from '../widgets/filter';
 import progress from '../widgets/progress';
 import type { FilterBuilderState, ProgressState } from '../shared/wire';
@@ -120,4 +121,10 @@ test('sidebar helpers: relative paths and the inserted cell', () => {
   const code = openStoreCode('runs/.diffract', 'notebooks', 'm1');
   assert.match(code, /Session\(path="\.\.\/runs\/\.diffract", readonly=True\)/);
   assert.match(code, /session\.filter\(model_ids=\["m1"\]\)/);
+});
+
+test('plot text escapes the HTML subset Plotly reads', () => {
+  assert.equal(plotText('<a href="http://x">m</a> & <b>'), '&lt;a href="http://x"&gt;m&lt;/a&gt; &amp; &lt;b&gt;');
+  assert.equal(plotText('layers.0.weight'), 'layers.0.weight');
+  assert.equal(plotText(3), '3');
 });

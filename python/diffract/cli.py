@@ -91,16 +91,26 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from ._kernel import default_registry
+    from ._run import check_workers
 
     path = Path(args.path) if args.path else demo_model_path()
-    model_id = args.id or (DEMO_MODEL_ID if not args.path else path.stem)
+    model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
     registry = default_registry()
     if args.fields:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
+        unknown = [f for f in fields if not registry.has_field(f)]
+        if unknown:
+            raise DiffractError(
+                f"--fields: unknown field(s) {unknown}; `diffract fields` lists them"
+            )
     else:
         fields = [f for f in PREFERRED_FIELDS if registry.has_field(f)]
+    check_workers(args.workers, "--workers")
     with _session(args) as session:
-        if model_id not in session.store.models() or args.replace:
+        stored = session.store.models()
+        if model_id in stored and not args.replace:
+            _check_same_source(model_id, stored[model_id], path)
+        if model_id not in stored or args.replace:
             slices = session.models.add(str(path), model_id=model_id, replace=args.replace)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
         else:
@@ -125,6 +135,38 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         where = session.store.path or "memory"
         print(f"\n{len(rows)} layers; fields stored in {where}", file=sys.stderr)
     return 0
+
+
+#: checkpoint suffixes dropped from a file name to make its default model id
+CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".npz", ".onnx", ".ckpt", ".keras")
+
+
+def default_model_id(path: Path) -> str:
+    """The model id ``analyze`` gives a checkpoint: a folder's whole name (``llama-3.1-8B``
+    stays itself, dots included), a file's name without one known checkpoint suffix
+    (``step-1000.safetensors`` -> ``step-1000``). Two files that differ only in their suffix
+    get the same id; reusing it is refused (see :func:`_check_same_source`)."""
+    name = path.name
+    if path.is_dir():
+        return name
+    for suffix in CHECKPOINT_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _check_same_source(model_id: str, meta: dict[str, Any], path: Path) -> None:
+    """Reuse a stored model only when it came from this checkpoint."""
+    source = meta.get("source")
+    try:
+        same = source is not None and Path(source).resolve() == path.resolve()
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        raise DiffractError(
+            f"model id {model_id!r} is already stored from {source!r}, not from {str(path)!r}; "
+            "pass --id NAME to store this checkpoint under another id, or --replace"
+        )
 
 
 def cmd_list(args: argparse.Namespace) -> int:

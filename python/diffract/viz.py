@@ -19,6 +19,7 @@ Figures:
 
 from __future__ import annotations
 
+import html
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -88,8 +89,15 @@ def _by_model(
     return out
 
 
+def _plain(text: Any) -> str:
+    """``text`` for a Plotly string (hover, legend, title), which Plotly reads as a small
+    HTML subset (``<b>``, ``<br>``, ``<a href>``): model ids and layer names come from users
+    and checkpoint files, so ``&``, ``<`` and ``>`` are escaped and shown as typed."""
+    return html.escape(str(text), quote=False)
+
+
 def _custom(r: dict[str, Any], v: Any) -> list[str]:
-    return [r["model_id"], r["name"] or "(model)", r["type"], _fmt(v)]
+    return [_plain(r["model_id"]), _plain(r["name"] or "(model)"), _plain(r["type"]), _fmt(v)]
 
 
 def _layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]:
@@ -128,7 +136,7 @@ def layers_spec(
         y = [r[field] for r in rs]
         trace: dict[str, Any] = {
             "type": "scatter" if kind == "line" else "bar",
-            "name": m,
+            "name": _plain(m),
             "x": x,
             "y": y,
             "customdata": [_custom(r, r[field]) for r in rs],
@@ -160,7 +168,8 @@ def heatmap_spec(
     for m in ids:
         rs = by_model[m]
         z.append([r[field] for r in rs] + [None] * (width - len(rs)))
-        custom.append([_custom(r, r[field]) for r in rs] + [[m, "", "", "-"]] * (width - len(rs)))
+        pad = [[_plain(m), "", "", "-"]] * (width - len(rs))
+        custom.append([_custom(r, r[field]) for r in rs] + pad)
     data = []
     if ids:
         data.append(
@@ -169,7 +178,7 @@ def heatmap_spec(
                 "name": field,
                 "z": z,
                 "x": list(range(width)),
-                "y": ids,
+                "y": [_plain(m) for m in ids],
                 "customdata": custom,
                 "hovertemplate": HOVER,
                 "meta": field,
@@ -207,11 +216,16 @@ def scatter_spec(
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": m,
+                "name": _plain(m),
                 "x": [r[x] for r in rs],
                 "y": [r[y] for r in rs],
                 "customdata": [
-                    [r["model_id"], r["name"], r["type"], f"{_fmt(r[x])}, {y}: {_fmt(r[y])}"]
+                    [
+                        _plain(r["model_id"]),
+                        _plain(r["name"]),
+                        _plain(r["type"]),
+                        f"{_fmt(r[x])}, {y}: {_fmt(r[y])}",
+                    ]
                     for r in rs
                 ],
                 "hovertemplate": HOVER,
@@ -231,7 +245,7 @@ def esd_spec(
     from ._errors import FieldNotComputedError
 
     s = find_slice(scope, slice, model_id)
-    title = f"ESD of {s.model_id}:{s.name}"
+    title = f"ESD of {_plain(s.model_id)}:{_plain(s.name)}"
     try:
         evals = np.asarray(scope.results.get("esd", s.uid), dtype=float)
     except FieldNotComputedError:
@@ -258,7 +272,8 @@ def esd_spec(
                 "x": centers[keep].tolist(),
                 "y": density[keep].tolist(),
                 "customdata": [
-                    [s.model_id, s.name, s.type.value, f"{c:.4g}"] for c in centers[keep]
+                    [_plain(s.model_id), _plain(s.name), s.type.value, f"{c:.4g}"]
+                    for c in centers[keep]
                 ],
                 "hovertemplate": HOVER,
                 "meta": "eigenvalue",
