@@ -33,8 +33,13 @@ class ModelTree:
     source: str = ""
     #: True when leaves read from a file that stays on disk (weights need not be copied)
     file_backed: bool = False
-    #: "in_out" when leaves named ``kernel`` follow the Flax/Keras layout
+    #: "in_out" when ``kernel`` / ``*_kernel`` leaves follow the Flax/Keras layout
     kernel_layout: str = "out_in"
+    #: leaves the extractor left out of ``tree`` on purpose, with the reason (aliases of a
+    #: tied parameter, buffers, running statistics, optimizer state...)
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: per-leaf layout (dotted name -> "in_out"/"out_in"), over the name-based rule
+    layouts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -49,6 +54,16 @@ class ExtractedLeaf:
 
 #: frameworks whose ``kernel`` leaves are stored (in, out) / (*kernel, in, out)
 IN_OUT_FRAMEWORKS = ("flax.linen", "flax.nnx", "keras")
+
+#: leaf names Flax/Keras store (in, out) / (*kernel, in, out): ``kernel`` and ``*_kernel``
+#: (Keras ``recurrent_kernel`` of LSTM/GRU/SimpleRNN, ``depthwise_kernel``,
+#: ``pointwise_kernel`` of separable convolutions)
+_KERNEL_LEAF = re.compile(r"(?:^|_)kernel$")
+
+
+def is_kernel_leaf(leaf_name: str) -> bool:
+    """True for the leaf names stored (in, out) by Flax and Keras."""
+    return bool(_KERNEL_LEAF.search(str(leaf_name)))
 
 
 @dataclass
@@ -198,7 +213,7 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
             f"filter_spec does not fit the model's pytree ({exc}); pass a predicate Leaf -> bool, "
             "a bool, or a prefix tree of bools/predicates with the model's structure"
         ) from None
-    skipped: dict[str, str] = {}
+    skipped: dict[str, str] = dict(mt.skipped)
     for path, leaf in tree_leaves_with_path(dropped):
         if leaf is not None:
             name = dotted_name(path)
@@ -238,12 +253,13 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
                 f"leaf {name!r} is empty (shape {shape}); weight slices need data"
             )
         ptype = mt.types.get(name) or infer_type(name, shape)
-        in_out = path[-1] == "kernel" and (
-            mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out"
-        )
-        leaves.append(
-            ExtractedLeaf(name, leaf, shape, dtype, ptype, "in_out" if in_out else "out_in")
-        )
+        layout = mt.layouts.get(name)
+        if layout is None:
+            in_out = is_kernel_leaf(path[-1]) and (
+                mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out"
+            )
+            layout = "in_out" if in_out else "out_in"
+        leaves.append(ExtractedLeaf(name, leaf, shape, dtype, ptype, layout))
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

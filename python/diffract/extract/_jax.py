@@ -2,6 +2,11 @@
 
 Types come from the class of the nearest enclosing layer (Linear -> dense, Embed(ding) ->
 embedding, Conv -> conv, *Norm -> norm; leaves named ``bias`` -> bias).
+
+Weights are parameters; state is skipped with a reason: Equinox ``eqx.nn.StateIndex`` /
+``eqx.nn.State`` leaves (BatchNorm running statistics), Flax NNX variables that are not
+``nnx.Param`` (``BatchStat``, RNG state, caches), and the non-``params`` collections of a
+Flax Linen variables dict (``batch_stats``, ``cache``, ...).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import sys
 from typing import Any
 
 from .._params import ParameterType
-from .._tree import dotted_name, tree_leaves_with_path
+from .._tree import dotted_name, tree_leaves_with_path, tree_map
 from . import Extractor, ModelTree
 
 
@@ -49,6 +54,39 @@ def _child(obj: Any, key: str) -> Any:
     return getattr(obj, key)
 
 
+EQUINOX_STATE_REASON = (
+    "Equinox state (eqx.nn.StateIndex / eqx.nn.State: e.g. BatchNorm running statistics), "
+    "not a parameter"
+)
+
+
+def drop_equinox_state(tree: Any) -> tuple[Any, dict[str, str]]:
+    """``tree`` with its ``eqx.nn.StateIndex`` and ``eqx.nn.State`` nodes replaced by None,
+    and the dotted names of their leaves -> reason."""
+    eqx = sys.modules.get("equinox")
+    nn = getattr(eqx, "nn", None) if eqx is not None else None
+    kinds = tuple(
+        k for k in (getattr(nn, "StateIndex", None), getattr(nn, "State", None)) if k is not None
+    )
+    if not kinds:
+        return tree, {}
+
+    def is_state(x: Any) -> bool:
+        return isinstance(x, kinds)
+
+    skipped: dict[str, str] = {}
+    for path, node in tree_leaves_with_path(tree, is_leaf=is_state):
+        if is_state(node):
+            inner = tree_leaves_with_path(node)
+            for sub, _leaf in inner:
+                skipped[dotted_name((*path, *sub))] = EQUINOX_STATE_REASON
+            if not inner:
+                skipped[dotted_name(path)] = EQUINOX_STATE_REASON
+    if not skipped:
+        return tree, {}
+    return tree_map(lambda x: None if is_state(x) else x, tree, is_leaf=is_state), skipped
+
+
 def _from_equinox(model: Any) -> ModelTree:
     eqx = sys.modules["equinox"]
     types: dict[str, ParameterType] = {}
@@ -65,7 +103,14 @@ def _from_equinox(model: Any) -> ModelTree:
         t = _leaf_type(owner_type, path[-1]) if path else None
         if t is not None:
             types[dotted_name(path)] = t
-    return ModelTree(tree=model, types=types, framework="equinox", source=type(model).__qualname__)
+    tree, skipped = drop_equinox_state(model)
+    return ModelTree(
+        tree=tree,
+        types=types,
+        framework="equinox",
+        source=type(model).__qualname__,
+        skipped=skipped,
+    )
 
 
 # --- Flax NNX ----------------------------------------------------------------------------
@@ -93,7 +138,23 @@ def _from_nnx(model: Any) -> ModelTree:
         t = _leaf_type(owner, path[-1])
         if t is not None:
             types[dotted_name(path)] = t
-    return ModelTree(tree=tree, types=types, framework="flax.nnx", source=type(model).__qualname__)
+    skipped: dict[str, str] = {}
+    other = nnx.state(model, nnx.Not(nnx.Param))
+    flat_other = nnx.to_flat_state(other) if hasattr(nnx, "to_flat_state") else other.flat_state()
+    for path, var in flat_other:
+        kind = type(var).__name__
+        name = dotted_name(tuple(str(p) for p in path))
+        if isinstance(var, getattr(nnx, "BatchStat", ())):
+            skipped[name] = f"normalization running statistic (nnx.{kind}), not a parameter"
+        else:
+            skipped[name] = f"Flax NNX state (nnx.{kind}), not a parameter (nnx.Param)"
+    return ModelTree(
+        tree=tree,
+        types=types,
+        framework="flax.nnx",
+        source=type(model).__qualname__,
+        skipped=skipped,
+    )
 
 
 # --- Flax Linen params -------------------------------------------------------------------
@@ -104,9 +165,39 @@ def _is_frozen_dict(obj: Any) -> bool:
     return core is not None and isinstance(obj, core.FrozenDict)
 
 
+def split_linen_variables(tree: Any) -> tuple[Any, dict[str, str]]:
+    """A Flax Linen variables dict ``{"params": ..., "batch_stats": ..., ...}`` keeps only
+    its ``params`` collection (names keep the ``params.`` prefix); the leaves of every other
+    collection are skipped with a reason. Any other tree is returned as it is."""
+    if not (
+        isinstance(tree, dict)
+        and isinstance(tree.get("params"), dict)
+        and len(tree) > 1
+        and all(isinstance(k, str) for k in tree)
+    ):
+        return tree, {}
+    kept = {"params": tree["params"]}
+    skipped: dict[str, str] = {}
+    for key, value in tree.items():
+        if key == "params":
+            continue
+        reason = (
+            "normalization running statistic (Flax Linen collection 'batch_stats'), not a parameter"
+            if key == "batch_stats"
+            else f"Flax Linen collection {key!r} (state, not 'params')"
+        )
+        inner = tree_leaves_with_path(value)
+        for path, _leaf in inner:
+            skipped[dotted_name((key, *path))] = reason
+        if not inner:
+            skipped[key] = reason
+    return kept, skipped
+
+
 def _from_frozen(params: Any) -> ModelTree:
     core = sys.modules["flax.core"]
-    return ModelTree(tree=core.unfreeze(params), framework="flax.linen", source="FrozenDict")
+    tree, skipped = split_linen_variables(core.unfreeze(params))
+    return ModelTree(tree=tree, framework="flax.linen", source="FrozenDict", skipped=skipped)
 
 
 EXTRACTORS = [

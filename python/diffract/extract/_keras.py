@@ -1,4 +1,9 @@
-"""Keras 3 (any backend) and tf.keras models: their weights, typed by layer class."""
+"""Keras 3 (any backend) and tf.keras models: their weights, typed by layer class.
+
+Weights are the model's parameters: variables created trainable (a frozen layer's weights
+stay). Variables created non-trainable are state (BatchNormalization ``moving_mean`` /
+``moving_variance``, Normalization statistics, seed-generator state): skipped with a reason.
+"""
 
 from __future__ import annotations
 
@@ -37,23 +42,39 @@ def _from_keras(model: Any) -> ModelTree:
     types: dict[str, ParameterType] = {}
     layers = list(model._flatten_layers()) if hasattr(model, "_flatten_layers") else [model]
     owner: dict[int, Any] = {}
+    state: set[int] = set()  # variables created non-trainable: state, not parameters
     for layer in reversed(layers):  # innermost layer wins
         for w in getattr(layer, "weights", []):
             owner.setdefault(id(w), layer)
+        created_state = getattr(layer, "_non_trainable_variables", None)
+        if created_state is not None:  # Keras 3: kept when a layer is frozen later
+            state.update(id(v) for v in created_state)
+    keras3 = any(hasattr(layer, "_non_trainable_variables") for layer in layers)
+    skipped: dict[str, str] = {}
     for w in model.weights:
         name = _weight_name(model, w)
+        if id(w) in state if keras3 else getattr(w, "trainable", True) is False:
+            leaf = name.rsplit(".", 1)[-1]
+            skipped[name] = (
+                "normalization running statistic (a non-trainable Keras variable), not a parameter"
+                if leaf.startswith("moving_")
+                else "non-trainable Keras variable (layer state), not a parameter"
+            )
+            continue
         value = getattr(w, "value", w)  # the backend array (JAX/torch/TF tensor)
         flat[name] = value if is_array(value) else to_numpy(value)
         leaf = name.rsplit(".", 1)[-1]
         if leaf in ("bias", "beta"):  # beta is a normalization layer's shift: a bias
             types[name] = ParameterType.BIAS
-        elif leaf in ("gamma", "moving_mean", "moving_variance"):
+        elif leaf == "gamma":
             types[name] = ParameterType.NORM
         else:
             t = _class_type(owner.get(id(w), model))
             if t is not None:
                 types[name] = t
-    return ModelTree(tree=nest_dotted(flat), types=types, framework="keras", source=model.name)
+    return ModelTree(
+        tree=nest_dotted(flat), types=types, framework="keras", source=model.name, skipped=skipped
+    )
 
 
 EXTRACTORS = [Extractor("keras", _is_keras, _from_keras)]

@@ -51,9 +51,22 @@ def _extract(obj: Any) -> ModelTree:
         tree = nest_dotted(obj) if flat else obj
     else:
         tree = obj
+    skipped: dict[str, str] = {}
+    if "equinox" in sys.modules:
+        from ._jax import drop_equinox_state
+
+        tree, skipped = drop_equinox_state(tree)
     if _looks_like_flax_params(tree):
-        return ModelTree(tree=tree, framework="flax.linen", kernel_layout="in_out")
-    return ModelTree(tree=tree, framework="numpy")
+        from ._jax import split_linen_variables
+
+        tree, linen_skipped = split_linen_variables(tree)
+        return ModelTree(
+            tree=tree,
+            framework="flax.linen",
+            kernel_layout="in_out",
+            skipped={**skipped, **linen_skipped},
+        )
+    return ModelTree(tree=tree, framework="numpy", skipped=skipped)
 
 
 EXTRACTORS = [Extractor("pytree", _is_container, _extract)]
