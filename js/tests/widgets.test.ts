@@ -102,7 +102,7 @@ test('progress shows chunks, field, time and failures; Cancel asks the kernel', 
   cancel.click();
   assert.equal(model.state.cancel_requested, true);
   assert.ok(cancel.disabled);
-  model.update({ status: 'cancelled', message: 'cancelled: finished chunks kept' });
+  model.update({ status: 'cancelled', message: 'cancelled: finished values kept' });
   assert.equal(box.dataset.status, 'cancelled');
   assert.equal(el.querySelector('.diffract-eta')!.textContent, '–');
 });

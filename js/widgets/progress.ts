@@ -9,7 +9,7 @@ const LABELS: Record<string, string> = {
   waiting: 'waiting',
   running: 'running',
   cancelling: 'cancelling…',
-  cancelled: 'cancelled (finished chunks kept)',
+  cancelled: 'cancelled (finished values kept)',
   done: 'done',
   error: 'failed'
 };

@@ -45,19 +45,44 @@ def available_accelerators() -> tuple[str, ...]:
     return tuple(found)
 
 
+def available_devices() -> list[str]:
+    """Every device string that works here: ``"cpu"``, the accelerators, and the CPU devices
+    of PyTorch and JAX when they are installed (for error messages)."""
+    out = [CPU]
+    if importlib.util.find_spec("torch") is not None:
+        out.append("torch:cpu")
+    if importlib.util.find_spec("jax") is not None:
+        out.append("jax:cpu")
+    return out + list(available_accelerators())
+
+
+def _unavailable(device: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"device={device!r}: {why}; devices available on this machine: {available_devices()} "
+        "('auto' picks a GPU when there is one, else the CPU)"
+    )
+
+
 def resolve_device(device: str | None) -> str:
-    """Validate a device string; ``"auto"``/``"cuda"`` resolve to a concrete one."""
+    """Validate a device string; ``"auto"``/``"cuda"`` resolve to a concrete one.
+
+    The spelling and the availability are checked here (once per distinct device), so a
+    device that cannot work is one :class:`ConfigError` before a run, not a failure per
+    slice: ``"torch:cuda"`` or ``"jax:gpu"`` on a machine without a GPU, ``"torch:cdua"``."""
     if device in (None, "", CPU, "numpy"):
         return CPU
+    if not isinstance(device, str):
+        raise ConfigError(
+            f"device must be a string such as 'cpu', 'auto', 'cuda', 'torch:cuda' or 'jax:gpu', "
+            f"got {type(device).__name__}: {device!r}"
+        )
     if device in ("auto", "cuda", "gpu"):
         accel = available_accelerators()
         if accel:
             return accel[0]
         if device == "auto":
             return CPU
-        raise ConfigError(
-            f"device={device!r}: no GPU is visible to PyTorch or JAX on this machine; use device='cpu'"
-        )
+        raise _unavailable(device, "no GPU is visible to PyTorch or JAX on this machine")
     lib, _, where = device.partition(":")
     if lib not in ("torch", "jax") or not where:
         raise ConfigError(
@@ -65,7 +90,64 @@ def resolve_device(device: str | None) -> str:
         )
     if importlib.util.find_spec(lib) is None:
         raise ConfigError(f"device={device!r} needs {lib} installed")
+    _check_available(device)
     return device
+
+
+def check_svd_device(value: str | None) -> None:
+    """``svd_device="cuda"`` (the SVD kernels' option) needs PyTorch with a CUDA GPU: a
+    :class:`ConfigError` otherwise ("cpu" and "auto" always work)."""
+    if value == "cuda" and "torch:cuda" not in available_accelerators():
+        raise ConfigError(
+            "svd_device='cuda': PyTorch sees no CUDA GPU on this machine (or is not "
+            "installed); use svd_device='cpu', or 'auto' to use a GPU when there is one"
+        )
+
+
+@lru_cache(maxsize=32)
+def _check_available(device: str) -> None:
+    """A :class:`ConfigError` unless ``device`` (``"torch:..."``/``"jax:..."``) is spelled
+    right and present on this machine (results are cached: errors are raised each time)."""
+    lib, _, where = device.partition(":")
+    if lib == "torch":
+        import torch
+
+        try:
+            dev = torch.device(where)
+        except (RuntimeError, ValueError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise _unavailable(
+                device, f"PyTorch does not know the device {where!r} ({first})"
+            ) from None
+        if dev.type == "cpu":
+            return
+        if dev.type == "cuda":
+            if not torch.cuda.is_available():
+                raise _unavailable(device, "PyTorch sees no CUDA/ROCm GPU on this machine")
+            if dev.index is not None and dev.index >= torch.cuda.device_count():
+                raise _unavailable(
+                    device,
+                    f"PyTorch sees {torch.cuda.device_count()} GPU(s), there is no index {dev.index}",
+                )
+            return
+        if dev.type == "mps":
+            mps = getattr(torch.backends, "mps", None)
+            if mps is None or not mps.is_available():
+                raise _unavailable(device, "the Apple MPS backend is not available")
+            return
+        probe = getattr(getattr(torch, dev.type, None), "is_available", None)
+        if callable(probe) and not probe():
+            raise _unavailable(device, f"PyTorch's {dev.type!r} backend is not available")
+        return
+    import jax
+
+    try:
+        found = jax.devices(where)
+    except (RuntimeError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _unavailable(device, f"JAX has no {where!r} backend here ({first})") from None
+    if not found:
+        raise _unavailable(device, f"JAX has no {where!r} device here")
 
 
 def gram_svals(kmats: np.ndarray, device: str) -> np.ndarray:

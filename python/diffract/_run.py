@@ -8,6 +8,7 @@ its dependents; the run goes on.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import re
 import threading
@@ -15,6 +16,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -126,6 +128,9 @@ class RunReport:
     not_applicable: int = 0
     failures: list[Failure] = field(default_factory=list)
     cancelled: bool = False
+    #: values asked for that were not computed because the run was cancelled (per-parameter
+    #: values of the slices, and of the chunks, that were not reached)
+    skipped: int = 0
     chunks: int = 0
     elapsed: float = 0.0
     kernel_calls: dict[str, int] = field(default_factory=dict)
@@ -145,7 +150,7 @@ class RunReport:
             f"in {self.chunks} chunk(s), {self.elapsed:.2f}s"
         )
         if self.cancelled:
-            head += " (cancelled: finished chunks kept)"
+            head += f" (cancelled: {self.skipped} value(s) skipped, finished values kept)"
         for note in self.notes:
             head += f"\n  note: {note}"
         return head
@@ -248,11 +253,16 @@ def check_kernel_options_shape(kernel_options: Any) -> None:
 
 
 def _call_kernel(
-    k: Kernel, ready: list[SliceInfo], values: dict[str, dict[str, Any]], opts: dict[str, Any]
+    k: Kernel,
+    ready: list[SliceInfo],
+    values: dict[str, dict[str, Any]],
+    opts: dict[str, Any],
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[dict[str, Any] | _Failed], int]:
     """Call one kernel on the ready slices: per slice, or once on lists when the kernel is
     vectorized (one call per slice again if that call raises, to isolate the failing slice).
-    Returns results and the number of slice calls."""
+    Returns results and the number of slice calls. With ``stop``, per-slice calls end when
+    it says so: the results then cover the first slices of ``ready`` only."""
 
     def one(s: SliceInfo) -> dict[str, Any] | _Failed:
         vals = values[s.uid]
@@ -280,6 +290,8 @@ def _call_kernel(
         except Exception:
             res: list[dict[str, Any] | _Failed] = []
             for s in ready:
+                if stop is not None and stop():
+                    break
                 try:
                     out = k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
                     res.append(
@@ -289,8 +301,13 @@ def _call_kernel(
                     )
                 except Exception as exc:
                     res.append(_Failed(_short_error(exc)))
-            return res, len(ready)
-    return [one(s) for s in ready], len(ready)
+            return res, len(res)
+    out: list[dict[str, Any] | _Failed] = []
+    for s in ready:
+        if stop is not None and stop():
+            break
+        out.append(one(s))
+    return out, len(out)
 
 
 def run_kernels(
@@ -300,12 +317,27 @@ def run_kernels(
     values: dict[str, dict[str, Any]],
     opts_of: dict[str, dict[str, Any]],
     on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, int]:
     """Run ``kernels`` (in dependency order) on the slices of a chunk whose plan names
     them, filling ``values`` in place; markers where a value cannot be made. Pure: no store
-    access, so it runs the same in this process, a process pool or a Dask worker."""
+    access, so it runs the same in this process, a process pool or a Dask worker.
+
+    ``cancelled`` (e.g. ``event.is_set``) is asked before each kernel and, for per-slice
+    kernels, before each slice: once it says yes, nothing more is started and the values
+    not made yet are left out of ``values`` (every value present is complete)."""
     calls: dict[str, int] = {}
+    stopped = False
+
+    def stop() -> bool:
+        nonlocal stopped
+        if not stopped and cancelled is not None and cancelled():
+            stopped = True
+        return stopped
+
     for k in kernels:
+        if stop():
+            break
         targets = [s for s in chunk if k.name in plan_of[s.uid]]
         if targets and on_kernel is not None:
             on_kernel(k, targets[0])
@@ -327,9 +359,10 @@ def run_kernels(
             ready.append(s)
         if not ready:
             continue
-        results, n = _call_kernel(k, ready, values, opts_of[k.name])
-        calls[k.name] = calls.get(k.name, 0) + n
-        for s, res in zip(ready, results, strict=True):
+        results, n = _call_kernel(k, ready, values, opts_of[k.name], stop)
+        if n:
+            calls[k.name] = calls.get(k.name, 0) + n
+        for s, res in zip(ready[: len(results)], results, strict=True):
             vals = values[s.uid]
             if isinstance(res, _Failed):
                 for o in k.outputs:
@@ -339,10 +372,18 @@ def run_kernels(
     return calls
 
 
-def remote_chunk(chunk, kernels, plan_of, values, opts_of):
+def remote_chunk(chunk, kernels, plan_of, values, opts_of, cancel=None):
     """Task body for process pools and Dask workers: run the kernels, send back the values
-    (inputs that were shipped in, such as the weights, are dropped from the reply)."""
-    calls = run_kernels(chunk, kernels, plan_of, values, opts_of)
+    (inputs that were shipped in, such as the weights, are dropped from the reply).
+    ``cancel``: a token of the executor (``is_set()``) that says the run was cancelled."""
+    calls = run_kernels(
+        chunk,
+        kernels,
+        plan_of,
+        values,
+        opts_of,
+        cancelled=None if cancel is None else cancel.is_set,
+    )
     for vals in values.values():
         vals.pop("weights", None)
         vals.pop("slice_info", None)
@@ -402,6 +443,7 @@ class Runner:
         fields = tuple(dict.fromkeys(fields))
         kernels = self.registry.closure(fields)  # raises UnknownFieldError
         validate_options(kernels, self.options, self.kernel_options)
+        self._check_devices(kernels)
         report = RunReport(requested=fields)
         t0 = time.perf_counter()
         by_level = {
@@ -480,6 +522,28 @@ class Runner:
                 stacklevel=3,
             )
         return report
+
+    def _check_devices(self, kernels: list[Kernel]) -> None:
+        """Device options of the built-in kernels, checked once before any work: a device
+        that cannot work here is one ConfigError, not a failure on every slice."""
+        from ._device import check_svd_device, resolve_device
+        from ._kernel import _is_builtin
+
+        for k in kernels:
+            if not _is_builtin(k) or not ({"device", "svd_device"} & set(k.options)):
+                continue
+            opts = self._opts(k)
+            try:
+                if "device" in k.options:
+                    resolve_device(opts.get("device"))
+                if "svd_device" in k.options:
+                    check_svd_device(opts.get("svd_device"))
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (an option of kernel {k.name!r})") from None
+
+    def _planned(self, slices: Iterable[SliceInfo], plans, explicit: set[str]) -> int:
+        """How many requested values the plans of ``slices`` would make."""
+        return sum(1 for s in slices for k in plans[s.uid][0] for o in k.outputs if o in explicit)
 
     # --- per-parameter level -------------------------------------------------------------
     def _closure(self, wanted: frozenset[str]) -> list[Kernel]:
@@ -623,6 +687,9 @@ class Runner:
         try:
             for ci, chunk in enumerate(chunks):
                 if self.cancel.is_set():
+                    report.skipped += self._planned(
+                        (s for c in chunks[ci:] for s in c), plans, explicit
+                    )
                     break
                 batch = self._run_chunk(
                     chunk, plans, explicit, report, t0, ci, len(chunks), done, total, pool
@@ -643,10 +710,22 @@ class Runner:
         """Chunks as tasks on a process pool or a Dask cluster. This process stays the single
         writer: it reads each chunk's inputs, ships them, and commits results in order. At
         most ``slots`` chunks are in flight, and chunks are sized so that all of them
-        together fit the memory budget."""
+        together fit the memory budget.
+
+        A cancel is passed on to the tasks (they stop after the slice or kernel in
+        progress and send back what they finished), tasks not started are cancelled, and
+        no new chunk is submitted."""
         from collections import deque
 
-        submit, slots, close = self.executor.open(self.workers)
+        if not work:  # nothing to run: no pool to start
+            self._emit("start", report, t0, 0, 0, 0, 0)
+            self._emit("done", report, t0, 0, 0, 0, 0)
+            return
+        check = getattr(self.executor, "check_kernels", None)
+        if check is not None:  # a kernel worker processes cannot receive: one clear error
+            check({k.name: k for order, _ in plans.values() for k in order}.values())
+        opened = self.executor.open(self.workers)
+        slots = opened.slots
         budget = self.memory_budget
         self.memory_budget = max(1, budget // slots)
         try:
@@ -657,11 +736,40 @@ class Runner:
         self._emit("start", report, t0, 0, len(chunks), 0, total)
         done = 0
         pending: deque = deque()
+        signalled = False
+
+        def watch_cancel() -> None:
+            """Pass a cancel on to the tasks once; cancel the ones not started."""
+            nonlocal signalled
+            if signalled or not self.cancel.is_set():
+                return
+            signalled = True
+            opened.signal_cancel()
+            for _, fut in pending:
+                # a pool future not started yet is dropped (a running one refuses and stops
+                # by itself); Dask futures are left alone (cancelling one that runs would
+                # lose its finished slices): a task that starts now returns at once
+                if isinstance(fut, concurrent.futures.Future):
+                    fut.cancel()
 
         def finish_one() -> None:
             nonlocal done
             chunk, future = pending.popleft()
-            values, calls = future.result()
+            while not future.done():
+                watch_cancel()
+                time.sleep(0.02)
+            if future.cancelled():
+                report.skipped += self._planned(chunk, plans, explicit)
+                return
+            try:
+                values, calls = future.result()
+            except BrokenProcessPool as exc:
+                raise BrokenProcessPool(
+                    f"{exc} A worker process ended abruptly: out of memory, or it could "
+                    "not load a kernel (kernels must be importable by the worker "
+                    "processes; a kernel defined under `if __name__ == '__main__':` "
+                    "is not); executor='threads' runs in this process"
+                ) from exc
             for name, n in calls.items():
                 self.calls[name] = self.calls.get(name, 0) + n
             batch = self._batch(chunk, plans, values, explicit, report)
@@ -672,19 +780,33 @@ class Runner:
             self._emit("chunk", report, t0, report.chunks, len(chunks), done, total)
 
         try:
-            for chunk in chunks:
+            for ci, chunk in enumerate(chunks):
+                watch_cancel()
                 if self.cancel.is_set():
+                    report.skipped += self._planned(
+                        (s for c in chunks[ci:] for s in c), plans, explicit
+                    )
                     break
                 while len(pending) >= slots:
                     finish_one()
+                if self.cancel.is_set():
+                    report.skipped += self._planned(
+                        (s for c in chunks[ci:] for s in c), plans, explicit
+                    )
+                    break
                 kernels, plan_of, values, opts_of = self._prepare(chunk, plans)
                 pending.append(
-                    (chunk, submit(remote_chunk, chunk, kernels, plan_of, values, opts_of))
+                    (
+                        chunk,
+                        opened.submit(
+                            remote_chunk, chunk, kernels, plan_of, values, opts_of, opened.token
+                        ),
+                    )
                 )
             while pending:  # finished work is kept, also after a cancel
                 finish_one()
         finally:
-            close()
+            opened.close()
         self._emit("done", report, t0, report.chunks, len(chunks), done, total)
 
     def _load_weights(self, s: SliceInfo) -> np.ndarray | _Failed:
@@ -728,7 +850,16 @@ class Runner:
             vals = values[s.uid]
             for k in plans[s.uid][0]:
                 for o in k.outputs:
-                    v = vals.get(o)
+                    if o not in vals:  # not reached: the run was cancelled
+                        if o in explicit:
+                            if self.cancel.is_set():
+                                report.skipped += 1
+                            else:  # pragma: no cover - run_kernels fills every planned output
+                                report.failures.append(
+                                    Failure(s.model_id, s.name, s.uid, o, f"{o!r} was not computed")
+                                )
+                        continue
+                    v = vals[o]
                     if isinstance(v, _NotApplicable):
                         if o in explicit:
                             report.not_applicable += 1
@@ -799,22 +930,25 @@ class Runner:
         total: int = 0,
     ) -> dict[str, dict[str, Any]]:
         """Run each slice's planned kernels here; values in memory (``_Failed`` /
-        ``NOT_APPLICABLE`` markers where a value could not be made)."""
+        ``NOT_APPLICABLE`` markers where a value could not be made). In a param-level run
+        (``report`` given) a cancel stops between kernels and between slices: values not
+        made then are absent."""
         kernels, plan_of, values, opts_of = self._prepare(chunk, plans)
+        cancelled = self.cancel.is_set if report is not None else None
 
         def on_kernel(k: Kernel, s: SliceInfo) -> None:
             if report is not None:
                 self._emit("kernel", report, t0, ci, nchunks, done, total, k.outputs[0], s.name)
 
         if pool is None or len(chunk) < 2:
-            results = [run_kernels(chunk, kernels, plan_of, values, opts_of, on_kernel)]
+            results = [run_kernels(chunk, kernels, plan_of, values, opts_of, on_kernel, cancelled)]
         else:  # workers: parts of the chunk side by side, vectorized kernels included
             parts = [p for p in _split(chunk, self.workers) if p]
             with _one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
                 results = list(
                     pool.map(
                         lambda part: run_kernels(
-                            part, kernels, plan_of, values, opts_of, on_kernel
+                            part, kernels, plan_of, values, opts_of, on_kernel, cancelled
                         ),
                         parts,
                     )
@@ -838,6 +972,8 @@ class Runner:
             by_model.setdefault(s.model_id, []).append(s)
         batch = Batch()
         for model_id, ms in sorted(by_model.items()):
+            if self.cancel.is_set():  # models done so far are kept
+                break
             full = len(ms) == len(model_slices.get(model_id, []))
             owner = f"@{model_id}" if full or scope_key is None else f"@{model_id}[{scope_key}]"
             ms = sorted(ms, key=lambda s: s.index)
@@ -987,6 +1123,8 @@ class Runner:
 
         inputs_of = {k.name: param_inputs_of(k) for k in kernels}
         for s in slices:
+            if self.cancel.is_set():  # slices done so far are kept
+                break
             ref = self._ref_names[s.name]
             owner = f"{s.uid}@{reference}"
             computed: dict[str, Any] = {

@@ -141,8 +141,13 @@ class Models(_Namespace):
         ``filter_spec`` is an Equinox-style filter (predicate, bool, or prefix tree of them)
         choosing the leaves to keep; default: floating arrays with ndim >= 1. Adding an id that
         exists is an error unless ``replace=True`` (which also drops that model's fields).
-        Checkpoint files are referenced, not copied, unless ``copy_weights=True``.
-        ``meta`` is JSON-ready provenance kept with the model (``models.info(id)["meta"]``).
+        Checkpoint files are referenced, not copied, unless ``copy_weights=True``; with
+        ``copy_weights`` unset, leaves of a file that cannot be referenced lazily (tensors
+        nested in a ``.pt`` checkpoint, say) are copied, and ``models.info(id)`` says which
+        (``"weights": "mixed"``, ``"copied_leaves"``). A referenced checkpoint (each shard of
+        a sharded folder) is stamped with its size and time: reading it after it changed is
+        an error that says so. ``meta`` is JSON-ready provenance kept with the model
+        (``models.info(id)["meta"]``).
         """
         from .extract import extract
 
@@ -166,26 +171,45 @@ class Models(_Namespace):
                 f"no weight slices in the model given for {model_id!r}"
                 + (f" (skipped leaves: {reasons})" if reasons else " (it has no array leaves)")
             )
+        from ._lazy import LazyArray
+
         copy = (not ex.file_backed) if copy_weights is None else bool(copy_weights)
+        if not copy and not ex.file_backed:
+            raise ExtractionError(
+                "copy_weights=False needs a checkpoint file read lazily (.safetensors, a "
+                "safetensors folder, .npz, .pt/.pth/.bin); in-memory models and .onnx files "
+                "(protobuf is read whole) are always copied"
+            )
+        #: leaves of a file that cannot be referenced lazily (not memory-mappable tensors)
+        eager = (
+            []
+            if copy
+            else [leaf.name for leaf in ex.leaves if not isinstance(leaf.array, LazyArray)]
+        )
+        if eager and copy_weights is False:
+            raise ExtractionError(
+                f"copy_weights=False: {len(eager)} of the {len(ex.leaves)} weight leaves of "
+                f"{ex.source} cannot be referenced in the file (they are not stored as "
+                f"tensors that can be read one at a time): {_names(eager)}; leave "
+                "copy_weights unset to copy just those into the store, or pass "
+                "copy_weights=True to copy every leaf"
+            )
+        shards = _shard_stamps(ex.source) if not copy and len(eager) < len(ex.leaves) else None
         slices: list[SliceInfo] = []
         weights: dict[str, Any] = {}
+        eager_set = set(eager)
         for i, leaf in enumerate(ex.leaves):
             uid = make_uid(model_id, leaf.name)
             slice_meta: dict[str, Any] = {"layout": leaf.layout} if leaf.layout != "out_in" else {}
-            if not copy:
-                from ._lazy import LazyArray
-
-                if not isinstance(leaf.array, LazyArray):
-                    raise ExtractionError(
-                        "copy_weights=False needs a checkpoint file; in-memory models are always copied"
-                    )
-                slice_meta["external"] = _external_ref(ex.source, leaf.name)
+            keep = copy or leaf.name in eager_set
+            if not keep:
+                slice_meta["external"] = _external_ref(ex.source, leaf.name, leaf.array, shards)
             slices.append(
                 SliceInfo(
                     model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, slice_meta
                 )
             )
-            if copy:
+            if keep:
                 weights[uid] = leaf.array
         info = {
             "framework": ex.framework,
@@ -193,9 +217,18 @@ class Models(_Namespace):
             "added": time.time(),
             "n_slices": len(slices),
             "skipped": ex.skipped,
-            "weights": "copied" if copy else "referenced",
+            "weights": "copied" if copy or len(eager) == len(ex.leaves) else "referenced",
             "meta": meta,
         }
+        if eager:
+            if len(eager) < len(ex.leaves):
+                info["weights"] = "mixed"
+            info["copied_leaves"] = eager
+            info["weights_note"] = (
+                f"{len(eager)} of {len(ex.leaves)} leaves of {ex.source} cannot be referenced "
+                "lazily in the file and were copied into the store"
+                + ("; the others are referenced" if len(eager) < len(ex.leaves) else "")
+            )
         store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
         return slices
 
@@ -254,18 +287,173 @@ class Models(_Namespace):
         return f"<models: {self.ids()}>"
 
 
-def _external_ref(source: str, name: str) -> dict[str, Any]:
+def _names(names: Sequence[str], n: int = 5) -> str:
+    shown = ", ".join(repr(x) for x in names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+_INDEX = "model.safetensors.index.json"
+
+
+def _stamp(path: str) -> dict[str, Any]:
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime": st.st_mtime}
+
+
+def _header_digest(path: str) -> str:
+    """A short hash of a safetensors file's length prefix and JSON header (where every
+    tensor's offsets are): a rewrite that keeps the size and time still shows."""
+    import hashlib
+    import struct
+
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+        body = fh.read(min(n, 100_000_000))
+    return hashlib.sha256(head + body).hexdigest()[:16]
+
+
+def _folder_shard_files(folder: str) -> list[str]:
+    """The shard files of a safetensors folder, relative to it (as extraction finds them:
+    the index's weight map, else every ``*.safetensors``)."""
+    from pathlib import Path
+
+    root = Path(folder)
+    index = root / _INDEX
+    if index.exists():
+        import json
+
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+            return sorted({str(v) for v in weight_map.values()})
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+    return sorted(p.name for p in root.glob("*.safetensors"))
+
+
+def _shard_stamps(source: str) -> dict[str, Any] | None:
+    """For a folder of safetensors shards: each shard's size, time and header hash, the
+    index's size and time, and the path strings its leaves carry. None for a single file."""
+    if not source or not os.path.isdir(source):
+        return None
+    from pathlib import Path
+
+    root = Path(source)
+    out: dict[str, Any] = {"files": {}, "prefixes": {}}
+    for rel in _folder_shard_files(source):
+        path = root / rel
+        try:
+            stamp = {"file": rel, **_stamp(str(path)), "header": _header_digest(str(path))}
+        except OSError:
+            continue
+        out["files"][rel] = stamp
+        for form in {str(path), str(path.resolve())}:
+            out["prefixes"][form + "::"] = rel
+    index = root / _INDEX
+    if index.exists():
+        out["index"] = _stamp(str(index))
+    return out
+
+
+def _external_ref(
+    source: str, name: str, array: Any = None, shards: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a slice referencing a checkpoint records: the file (or folder), its size and
+    time, and for a folder of shards the shard holding the tensor (its size, time, header
+    hash and the tensor's key in it) and the index's size and time."""
     st = os.stat(source)
-    return {"path": source, "tensor": name, "size": st.st_size, "mtime": st.st_mtime}
+    ref: dict[str, Any] = {"path": source, "tensor": name, "size": st.st_size, "mtime": st.st_mtime}
+    if shards is not None:
+        where = getattr(array, "source", "") or ""
+        for prefix, rel in shards["prefixes"].items():
+            if where.startswith(prefix):
+                ref["shard"] = {**shards["files"][rel], "key": where[len(prefix) :]}
+                if "index" in shards:
+                    ref["index"] = dict(shards["index"])
+                break
+    return ref
 
 
-_EXTERNAL_CACHE: dict[tuple[str, int, float], dict[str, Any]] = {}
+_EXTERNAL_CACHE: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def _cached_leaves(key: tuple[Any, ...], load: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    leaves = _EXTERNAL_CACHE.get(key)
+    if leaves is None:
+        leaves = load()
+        if len(_EXTERNAL_CACHE) > 8:
+            _EXTERNAL_CACHE.clear()
+        _EXTERNAL_CACHE[key] = leaves
+    return leaves
+
+
+def _changed(s: SliceInfo, what: str) -> StoreError:
+    return StoreError(
+        f"the checkpoint behind {s.model_id}:{s.name} changed since it was added ({what}); "
+        "re-add the model with replace=True"
+    )
+
+
+def _same(st: os.stat_result, stamp: dict[str, Any]) -> bool:
+    return st.st_size == stamp["size"] and abs(st.st_mtime - stamp["mtime"]) <= 1e-6
+
+
+def _read_shard(s: SliceInfo, ext: dict[str, Any]) -> np.ndarray:
+    """One tensor of a sharded folder, after checking its shard and the index."""
+    from ._lazy import safetensors_leaves, to_numpy
+
+    shard = ext["shard"]
+    path = os.path.join(ext["path"], shard["file"])
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise StoreError(
+            f"the checkpoint behind {s.model_id}:{s.name} is gone: shard {path} is missing; "
+            "restore it or re-add the model"
+        ) from None
+    if not _same(st, shard):
+        raise _changed(s, f"shard {path}")
+    if "index" in ext:
+        index = os.path.join(ext["path"], _INDEX)
+        try:
+            ist = os.stat(index)
+        except FileNotFoundError:
+            raise StoreError(
+                f"the checkpoint behind {s.model_id}:{s.name} is gone: {index} is missing; "
+                "restore it or re-add the model"
+            ) from None
+        if not _same(ist, ext["index"]):
+            raise _changed(s, f"index {index}")
+
+    def load() -> dict[str, Any]:
+        want = shard.get("header")
+        if want is not None and _header_digest(path) != want:
+            raise _changed(s, f"shard {path}: its header differs")
+        return safetensors_leaves(path)
+
+    leaves = _cached_leaves(("shard", path, st.st_size, st.st_mtime, shard.get("header")), load)
+    return to_numpy(leaves[shard["key"]])
+
+
+def _folder_signature(folder: str) -> tuple[Any, ...]:
+    """Sizes and times of a folder's shards and index (refs written before shards were
+    stamped: the cache must not keep loaders of a shard rewritten in place)."""
+    sig = []
+    for rel in [*_folder_shard_files(folder), _INDEX]:
+        try:
+            st = os.stat(os.path.join(folder, rel))
+        except OSError:
+            continue
+        sig.append((rel, st.st_size, st.st_mtime_ns))
+    return tuple(sig)
 
 
 def _read_weights(store: Store, s: SliceInfo) -> np.ndarray:
     ext = s.meta.get("external")
     if not ext:
         return store.weights(s.uid)
+    if ext.get("shard"):
+        return _read_shard(s, ext)
     from ._lazy import to_numpy
     from ._tree import dotted_name, tree_leaves_with_path
     from .extract import model_tree
@@ -277,19 +465,16 @@ def _read_weights(store: Store, s: SliceInfo) -> np.ndarray:
         raise StoreError(
             f"the checkpoint behind {s.model_id}:{s.name} is gone: {path}; restore it or re-add the model"
         ) from None
-    if st.st_size != ext["size"] or abs(st.st_mtime - ext["mtime"]) > 1e-6:
-        raise StoreError(
-            f"the checkpoint behind {s.model_id}:{s.name} changed since it was added ({path}); "
-            "re-add the model with replace=True"
-        )
-    key = (path, st.st_size, st.st_mtime)
-    leaves = _EXTERNAL_CACHE.get(key)
-    if leaves is None:
-        leaves = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(model_tree(path).tree)}
-        if len(_EXTERNAL_CACHE) > 8:
-            _EXTERNAL_CACHE.clear()
-        _EXTERNAL_CACHE[key] = leaves
-    return to_numpy(leaves[ext["tensor"]])
+    if not _same(st, ext):
+        raise _changed(s, path)
+    key: tuple[Any, ...] = (path, st.st_size, st.st_mtime)
+    if os.path.isdir(path):  # an older ref to a folder of shards: key on the shards too
+        key += _folder_signature(path)
+
+    def load() -> dict[str, Any]:
+        return {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(model_tree(path).tree)}
+
+    return to_numpy(_cached_leaves(key, load)[ext["tensor"]])
 
 
 # ------------------------------------------------------------------------------------------
@@ -472,7 +657,8 @@ class Compute(_Namespace):
         return run_with_progress(self._scope, *fields, display=display, **options)
 
     def cancel(self) -> None:
-        """Ask the running ``apply`` to stop after its current chunk (finished chunks stay)."""
+        """Ask the running ``apply`` to stop after the slice or kernel in progress (values
+        finished so far are stored; ``RunReport.skipped`` counts the rest)."""
         ev = self._session._cancel
         if ev is not None:
             ev.set()

@@ -7,8 +7,8 @@
 ``run_with_progress(scope, *fields, **apply_kwargs)``
     Runs ``scope.compute.apply`` in a worker thread and returns at once with a
     :class:`ProgressRun` shown as a progress widget. Because the cell has returned, the kernel
-    receives the widget's Cancel click while the computation runs: the run stops after its
-    current chunk and keeps every finished field. ``await run`` waits (the kernel still
+    receives the widget's Cancel click while the computation runs: the run stops after the
+    slice or kernel in progress and keeps every finished value. ``await run`` waits (the kernel still
     handles clicks while an async cell awaits); ``run.wait()`` blocks.
 ``notebook_progress(fields)``
     What a plain (blocking) ``compute.apply`` shows in a notebook: the same widget. A blocking
@@ -345,11 +345,11 @@ class ProgressWidget(anywidget.AnyWidget):
             self.cancel()
 
     def cancel(self) -> None:
-        """Stop after the current chunk (finished chunks stay stored)."""
+        """Stop after the slice or kernel in progress (finished values stay stored)."""
         self.cancel_event.set()
         if self.status in ("waiting", "running"):
             self.status = "cancelling"
-            self.message = "cancelling after the current chunk…"
+            self.message = "cancelling after the slice in progress…"
 
     def callback(self, ev: ProgressEvent) -> None:
         """Feed one ProgressEvent (thread-safe enough: trait sets are atomic messages)."""
@@ -475,7 +475,7 @@ class ProgressRun:
 
     # --- control -----------------------------------------------------------------------------
     def cancel(self) -> None:
-        """Stop after the current chunk (finished chunks stay stored)."""
+        """Stop after the slice or kernel in progress (finished values stay stored)."""
         self.widget.cancel()
 
     def done(self) -> bool:

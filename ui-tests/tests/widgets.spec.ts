@@ -36,7 +36,7 @@ test.describe('widget kit', () => {
     await expect.poll(async () => outputText(page, idx)).toContain("scope 2 True True ['frob_norm'");
   });
 
-  test('progress: advances, Cancel stops after the current chunk and keeps finished fields', async ({ page, tmpPath }) => {
+  test('progress: advances, Cancel stops early and keeps finished fields', async ({ page, tmpPath }) => {
     await newNotebookWithStore(page, tmpPath, 'progress.ipynb');
     // 8 weight slices, one per chunk, 1.2 s each
     await runCode(page, 'run = run_with_progress(session, "slow_norm", memory_budget=1, delay=1.2)\nrun');
