@@ -23,7 +23,11 @@ WW_MAP = [
     ("D", "pl_ks", ""),
     ("sigma", "pl_alpha_sigma", ""),
     ("num_pl_spikes", "pl_num_spikes", ""),
-    ("Lambda (fit='TPL')", "tpl_lambda", "TPL at the power-law xmin"),
+    (
+        "Lambda (TPL fit)",
+        "tpl_lambda",
+        "related only: ours at the power-law xmin, WW's own xmin and alpha in [0, 3]",
+    ),
     ("warning", "pl_warning", ""),
     ("lambda_max", "esd_max", "x esd_ww_ratio"),
     ("spectral_norm", "esd_max", "x esd_ww_ratio (WW's is lambda_max, not s_max)"),
@@ -40,16 +44,22 @@ WW_MAP = [
     ("num_evals", "num_evals", ""),
     ("sv_max", "max_weights_sval", "x sqrt(1/2) for Conv2d (WW conv2d_norm)"),
     ("sv_min", "min_weights_sval", "Conv2d: max_kernel_min_sval x sqrt(1/2)"),
-    ("N, M, rf, Q", "greater_dim, lower_dim, receptive_field, aspect_ratio",
-     "WW swaps N/M for Conv2d with out < in and an even number of kernel positions"),
-    ("max_rand_eval", "esd_rand_max", "x esd_ww_ratio; ours seeded"),
-    ("rand_distance", "js_rand_distance", "same formula; WW unseeded"),
+    (
+        "N, M, rf, Q",
+        "greater_dim, lower_dim, receptive_field, aspect_ratio",
+        "WW swaps N/M for Conv2d with out < in and an even number of kernel positions",
+    ),
+    ("max_rand_eval", "esd_rand_max", "x esd_ww_ratio; ours seeded; Conv: see weights_rand"),
+    ("rand_distance", "js_rand_distance", "same formula; WW unseeded; Conv: see weights_rand"),
     ("ww_softrank", "rand_soft_rank", ""),
     ("ww_maxdist", "rand_max_dist", "x esd_ww_ratio"),
     ("mp_softrank", "mp_soft_rank", "ours: MP edge from the entry variance"),
-    ("summary alpha, alpha_weighted, log_norm, log_spectral_norm, log_alpha_norm, stable_rank",
-     "model_pl_alpha, model_pl_alpha_weighted, log_norm, log_spectral_norm, model_pl_alpha_norm, "
-     "model_stable_rank", "per model"),
+    (
+        "summary alpha, alpha_weighted, log_norm, log_spectral_norm, log_alpha_norm, stable_rank",
+        "model_pl_alpha, model_pl_alpha_weighted, log_norm, log_spectral_norm, model_pl_alpha_norm, "
+        "model_stable_rank",
+        "per model",
+    ),
 ]
 
 LEVEL_NAMES = {"param": "per parameter", "model": "per model", "cross": "across models"}
@@ -98,7 +108,9 @@ def render() -> str:
     by_field = {o: k for k in kernels for o in k.outputs}
     for f in fields:
         k = by_field[f]
-        lines.append(f"| `{f}` | [{k.name}](#{k.name}) | {k.level} | {k.func.__module__.rsplit('.', 1)[-1]} |")
+        lines.append(
+            f"| `{f}` | [{k.name}](#{k.name}) | {k.level} | {k.func.__module__.rsplit('.', 1)[-1]} |"
+        )
     lines.append("")
     for module in FAMILIES:
         ks = [k for k in kernels if k.func.__module__.rsplit(".", 1)[-1] == module]

@@ -490,5 +490,5 @@ def test_copy_weights_false_names_the_leaves_that_cannot_be_referenced(half_lazy
     with pytest.raises(ExtractionError, match=r"copy_weights=False.*'b\.weight'") as err:
         s.models.add(str(path), "m", copy_weights=False)
     assert "in-memory" not in str(err.value)
-    with pytest.raises(ExtractionError, match="in-memory models and .onnx files"):
+    with pytest.raises(ExtractionError, match=r"in-memory models and \.onnx files"):
         s.models.add({"w": np.ones((3, 3))}, "x", copy_weights=False)

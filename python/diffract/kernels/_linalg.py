@@ -371,14 +371,19 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
 def ww_powerlaw_small(
     x: np.ndarray, k_min: int = 8
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """WeightWatcher's small-sample rule (``fit_powerlaw_smallN``, used when fewer than 20
-    eigenvalues are fitted): bias-corrected ``alpha = 1 + (m-1)/sum ln(x_j/x_i)``, tails of at
-    least ``k_min`` points, xmin minimizing ``D - 0.868/sqrt(m)``."""
+    """WeightWatcher's small-sample fit (``fit_powerlaw_smallN``, used when fewer than 20
+    eigenvalues are fitted): bias-corrected ``alpha = 1 + (m-1)/sum ln(x_j/x_i)`` on tails of
+    at least ``k_min`` points, and the candidate with the smallest KS distance D wins (first
+    minimum). WeightWatcher 0.7.7 ranks candidates by ``J = D - 0.868/sqrt(m)`` inside
+    ``fit_powerlaw_smallN``, but ``WWFit.__init__`` then re-selects ``argmin(Ds)``, and that
+    is what ``analyze()`` reports; we follow its output. With no tail of ``k_min`` points the
+    whole sample is the tail. Unlike WeightWatcher (which leaves sigma at ``-1/sqrt(n)``
+    there), sigma is ``(alpha - 1)/sqrt(m)`` for the chosen tail in every case."""
     n = x.size
     logx = np.log(x)
     alphas = np.zeros(n - 1)
     ds = np.ones(n - 1)
-    js = np.full(n - 1, np.inf)
+    valid = np.zeros(n - 1, dtype=bool)
     for i in range(n - 1):
         m = n - i
         if m < k_min:
@@ -393,14 +398,9 @@ def ww_powerlaw_small(
         tail = x[i:]
         f_fit = 1.0 - (tail / x[i]) ** (1.0 - a)
         f_emp = np.arange(m, dtype=np.float64) / m
-        d = float(np.max(np.abs(f_emp - f_fit)))
-        ds[i] = d
-        js[i] = d - 0.868 / math.sqrt(m)
-    sigmas = (alphas - 1.0) / np.sqrt(n - np.arange(n - 1))
-    if np.isfinite(js).any():
-        best = int(np.nanargmin(js))
-    else:
-        best = 0
+        ds[i] = float(np.max(np.abs(f_emp - f_fit)))
+        valid[i] = True
+    if not valid.any():
         m = n
         s = float(np.sum(logx) - m * logx[0])
         if s <= 1e-12:
@@ -409,6 +409,8 @@ def ww_powerlaw_small(
         alphas[0] = a
         f_fit = 1.0 - (x / x[0]) ** (1.0 - a)
         ds[0] = float(np.max(np.abs(np.arange(m) / m - f_fit)))
+    sigmas = (alphas - 1.0) / np.sqrt(n - np.arange(n - 1))
+    best = int(np.argmin(ds))
     return best, alphas, ds, sigmas
 
 

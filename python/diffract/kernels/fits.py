@@ -74,7 +74,8 @@ def power_law_fit(esd, esd_ww_ratio, fit_method="ww", fit_evals_thresh=1e-5):
     ``fit_method="ww"`` (default) reproduces WeightWatcher 0.7's default fit (pl_package "ww"):
     candidates are every sorted eigenvalue but the largest, KS distance
     D = max_j |1 - (x_j/xmin)^(1-alpha) - (j - i)/m|, first minimum wins; with fewer than 20
-    eigenvalues its small-sample rule (bias-corrected alpha, tails >= 8, min D - 0.868/sqrt(m)).
+    eigenvalues its small-sample rule (bias-corrected alpha, tails >= 8, minimum D: what
+    WeightWatcher's ``analyze()`` reports; see :func:`_linalg.ww_powerlaw_small`).
     ``fit_method="clauset"``: unique candidates, two-sided KS distance.
     All candidates are evaluated at once (suffix sums for alpha, blocked numpy for D).
 
@@ -100,7 +101,10 @@ def pl_warning(pl_alpha, over_trained_alpha=2.0, under_trained_alpha=6.0):
 @define(outputs="pl_alpha_weighted", family="powerlaw")
 def pl_alpha_weighted(esd_max, pl_alpha):
     """alpha * log10(lambda_max). WeightWatcher ``alpha_weighted`` with esd_scale="ww"
-    (scale-dependent: with the default esd_scale it is alpha * log10(lambda_max^WW / N))."""
+    (scale-dependent: with the default esd_scale it is alpha * log10(lambda_max / N) in
+    singular-value terms, i.e. alpha * log10(lambda_max^WW / N) for matrices and
+    alpha * log10(2 lambda_max^WW / N) for Conv2d, whose WeightWatcher eigenvalues are
+    halved)."""
     if esd_max <= 0:
         raise ValueError("alpha_weighted is undefined for an all-zero matrix")
     return float(pl_alpha * math.log10(esd_max))
@@ -201,7 +205,11 @@ def truncated_power_law_fit(esd, pl_esd_xmin):
     ln(lambda xmin), started at the power-law alpha). tpl_ks: KS distance
     max_j |F(x_j) - j/m| between the fitted CDF (Gauss-Legendre on each gap) and the tail's
     empirical CDF (WeightWatcher's one-sided form). tpl_lambda is in inverse ESD units.
-    WeightWatcher (fit='TPL'): ``alpha`` and ``Lambda``."""
+    Related to, not the same as, WeightWatcher's truncated-power-law fit, which calls
+    ``powerlaw.Fit(xmin_distribution='truncated_power_law')`` (xmin chosen by the truncated
+    fit's own KS distance, alpha bounded to [0, 3]); with weightwatcher 0.7.7 and powerlaw
+    2.0 that path returns alpha = -1 (failed) on the weights we tried, so there is nothing
+    to match."""
     lam = np.sort(np.asarray(esd, dtype=np.float64))
     x = lam[lam >= pl_esd_xmin]
     m = x.size

@@ -65,7 +65,8 @@ def matrix_entropy(esd, hard_rank):
 @define(outputs="effective_rank", family="ranks")
 def effective_rank(weights_svals):
     """Effective rank (Roy & Vetterli 2007): exp(-sum_i p_i ln p_i), p_i = s_i / sum_j s_j
-    (terms with p_i = 0 omitted). Between 1 and M."""
+    (terms with p_i = 0 omitted). Between 1 and the number of singular values: M for a
+    matrix, M * P for a slice pooled over P kernel positions."""
     s = np.asarray(weights_svals, dtype=np.float64)
     total = s.sum()
     if total <= 0:

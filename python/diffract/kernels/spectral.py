@@ -195,7 +195,10 @@ def weights_rand(weights, seed=0):
     """The entries of W randomly permuted (a uniformly random permutation of all entries, same
     shape): keeps the element distribution, destroys correlations. Seeded by option ``seed``
     (numpy PCG64, default 0), so runs are reproducible; transient (never stored unless asked).
-    WeightWatcher's ``randomize`` uses the unseeded global numpy generator instead."""
+    WeightWatcher's ``randomize`` uses the unseeded global numpy generator instead, and for
+    Conv weights it shuffles each kernel-position matrix separately (pooling 5 replicas when
+    there are fewer than 100 components): for 2-D weights the randomized fields follow the
+    same recipe, for Conv weights they differ by design (one permutation of all entries)."""
     rng = np.random.default_rng(seed)
     w = np.asarray(weights)
     return rng.permutation(w.ravel()).reshape(w.shape)
