@@ -248,3 +248,27 @@ def test_a_foreign_sqlite_database_is_refused(tmp_path):
     db.close()
     with pytest.raises(StoreCorruptError, match="not a diffract store"):
         Session(backend="sqlite", path=path)
+
+
+def test_a_dropped_session_releases_its_lock_and_a_live_one_is_named(tmp_path, mlp_weights):
+    """A session nobody references any more (even inside a reference cycle) gives its
+    writer lock back on contention; a still-referenced one in this process is named as such,
+    not as 'another process'."""
+    import gc
+
+    gc.disable()  # the cycle below would otherwise be collected at a random moment
+    try:
+        s = Session(profile="local", path=tmp_path / "st")
+        s.models.add(mlp_weights, model_id="m")
+        s.self_ref = s  # a cycle: reference counting alone never frees it
+        del s
+        again = Session(profile="local", path=tmp_path / "st")
+        assert again.models.ids() == ["m"]
+        with pytest.raises(StoreLockedError, match="another session of this process") as err:
+            Session(profile="local", path=tmp_path / "st")
+        assert "pid" not in str(err.value) and "close()" in str(err.value)
+        again.close()
+        with Session(profile="local", path=tmp_path / "st") as third:
+            assert third.models.ids() == ["m"]
+    finally:
+        gc.enable()
