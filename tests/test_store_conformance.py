@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-from diffract import ParameterType, Session, SliceInfo, StoreError, StoreLockedError
+from diffract import ParameterType, Session, SliceInfo, StoreError
 from diffract._params import make_uid
 from diffract.store import Batch, LRUCache, open_backend, open_path
 
@@ -162,12 +162,40 @@ def test_a_bad_value_aborts_the_whole_batch(kind, tmp_path):
         assert sorted(opener(kind, tmp_path)(readonly=True).keys()) == [("u", "ok")]
 
 
+_SECOND_WRITER = """
+import sys
+from diffract import StoreLockedError
+from diffract.store import open_backend
+backend, path, arrays = sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    open_backend(backend, path, **({{"arrays": arrays}} if arrays else {{}}))
+except StoreLockedError as exc:
+    print("LOCKED", exc)
+"""
+
+
 @pytest.mark.parametrize("kind", [k for k in PERSISTENT])
 def test_one_writer_many_readers(kind, tmp_path):
+    import subprocess
+    import sys
+
     open_ = opener(kind, tmp_path)
     writer = open_()
-    with pytest.raises(StoreLockedError):
-        open_()
+    backend, path, extra = _where(kind, tmp_path)
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SECOND_WRITER.format(),
+            backend,
+            str(path),
+            extra.get("arrays", ""),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "LOCKED" in other.stdout and "another process" in other.stdout, other.stderr[-2000:]
     reader = open_(readonly=True)
     writer.commit(Batch(fields={("u", "f"): 1.0}))
     reader.refresh()
@@ -176,6 +204,28 @@ def test_one_writer_many_readers(kind, tmp_path):
         reader.commit(Batch(fields={("u", "g"): 1.0}))
     writer.close()
     open_().close()
+
+
+@pytest.mark.parametrize("kind", [k for k in PERSISTENT])
+def test_a_newer_writer_of_this_process_takes_over(kind, tmp_path):
+    """A re-run notebook cell ``session = Session()`` opens the store while the previous
+    session is still referenced: the newer writer takes the lock over (with a warning), the
+    older one can still read but not write, and other processes stay locked out."""
+    open_ = opener(kind, tmp_path)
+    older = open_()
+    older.commit(Batch(fields={("u", "a"): 1.0}))
+    with pytest.warns(UserWarning, match="takes the writer lock over"):
+        newer = open_()
+    newer.commit(Batch(fields={("u", "b"): 2.0}))
+    with pytest.raises(StoreError, match="newer session of this process"):
+        older.commit(Batch(fields={("u", "c"): 3.0}))
+    older.refresh()
+    assert older.get(("u", "b")) == 2.0
+    older.close()  # closing the superseded one leaves the newer writer's lock alone
+    newer.commit(Batch(fields={("u", "d"): 4.0}))
+    newer.close()
+    with open_(readonly=True) as st:
+        assert sorted(st.keys()) == [("u", "a"), ("u", "b"), ("u", "d")]
 
 
 @pytest.mark.parametrize("kind", PERSISTENT)

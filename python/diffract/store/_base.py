@@ -253,6 +253,9 @@ class Store:
             raise StoreError(
                 f"store {self.path or self.backend} is open read-only; open it with readonly=False to write"
             )
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.check_current()
         if batch.is_empty():
             return
         for (_, fld), v in batch.fields.items():
