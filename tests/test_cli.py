@@ -158,3 +158,12 @@ def test_analyze_checks_its_arguments_before_adding(in_tmp, extra, message, caps
     assert not (in_tmp / ".diffract").exists() or main(["list", "--json"]) == 0
     if (in_tmp / ".diffract").exists():
         assert json.loads(capsys.readouterr().out) == []
+
+
+def test_export_models_accepts_patterns(in_tmp, mlp_weights):
+    with Session() as s:
+        s.models.add(mlp_weights, model_id="llama-1")
+        s.compute.apply("frob_norm", progress=False)
+    assert main(["export", "frob_norm", "--to", "o.json", "--models", "re:llama-.*"]) == 0
+    assert {r["model_id"] for r in json.loads((in_tmp / "o.json").read_text())} == {"llama-1"}
+    assert main(["export", "frob_norm", "--to", "p.json", "--models", "re:gpt-.*"]) == 2

@@ -7,7 +7,8 @@ import uuid
 import numpy as np
 import pytest
 
-from diffract import ParameterType, Session, SliceInfo, StoreError
+from _store_helpers import make_slices
+from diffract import Session, StoreError
 from diffract._params import make_uid
 from diffract.store import Batch, LRUCache, open_backend, open_path
 
@@ -33,21 +34,6 @@ def opener(kind, tmp_path):
         return open_backend(backend, path, **extra, **kw)
 
     return open_
-
-
-def make_slices(model_id, arrays):
-    return [
-        SliceInfo(
-            model_id,
-            name,
-            make_uid(model_id, name),
-            ParameterType.DENSE if a.ndim == 2 else ParameterType.BIAS,
-            a.shape,
-            str(a.dtype),
-            i,
-        )
-        for i, (name, a) in enumerate(arrays.items())
-    ]
 
 
 @pytest.fixture(params=BACKENDS)

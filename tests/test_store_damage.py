@@ -18,8 +18,8 @@ import struct
 import numpy as np
 import pytest
 
-from diffract import ParameterType, SliceInfo, StoreCorruptError
-from diffract._params import make_uid
+from _store_helpers import make_slices
+from diffract import StoreCorruptError
 from diffract.store import Batch, open_backend
 from diffract.store import _hdf5 as hdf5_mod
 from diffract.store import _zarr as zarr_mod
@@ -55,25 +55,10 @@ def snapshot(path):
     }
 
 
-def slices_for(model_id, arrays):
-    return [
-        SliceInfo(
-            model_id,
-            name,
-            make_uid(model_id, name),
-            ParameterType.DENSE if a.ndim == 2 else ParameterType.BIAS,
-            a.shape,
-            str(a.dtype),
-            i,
-        )
-        for i, (name, a) in enumerate(arrays.items())
-    ]
-
-
 def add_model(st, model_id, seed=0):
     rng = np.random.default_rng(seed)
     arrays = {"w": rng.normal(size=(6, 4)) + 1.0}
-    sl = slices_for(model_id, arrays)
+    sl = make_slices(model_id, arrays)
     st.commit(Batch(add_models={model_id: {}}, slices=sl, weights={sl[0].uid: arrays["w"]}))
     return sl[0].uid, arrays["w"]
 

@@ -16,6 +16,7 @@ the value; with several it returns a tuple in ``outputs`` order (or a dict keyed
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -75,11 +76,6 @@ class Kernel:
             opts.update({k: v for k, v in overrides.items() if k in self.options})
         return opts
 
-    def check_option(self, option: str, value: Any) -> None:
-        """Raise :class:`OptionValueError` naming this kernel and ``option`` when ``value``
-        does not fit the option (see :func:`check_option_value`)."""
-        check_option_value(self, option, value)
-
     def split_outputs(self, result: Any) -> dict[str, Any]:
         """Map a call's return value onto the declared outputs.
 
@@ -132,12 +128,12 @@ class Kernel:
 
 def storable_error(value: Any) -> str | None:
     """None when the store can hold ``value`` as a field value (a bool, int, float or str,
-    a NumPy scalar of those kinds, or an ndarray of a numeric dtype); otherwise what the
-    value is, for an error message."""
+    a NumPy scalar of a numeric kind or str, or an ndarray of a numeric dtype); otherwise
+    what the value is, for an error message. The one rule for kernels and ``Store.commit``."""
     if isinstance(value, (bool, int, float, str)):
         return None
     if isinstance(value, np.generic):
-        if value.dtype.kind in "biuf" or isinstance(value, np.str_):
+        if value.dtype.kind in "biufc" or isinstance(value, np.str_):
             return None
         return f"a NumPy {value.dtype} scalar"
     if isinstance(value, np.ndarray):
@@ -177,6 +173,7 @@ _ANNOTATION_KINDS = {
 SCHEDULER_OPTION_KINDS: dict[str, frozenset[str]] = {"reference": frozenset({"str", "none"})}
 
 
+@functools.cache
 def _builtin_choices() -> dict[str, tuple[str, ...]]:
     choices: dict[str, tuple[str, ...]] = {"svd_device": ("cpu", "cuda", "auto")}
     try:
@@ -202,7 +199,6 @@ _BUILTIN_RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
     "weak_rank_tol": (0, True, None, False),
     "p_value_threshold": (0, False, 1, False),
 }
-_CHOICES_CACHE: dict[str, tuple[str, ...]] | None = None
 
 
 def _is_builtin(k: Kernel) -> bool:
@@ -242,18 +238,11 @@ def option_kinds(k: Kernel, option: str) -> frozenset[str] | None:
         if kinds is not None:  # the default itself is always accepted
             own = _value_kind(k.options.get(option))
             return kinds | {own} if own is not None else kinds
-    default = k.options.get(option)
-    if default is None:
+    kind = _value_kind(k.options.get(option))
+    if kind == "none":  # a None default: None or a number
         return frozenset({"none", "float"})
-    if isinstance(default, (bool, np.bool_)):
-        return frozenset({"bool"})
-    if isinstance(default, (int, np.integer)):
-        return frozenset({"int"})
-    if isinstance(default, (float, np.floating)):
-        return frozenset({"float"})
-    if isinstance(default, str):
-        return frozenset({"str"})
-    return None  # other defaults (tuples, objects): the kernel checks its own values
+    # other defaults (tuples, objects): None, the kernel checks its own values
+    return frozenset({kind}) if kind is not None else None
 
 
 def _value_kind(value: Any) -> str | None:
@@ -289,10 +278,7 @@ def check_option_value(k: Kernel, option: str, value: Any) -> None:
         if _is_builtin(k) and option in _BUILTIN_RANGES:
             _check_range(where, option, value)
     if kind == "str" and _is_builtin(k):
-        global _CHOICES_CACHE
-        if _CHOICES_CACHE is None:
-            _CHOICES_CACHE = _builtin_choices()
-        choices = _CHOICES_CACHE.get(option)
+        choices = _builtin_choices().get(option)
         if choices is not None and value not in choices:
             raise OptionValueError(f"{where} must be one of {list(choices)}, got {value!r}")
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ExtractionError
+from ._params import _itemsize
 
 #: dtypes NumPy lacks; converted to float32 for storage and math
 NON_NUMPY_FLOATS = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -100,20 +101,6 @@ _ST_DTYPES = {
     "I8": "int8",
     "U8": "uint8",
     "BOOL": "bool",
-}
-_ST_ITEMSIZE = {
-    "F64": 8,
-    "F32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-    "I64": 8,
-    "I32": 4,
-    "I16": 2,
-    "I8": 1,
-    "U8": 1,
-    "BOOL": 1,
 }
 
 
@@ -232,7 +219,7 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
                 f"{where} points past the end of the file: data_offsets [{start}, {end}] but the "
                 f"data section holds {data_size} bytes (truncated file?)"
             )
-        expected = math.prod(shape) * _ST_ITEMSIZE[st_dtype]
+        expected = math.prod(shape) * _itemsize(dtype)
         if end - start != expected:
             raise ExtractionError(
                 f"{where}: shape {list(shape)} of {st_dtype} needs {expected} bytes but its "

@@ -272,6 +272,16 @@ def _call_kernel(
         except Exception as exc:  # recorded per parameter, the run goes on
             return _Failed(_short_error(exc))
 
+    def split(o: Any) -> dict[str, Any] | _Failed:
+        if isinstance(o, _Failed):
+            return o
+        if isinstance(o, BaseException):
+            return _Failed(_short_error(o))
+        try:
+            return k.split_outputs(o)
+        except Exception as exc:  # an unstorable value: that slice fails, not the batch
+            return _Failed(_short_error(exc))
+
     if k.vectorized:
         try:
             outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
@@ -279,14 +289,6 @@ def _call_kernel(
                 raise ValueError(
                     f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices"
                 )
-            return [
-                o
-                if isinstance(o, _Failed)
-                else (
-                    _Failed(_short_error(o)) if isinstance(o, BaseException) else k.split_outputs(o)
-                )
-                for o in outs
-            ], len(ready)
         except Exception:
             res: list[dict[str, Any] | _Failed] = []
             for s in ready:
@@ -294,14 +296,12 @@ def _call_kernel(
                     break
                 try:
                     out = k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
-                    res.append(
-                        _Failed(_short_error(out))
-                        if isinstance(out, BaseException)
-                        else k.split_outputs(out)
-                    )
                 except Exception as exc:
                     res.append(_Failed(_short_error(exc)))
+                    continue
+                res.append(split(out))
             return res, len(res)
+        return [split(o) for o in outs], len(ready)
     out: list[dict[str, Any] | _Failed] = []
     for s in ready:
         if stop is not None and stop():
@@ -442,7 +442,7 @@ class Runner:
     ) -> RunReport:
         fields = tuple(dict.fromkeys(fields))
         kernels = self.registry.closure(fields)  # raises UnknownFieldError
-        validate_options(kernels, self.options, self.kernel_options)
+        # options were validated by Compute.apply, before any widget or store work
         self._check_devices(kernels)
         report = RunReport(requested=fields)
         t0 = time.perf_counter()
@@ -868,11 +868,13 @@ class Runner:
                         if o in explicit:
                             report.failures.append(Failure(s.model_id, s.name, s.uid, o, v.message))
                         continue
-                    if o in k.transient and o not in explicit:
-                        continue
-                    problem = storable_error(v)
-                    if problem is not None:  # a transient output asked for by name
-                        if o in explicit:
+                    if o in k.transient:
+                        if o not in explicit:
+                            continue
+                        # split_outputs checked the persisted outputs; a transient one asked
+                        # for by name is checked here
+                        problem = storable_error(v)
+                        if problem is not None:
                             report.failures.append(
                                 Failure(
                                     s.model_id,
@@ -882,7 +884,7 @@ class Runner:
                                     f"KernelDefinitionError: {k.unstorable_message(o, problem)}",
                                 )
                             )
-                        continue
+                            continue
                     batch.fields[(s.uid, o)] = _normalise(v)
         report.failures[:] = _dedupe(report.failures)
         return batch
@@ -1048,8 +1050,10 @@ class Runner:
         for o, v in out.items():
             computed[o] = v
             if o not in k.transient or o in fields:
-                problem = storable_error(v)
-                if problem is not None:  # a transient output asked for by name
+                # split_outputs checked the persisted outputs; a transient one asked for by
+                # name is checked here
+                problem = storable_error(v) if o in k.transient else None
+                if problem is not None:
                     self._record_failure(
                         k,
                         [o],

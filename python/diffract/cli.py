@@ -98,11 +98,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     registry = default_registry()
     if args.fields:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
-        unknown = [f for f in fields if not registry.has_field(f)]
-        if unknown:
-            raise DiffractError(
-                f"--fields: unknown field(s) {unknown}; `diffract fields` lists them"
-            )
+        for f in fields:
+            registry.producer(f)  # UnknownFieldError naming it, with close matches
     else:
         fields = [f for f in PREFERRED_FIELDS if registry.has_field(f)]
     check_workers(args.workers, "--workers")
@@ -137,19 +134,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-#: checkpoint suffixes dropped from a file name to make its default model id
-CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".npz", ".onnx", ".ckpt", ".keras")
-
-
 def default_model_id(path: Path) -> str:
     """The model id ``analyze`` gives a checkpoint: a folder's whole name (``llama-3.1-8B``
     stays itself, dots included), a file's name without one known checkpoint suffix
     (``step-1000.safetensors`` -> ``step-1000``). Two files that differ only in their suffix
     get the same id; reusing it is refused (see :func:`_check_same_source`)."""
+    from .extract._files import SUFFIXES  # the checkpoint files analyze can read
+
     name = path.name
     if path.is_dir():
         return name
-    for suffix in CHECKPOINT_SUFFIXES:
+    for suffix in SUFFIXES:
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
@@ -199,8 +194,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with _session(args, readonly=True) as session:
         if args.models:
+            from .filters import Filter
+
             stored = session.store.models()
-            missing = [m for m in args.models if m not in stored]
+            missing = [  # each entry (exact or re:) must select some stored model
+                m
+                for m in args.models
+                if not any(map(Filter.make(model_ids=[m]).matches_model, stored))
+            ]
             if missing:
                 raise DiffractError(
                     f"--models: no model {', '.join(map(repr, missing))} in "

@@ -66,21 +66,14 @@ def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format:
     try:
         return pl.DataFrame(data, strict=False)
     except Exception:  # values of mixed nesting in one column: keep them as objects
-        return pl.DataFrame(
-            [
-                pl.Series(c, data[c], strict=False)
-                if _uniform(data[c])
-                else pl.Series(c, data[c], dtype=pl.Object)
-                for c in columns
-            ]
-        )
+        return pl.DataFrame([_series(c, data[c]) for c in columns])
 
 
-def _uniform(col: list[Any]) -> bool:
+def _series(name: str, col: list[Any]) -> Any:
+    """A polars column; one mixing nesting depths (or kinds) becomes an Object column."""
     import polars as pl
 
     try:
-        pl.Series(col, strict=False)
+        return pl.Series(name, col, strict=False)
     except Exception:
-        return False
-    return True
+        return pl.Series(name, col, dtype=pl.Object)

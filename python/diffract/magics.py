@@ -259,15 +259,17 @@ class DiffractMagics(Magics):
         return RunsTable(root, stores)
 
     def _cmd_export(self, args: argparse.Namespace) -> None:
+        from .store._lock import atomic_write_text
+
         scope = self._scope(args)
         out = Path(args.to)
         ext = out.suffix.lower()
         if ext == ".json":
             text = scope.results.export_metrics(*args.fields, export_format="json")
-            _write_whole(out, text if isinstance(text, str) else json.dumps(text))
+            atomic_write_text(out, text if isinstance(text, str) else json.dumps(text))
         elif ext == ".csv":
             rows = scope.results.export_metrics(*args.fields, export_format="list")
-            _write_whole(out, _csv_text(rows, args.fields))
+            atomic_write_text(out, _csv_text(rows, args.fields), newline="")
         elif ext == ".parquet":
             scope.results.export_metrics(*args.fields, export_format="pandas").to_parquet(out)
         else:
@@ -396,24 +398,6 @@ def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
     for r in rows:
         w.writerow({k: _csv_cell(v) for k, v in r.items()})
     return buf.getvalue()
-
-
-def _write_whole(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` through a temporary file in the same folder and a rename:
-    ``out`` is either left as it was or holds the whole text."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have made it
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class RunsTable:

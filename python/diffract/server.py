@@ -178,7 +178,7 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
         raise PathRefused(f"'..' is refused in store paths: {rel!r}")
     root_real = Path(root).resolve()
     target = root_real.joinpath(*parts).resolve()
-    if target != root_real and root_real not in target.parents:
+    if not target.is_relative_to(root_real):
         raise PathRefused(f"{rel!r} leaves the server root")
     if not ((target / STORE_MARKER).is_file() or _is_sqlite_store(target)):
         raise NotAStore(f"no diffract store at {rel!r} (a store folder holds {STORE_MARKER})")
@@ -194,20 +194,23 @@ def _link_leaving_root(store: Path, root_real: Path) -> str | None:
     the store; None when there is none. Stores are read through these paths, so a link out
     of the root would serve files from outside it."""
 
-    def leaves(link: Path) -> bool:
-        real = link.resolve()
-        return real != root_real and root_real not in real.parents
+    def leaves(link: str) -> bool:
+        return not Path(link).resolve().is_relative_to(root_real)
 
     if store.is_file():  # SQLite: the database's write-ahead log and shared memory
         for extra in (store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")):
-            if extra.is_symlink() and leaves(extra):
+            if extra.is_symlink() and leaves(str(extra)):
                 return extra.name
         return None
-    for folder, dirs, files in os.walk(store, followlinks=False):
-        for name in dirs + files:
-            entry = Path(folder) / name
-            if entry.is_symlink() and leaves(entry):
-                return entry.relative_to(store).as_posix()
+    stack = [str(store)]
+    while stack:  # scandir: the entries' link flags come with the listing, no stat each
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.is_symlink():
+                    if leaves(e.path):
+                        return Path(e.path).relative_to(store).as_posix()
+                elif e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
     return None
 
 
@@ -374,8 +377,10 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
             return await IOLoop.current().run_in_executor(None, fn, *args)
 
         async def store_call(self, method: str, *args: Any) -> None:
-            try:
-                path = resolve_store(self.root, self.get_query_argument("path", None))
+            try:  # off the event loop: it walks the store's folder for links
+                path = await self.in_thread(
+                    resolve_store, self.root, self.get_query_argument("path", None)
+                )
             except PathRefused as exc:
                 return self.fail(403, str(exc))
             except NotAStore as exc:

@@ -603,8 +603,9 @@ class Compute(_Namespace):
             else session.memory_budget
         )
         n_workers = check_workers(workers) if workers is not None else session.workers
-        # configured options apply where a kernel of this run has them; explicit ones are
-        # validated by the runner (an option no kernel of the run takes is an error)
+        # configured options apply where a kernel of this run has them; all are validated
+        # here, once, before anything is shown or read (an option no kernel of the run takes
+        # is an error)
         closure = session.registry.closure(fields)
         names = {k.name for k in closure}
         known = {o for k in closure for o in k.options}

@@ -163,8 +163,6 @@ def is_weight_dtype(dtype: str) -> bool:
     floating point (float16/32/64, bfloat16, float8 variants). Complex, object, string,
     bytes, datetime/timedelta, void and structured dtypes are not weights."""
     name = dtype.replace("torch.", "").strip()
-    if name.startswith(("complex", "cfloat", "cdouble", "chalf")):
-        return False
     try:
         kind = np.dtype(name).kind
     except (TypeError, ValueError):

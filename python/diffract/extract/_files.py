@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ExtractionError
-from .._lazy import LazyArray, safetensors_leaves, to_numpy
+from .._lazy import LazyArray, dtype_name, safetensors_leaves, to_numpy
 from . import Extractor, ModelTree, nest_dotted
 
 SUFFIXES = (".safetensors", ".npz", ".pt", ".pth", ".bin", ".onnx")
@@ -122,17 +122,16 @@ def _lazy_tensors(obj: Any, path: Path, where: str, torch: Any, skipped: dict[st
     """``obj`` with every tensor, at any depth, wrapped as a LazyArray over the
     memory-mapped file (containers rebuilt as dicts/lists with string keys). Tensors named
     like BatchNorm buffers are left out and recorded in ``skipped``."""
-    from ._torch import RUNNING_STAT_REASON, is_batchnorm_buffer
+    from ._torch import RUNNING_STAT_REASON, check_not_meta, is_batchnorm_buffer
 
     if isinstance(obj, torch.Tensor):
-        if obj.is_meta:
-            raise ExtractionError(f"{path}: tensor {where!r} is on the meta device (no data)")
+        check_not_meta(where, obj, f"{path}: ")
         if is_batchnorm_buffer(where):
             skipped[where] = RUNNING_STAT_REASON
             return None
         return LazyArray(
             tuple(obj.shape),
-            str(obj.dtype).replace("torch.", ""),
+            dtype_name(obj),
             lambda v=obj: to_numpy(v),
             f"{path}::{where}",
         )
@@ -230,11 +229,7 @@ def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
         raise ExtractionError(
             f"{path}: expected a state_dict (a dict of tensors), got {type(obj).__name__}"
         )
-    weights, skipped = _checkpoint_weights(obj, path, torch)
-    if not isinstance(weights, dict):
-        raise ExtractionError(
-            f"{path}: expected a state_dict (a dict of tensors), got {type(weights).__name__}"
-        )
+    weights, skipped = _checkpoint_weights(obj, path, torch)  # always a dict
     weights = strip_wrapper_prefix({str(k): v for k, v in weights.items()})
     leaves = _lazy_tensors(weights, path, "", torch, skipped)
     return leaves, skipped

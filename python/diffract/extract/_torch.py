@@ -222,7 +222,7 @@ def _from_module(module: Any) -> ModelTree:
         if name in replaced:
             eff = replaced[name]
             skipped[name] = f"parametrization input of {eff!r} (the effective tensor is extracted)"
-            if eff not in flat and eff in effective:
+            if eff not in flat:  # replaced and effective are filled together
                 sub, compute = effective[eff]
                 with torch.no_grad():
                     flat[eff] = compute().detach()
@@ -237,8 +237,6 @@ def _from_module(module: Any) -> ModelTree:
             types[name] = t
     seen_buffers: set[int] = set()
     for name, b in module.named_buffers(remove_duplicate=False):
-        if name in skipped or name in flat:
-            continue
         if name in replaced:
             skipped[name] = f"parametrization state of {replaced[name]!r}, not a parameter"
         elif is_batchnorm_buffer(name):

@@ -181,17 +181,15 @@ def _float32_attempt(g64: np.ndarray, rtol: float):
         return None
     margin = 1.0 + 1e-3  # for the Ritz values' rounding
     d = np.diagonal(g64)
-    if not float(d.max()) <= margin * kappa * float(d.min()):  # free: O(M)
+    d_max, d_min = float(d.max()), float(d.min())
+    if not d_max <= margin * kappa * d_min:  # free: O(M)
         return None
     theta_min, theta_max = _ritz_bounds(g64, stop_ratio=margin * kappa)
-    if (
-        not (theta_max > 0.0)
-        or not np.isfinite(theta_max)
-        or theta_max > margin * kappa * theta_min
-    ):
+    if not (theta_max > 0.0) or not np.isfinite(theta_max):
         return None
-    lmax_low = max(float(d.max()), theta_max)
-    if lmax_low > margin * kappa * min(float(d.min()), theta_min):
+    # lambda_max >= max(diagonal, theta_max), lambda_min <= min(diagonal, theta_min)
+    lmax_low = max(d_max, theta_max)
+    if lmax_low > margin * kappa * min(d_min, theta_min):
         return None
     g = g64.astype(np.float32)
     if not _shift_cholesky_ok(g, lmax_low / kappa):
@@ -341,7 +339,7 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     ds = np.ones(n - 1)
     cols = np.arange(n)
     # small row blocks, each over columns j >= its first candidate: ~n^2/2 work, in place
-    rows = max(16, min(n, (1 << 15) // max(n, 1)))
+    rows = max(16, _block_rows(n, 1 << 15))
     for start in range(0, n - 1, rows):
         stop = min(n - 1, start + rows)
         ii = idx[start:stop]
@@ -383,7 +381,7 @@ def ww_powerlaw_small(
     logx = np.log(x)
     alphas = np.zeros(n - 1)
     ds = np.ones(n - 1)
-    valid = np.zeros(n - 1, dtype=bool)
+    found = False  # a tail of k_min points with alpha > 1
     for i in range(n - 1):
         m = n - i
         if m < k_min:
@@ -399,8 +397,8 @@ def ww_powerlaw_small(
         f_fit = 1.0 - (tail / x[i]) ** (1.0 - a)
         f_emp = np.arange(m, dtype=np.float64) / m
         ds[i] = float(np.max(np.abs(f_emp - f_fit)))
-        valid[i] = True
-    if not valid.any():
+        found = True
+    if not found:
         m = n
         s = float(np.sum(logx) - m * logx[0])
         if s <= 1e-12:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import StoreCorruptError, StoreError, UnknownModelError
+from .._kernel import storable_error
 from .._params import ParameterType, SliceInfo
 
 LAYOUT_VERSION = 1
@@ -259,13 +260,11 @@ class Store:
         if batch.is_empty():
             return
         for (_, fld), v in batch.fields.items():
-            if not isinstance(v, (bool, int, float, str, np.ndarray, np.generic)):
+            problem = storable_error(v)
+            if problem is not None:
                 raise StoreError(
-                    f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
-                )
-            if isinstance(v, np.ndarray) and v.dtype.kind not in "biufc":
-                raise StoreError(
-                    f"field {fld!r}: arrays of dtype {v.dtype} cannot be stored (numeric dtypes only)"
+                    f"field {fld!r}: {problem} cannot be stored (use a number, str or numeric "
+                    "ndarray)"
                 )
         self._commit(batch)
 

@@ -130,11 +130,9 @@ class WriterLock:
                 ref = _HELD.get(self._key())
                 if ref is not None and ref() is self:
                     del _HELD[self._key()]
-            if self._finalizer is not None:
+            if self._finalizer is not None:  # set with the fd by _own
                 self._finalizer()  # unlocks and closes once
                 self._finalizer = None
-            else:  # pragma: no cover
-                _unlock(self._fd)
             self._fd = None
 
 
@@ -147,12 +145,17 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and an atomic rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def atomic_write_text(path: Path, text: str, *, newline: str | None = None) -> None:
+    """Write ``text`` to ``path`` through a temporary file and an atomic rename: ``path`` is
+    either left as it was or holds the whole text (no temporary file is left behind)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "w", newline=newline) as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)

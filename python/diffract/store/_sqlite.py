@@ -35,7 +35,7 @@ from ._base import (
     slice_to_json,
 )
 from ._codec import CodecError, decode, encode
-from ._folder import STORE_MARKER, open_store_folder, read_marker, write_marker_if_missing
+from ._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
 from ._lock import WriterLock, fsync_dir
 
 _SCHEMA = """
@@ -447,11 +447,12 @@ class HybridStore(SQLiteStore):
             raise ConfigError(f"hybrid arrays must be 'hdf5' or 'zarr', got {arrays!r}")
         root = Path(path).expanduser().resolve()
         meta_db = root / "meta.sqlite"
-        info = read_marker(root) if root.is_dir() else None
-        if info is None and _interrupted_creation(root):
-            info = {}  # a crash while creating: meta.sqlite is checked, then the marker written
-        else:
-            info = open_store_folder(root, "hybrid", create=not readonly)
+        # a crash while creating leaves meta.sqlite without the marker (written last)
+        info = (
+            {}
+            if _interrupted_creation(root)
+            else open_store_folder(root, "hybrid", create=not readonly)
+        )
         arrays_dirs = [root / "arrays", root / "arrays.zarr"]
         if info and not (meta_db.exists() and meta_db.stat().st_size > 0):
             # a store whose metadata is gone is damaged, not new: its array files would
