@@ -118,7 +118,7 @@ def test_safetensors_valid_file_and_zero_element_tensor(tmp_path):
         "empty": {"dtype": "F32", "shape": [0, 4], "data_offsets": [128, 128]},
     }
     path = _write_st(tmp_path / "ok.safetensors", header, w.tobytes())
-    from diffract._lazy import safetensors_leaves
+    from diffract.extract.safetensors import safetensors_leaves
 
     leaves = safetensors_leaves(path)
     assert leaves["empty"].load().shape == (0, 4)
@@ -217,7 +217,7 @@ def test_configure_checks_values_and_keeps_nothing_bad(ram):
 
 
 def test_custom_kernel_option_kinds_follow_default_and_annotation():
-    from diffract._kernel import KernelRegistry, default_registry, make_kernel
+    from diffract.kernels.spec import KernelRegistry, default_registry, make_kernel
 
     def scaled(weights, scale=1.0, flag=False, label: str | None = None):
         return float(np.abs(weights).sum() * scale)
@@ -274,7 +274,7 @@ def test_bad_lock_timeout(tmp_path, timeout):
 def test_good_settings_still_accepted(tmp_path):
     s = Session(profile="ram", memory_budget="1GB", workers=2, lock_timeout=0.5)
     assert s.memory_budget == 1024**3 and s.workers == 2
-    from diffract._config import resolve
+    from diffract._core.config import resolve
 
     cfg = resolve(cwd=tmp_path, env={"DIFFRACT_WORKERS": "3", "DIFFRACT_LOCK_TIMEOUT": "2"})
     assert cfg["workers"] == 3 and cfg["lock_timeout"] == 2.0

@@ -15,12 +15,12 @@ from diffract import (
     DuplicateModelError,
     FieldNotComputedError,
     KernelDefinitionError,
+    KernelFailureWarning,
     Session,
     UnknownFieldError,
     UnknownOptionError,
 )
-from diffract._kernel import default_registry, make_kernel
-from diffract._run import KernelFailureWarning
+from diffract.kernels.spec import default_registry, make_kernel
 
 
 @pytest.fixture
@@ -333,7 +333,7 @@ def test_kernel_declaration_errors():
 
 def test_user_kernel_with_the_public_decorator(mlp_weights):
     import diffract
-    from diffract._kernel import KernelRegistry
+    from diffract.kernels.spec import KernelRegistry
 
     reg = KernelRegistry()
 

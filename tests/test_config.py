@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diffract import ConfigError, Session
-from diffract._config import resolve
+from diffract._core.config import resolve
 from diffract.cli import main
 
 

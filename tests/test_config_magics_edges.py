@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from diffract import ConfigError, Session
-from diffract._config import resolve
+from diffract._core.config import resolve
 from diffract.cli import main
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

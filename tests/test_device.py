@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from diffract import ConfigError
-from diffract._device import available_accelerators, gram_svals, resolve_device
+from diffract.kernels.device import available_accelerators, gram_svals, resolve_device
 
 
 @pytest.mark.parametrize("device", ["torch:cpu", "jax:cpu"])

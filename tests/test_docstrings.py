@@ -15,7 +15,7 @@ MODULES = [
     "diffract.widgets",
     "diffract.viz",
     "diffract.filters",
-    "diffract.export",
+    "diffract.session.export",
 ]
 
 

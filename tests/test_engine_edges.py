@@ -10,15 +10,14 @@ import warnings
 import numpy as np
 import pytest
 
-from diffract import Session
+from diffract import KernelFailureWarning, NothingToCompareWarning, Session
 from diffract._errors import (
     FieldNotComputedError,
     InvalidArgumentError,
     UnknownModelError,
 )
-from diffract._kernel import default_registry, make_kernel
-from diffract._run import KernelFailureWarning, NothingToCompareWarning
-from diffract.export import to_format
+from diffract.kernels.spec import default_registry, make_kernel
+from diffract.session.export import to_format
 
 # --- kernels (module level: a process pool imports them by name) ---------------------------
 

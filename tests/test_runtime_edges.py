@@ -20,8 +20,8 @@ import pytest
 
 from diffract import ConfigError, Session
 from diffract._errors import ExtractionError, StoreError
-from diffract._kernel import default_registry, make_kernel
-from diffract._run import KernelFailureWarning, run_kernels
+from diffract.kernels.spec import default_registry, make_kernel
+from diffract.run.runner import KernelFailureWarning, run_kernels
 
 # --- kernels (module level: a process pool imports them by name) ---------------------------
 
@@ -394,7 +394,7 @@ def test_processes_with_a_kernel_defined_in_python_c(tmp_path):
 
 @pytest.mark.parametrize("device", ["cuda", "torch:cuda", "jax:gpu", "torch:cdua"])
 def test_a_device_that_cannot_work_is_one_config_error_before_any_work(device):
-    from diffract._device import available_accelerators
+    from diffract.kernels.device import available_accelerators
 
     if available_accelerators() and device != "torch:cdua":
         pytest.skip("this machine has an accelerator")
@@ -406,7 +406,7 @@ def test_a_device_that_cannot_work_is_one_config_error_before_any_work(device):
 
 
 def test_auto_device_falls_back_to_the_cpu():
-    from diffract._device import available_accelerators, resolve_device
+    from diffract.kernels.device import available_accelerators, resolve_device
 
     if available_accelerators():
         pytest.skip("this machine has an accelerator")
@@ -417,7 +417,7 @@ def test_auto_device_falls_back_to_the_cpu():
 
 
 def test_svd_device_cuda_without_a_gpu_is_one_config_error():
-    from diffract._device import available_accelerators
+    from diffract.kernels.device import available_accelerators
 
     if "torch:cuda" in available_accelerators():
         pytest.skip("this machine has a CUDA GPU")

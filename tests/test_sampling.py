@@ -19,7 +19,6 @@ try:
 except ImportError:  # not installed: run from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from diffract._sampling import _record_sort_key
 from diffract.sampling import (
     EXCLUSION_REASONS,
     Candidate,
@@ -32,6 +31,7 @@ from diffract.sampling import (
     sample_replacement_candidates,
     sample_subblock_configs,
 )
+from diffract.sampling.records import _record_sort_key
 
 # --- helpers -------------------------------------------------------------------------------
 

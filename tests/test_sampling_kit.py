@@ -247,7 +247,7 @@ def _ram_store():
 def test_store_materialize_and_manifest_documents():
     store = _ram_store()
     models = {"t": bert_like()}
-    from diffract._sampling_kit import _store_add
+    from diffract.sampling.kit import _store_add
 
     _store_add(store, "t", models["t"], {})
     cands = candidates_from_model(store, "t", num_heads=HEADS)

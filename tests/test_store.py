@@ -11,8 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from diffract import Session, StoreCorruptError, StoreError
-from diffract._run import KernelFailureWarning
+from diffract import KernelFailureWarning, Session, StoreCorruptError, StoreError
 from diffract.store import Batch, open_store
 
 FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "weights_std")

@@ -9,7 +9,7 @@ import pytest
 
 from _store_helpers import make_slices
 from diffract import Session, StoreError
-from diffract._params import make_uid
+from diffract._core.slices import make_uid
 from diffract.store import Batch, LRUCache, open_backend, open_path
 
 BACKENDS = ["ram", "hdf5", "sqlite", "zarr", "zarr-memory", "hybrid", "hybrid-zarr"]

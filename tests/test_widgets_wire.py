@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from diffract._widget_wire import MIRRORED
+from diffract._core.wire import MIRRORED
 
 WIRE_TS = Path(__file__).resolve().parents[1] / "js" / "shared" / "wire.ts"
 

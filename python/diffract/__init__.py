@@ -7,100 +7,100 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import (
-    ConfigError as ConfigError,
-)
-from ._errors import (
-    DependencyCycleError as DependencyCycleError,
-)
-from ._errors import (
-    DiffractError as DiffractError,
-)
-from ._errors import (
-    DuplicateModelError as DuplicateModelError,
-)
-from ._errors import (
-    ExtractionError as ExtractionError,
-)
-from ._errors import (
-    FieldNotComputedError as FieldNotComputedError,
-)
-from ._errors import (
-    FilterError as FilterError,
-)
-from ._errors import (
-    InvalidArgumentError as InvalidArgumentError,
-)
-from ._errors import (
-    InvalidModelIdError as InvalidModelIdError,
-)
-from ._errors import (
-    KernelDefinitionError as KernelDefinitionError,
-)
-from ._errors import (
-    OptionValueError as OptionValueError,
-)
-from ._errors import (
-    StoreCorruptError as StoreCorruptError,
-)
-from ._errors import (
-    StoreError as StoreError,
-)
-from ._errors import (
-    StoreLockedError as StoreLockedError,
-)
-from ._errors import (
-    UnknownFieldError as UnknownFieldError,
-)
-from ._errors import (
-    UnknownModelError as UnknownModelError,
-)
-from ._errors import (
-    UnknownOptionError as UnknownOptionError,
-)
-from ._kernel import Kernel as Kernel
-from ._kernel import kernel as kernel
-from ._params import ParameterType as ParameterType
-from ._params import SliceInfo as SliceInfo
-from ._tree import (
+from diffract._core.filters import Filter as Filter
+from diffract._core.filters import FilterChain as FilterChain
+from diffract._core.slices import ParameterType as ParameterType
+from diffract._core.slices import SliceInfo as SliceInfo
+from diffract._core.tree import (
     combine as combine,
 )
-from ._tree import (
+from diffract._core.tree import (
     filter as filter,  # mirrors equinox.filter
 )
-from ._tree import (
+from diffract._core.tree import (
     is_array as is_array,
 )
-from ._tree import (
+from diffract._core.tree import (
     is_inexact_array as is_inexact_array,
 )
-from ._tree import (
+from diffract._core.tree import (
     partition as partition,
 )
-from .filters import Filter as Filter
-from .filters import FilterChain as FilterChain
+from diffract._errors import (
+    ConfigError as ConfigError,
+)
+from diffract._errors import (
+    DependencyCycleError as DependencyCycleError,
+)
+from diffract._errors import (
+    DiffractError as DiffractError,
+)
+from diffract._errors import (
+    DuplicateModelError as DuplicateModelError,
+)
+from diffract._errors import (
+    ExtractionError as ExtractionError,
+)
+from diffract._errors import (
+    FieldNotComputedError as FieldNotComputedError,
+)
+from diffract._errors import (
+    FilterError as FilterError,
+)
+from diffract._errors import (
+    InvalidArgumentError as InvalidArgumentError,
+)
+from diffract._errors import (
+    InvalidModelIdError as InvalidModelIdError,
+)
+from diffract._errors import (
+    KernelDefinitionError as KernelDefinitionError,
+)
+from diffract._errors import (
+    OptionValueError as OptionValueError,
+)
+from diffract._errors import (
+    StoreCorruptError as StoreCorruptError,
+)
+from diffract._errors import (
+    StoreError as StoreError,
+)
+from diffract._errors import (
+    StoreLockedError as StoreLockedError,
+)
+from diffract._errors import (
+    UnknownFieldError as UnknownFieldError,
+)
+from diffract._errors import (
+    UnknownModelError as UnknownModelError,
+)
+from diffract._errors import (
+    UnknownOptionError as UnknownOptionError,
+)
+from diffract.kernels.spec import Kernel as Kernel
+from diffract.kernels.spec import kernel as kernel
 
 if TYPE_CHECKING:
-    from ._lazy import LazyArray as LazyArray
-    from ._run import (
+    from diffract._core.arrays import LazyArray as LazyArray
+    from diffract.extract import ModelTree as ModelTree
+    from diffract.extract import register_extractor as register_extractor
+    from diffract.run.report import (
         Failure as Failure,
     )
-    from ._run import (
+    from diffract.run.report import (
         KernelFailureWarning as KernelFailureWarning,
     )
-    from ._run import (
+    from diffract.run.report import (
         NothingToCompareWarning as NothingToCompareWarning,
     )
-    from ._run import (
+    from diffract.run.report import (
         ProgressEvent as ProgressEvent,
     )
-    from ._run import (
+    from diffract.run.report import (
         RunReport as RunReport,
     )
-    from .extract import ModelTree as ModelTree
-    from .extract import register_extractor as register_extractor
-    from .session import Scope as Scope
-    from .session import Session as Session
+    from diffract.session import Scope as Scope
+    from diffract.session import Session as Session
 
 
 def _version() -> str:
@@ -116,17 +116,17 @@ def _version() -> str:
         return json.loads(pkg.read_text())["version"] if pkg.exists() else "0+unknown"
 
 
-_LAZY = {
-    "Session": ("session", "Session"),
-    "Scope": ("session", "Scope"),
-    "RunReport": ("_run", "RunReport"),
-    "ProgressEvent": ("_run", "ProgressEvent"),
-    "Failure": ("_run", "Failure"),
-    "KernelFailureWarning": ("_run", "KernelFailureWarning"),
-    "NothingToCompareWarning": ("_run", "NothingToCompareWarning"),
-    "ModelTree": ("extract", "ModelTree"),
-    "register_extractor": ("extract", "register_extractor"),
-    "LazyArray": ("_lazy", "LazyArray"),
+_LAZY = {  # name -> module: loaded on first use, so `import diffract` stays light
+    "Session": "diffract.session",
+    "Scope": "diffract.session",
+    "RunReport": "diffract.run.report",
+    "ProgressEvent": "diffract.run.report",
+    "Failure": "diffract.run.report",
+    "KernelFailureWarning": "diffract.run.report",
+    "NothingToCompareWarning": "diffract.run.report",
+    "ModelTree": "diffract.extract",
+    "register_extractor": "diffract.extract",
+    "LazyArray": "diffract._core.arrays",
 }
 
 
@@ -136,8 +136,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'diffract' has no attribute {name!r}")
@@ -145,7 +144,7 @@ def __getattr__(name: str) -> Any:
 
 def fields() -> list[str]:
     """Every field name a registered kernel can compute."""
-    from ._kernel import default_registry
+    from diffract.kernels.spec import default_registry
 
     return default_registry().fields()
 
@@ -166,13 +165,13 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
-    from .server import _load_jupyter_server_extension as load
+    from diffract.server import _load_jupyter_server_extension as load
 
     load(server_app)
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext diffract``: registers the ``%diffract`` magic."""
-    from .magics import load_ipython_extension as load
+    from diffract.magics import load_ipython_extension as load
 
     load(ipython)

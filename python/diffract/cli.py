@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._errors import DiffractError
+from diffract._errors import DiffractError
 
 DEMO_MODEL_ID = "all-MiniLM-L6-v2"
 #: preferred default fields of ``analyze``, those the registry knows are used
@@ -69,8 +69,8 @@ def format_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def _session(args: argparse.Namespace, *, readonly: bool = False):
     """A session on --store (its backend detected when it exists) or on --profile."""
-    from .session import Session
-    from .store import detect_backend
+    from diffract.session.api import Session
+    from diffract.store import detect_backend
 
     if args.profile == "ram":
         if args.store:
@@ -90,8 +90,8 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from ._kernel import default_registry
-    from ._run import check_workers
+    from diffract._core.config import check_workers
+    from diffract.kernels.spec import default_registry
 
     path = Path(args.path) if args.path else demo_model_path()
     model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
@@ -139,7 +139,7 @@ def default_model_id(path: Path) -> str:
     stays itself, dots included), a file's name without one known checkpoint suffix
     (``step-1000.safetensors`` -> ``step-1000``). Two files that differ only in their suffix
     get the same id; reusing it is refused (see :func:`_check_same_source`)."""
-    from .extract._files import SUFFIXES  # the checkpoint files analyze can read
+    from diffract.extract._files import SUFFIXES  # the checkpoint files analyze can read
 
     name = path.name
     if path.is_dir():
@@ -194,7 +194,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with _session(args, readonly=True) as session:
         if args.models:
-            from .filters import Filter
+            from diffract._core.filters import Filter
 
             stored = session.store.models()
             missing = [  # each entry (exact or re:) must select some stored model
@@ -222,7 +222,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
-    from ._kernel import default_registry
+    from diffract.kernels.spec import default_registry
 
     reg = default_registry()
     for f in reg.fields():
@@ -233,15 +233,15 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from ._config import resolve
+    from diffract._core.config import resolve
 
     print(resolve(profile=args.profile_name).as_table())
     return 0
 
 
 def cmd_store_copy(args: argparse.Namespace) -> int:
-    from .store import BACKENDS, open_backend, open_path
-    from .store._copy import copy_store
+    from diffract.store import BACKENDS, open_backend, open_path
+    from diffract.store._copy import copy_store
 
     backend = args.backend or _backend_for(args.dst)
     if backend not in BACKENDS or backend == "ram":
@@ -266,7 +266,7 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 def _check_copy_target(src: str, dst: str) -> None:
     """Refuse a copy whose target is the source, lies inside it or inside any other store's
     folder (its files would mix with that store's), or contains the source."""
-    from .store._folder import STORE_MARKER
+    from diffract.store._folder import STORE_MARKER
 
     if "://" in src or "://" in dst:
         return
@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from . import _version as v
+    from diffract import _version as v
 
     return v()
 

@@ -129,8 +129,8 @@ class DiffractMagics(Magics):
 
     # --- subcommands ---------------------------------------------------------------------------
     def _cmd_open(self, args: argparse.Namespace) -> Any:
-        from ._config import resolve
-        from .session import Session
+        from diffract._core.config import resolve
+        from diffract.session.api import Session
 
         old = self.session
         kept = (
@@ -215,10 +215,10 @@ class DiffractMagics(Magics):
 
     def _cmd_compute(self, args: argparse.Namespace) -> Any:
         scope = self._scope(args)
-        from .session import _in_notebook
+        from diffract.session.api import _in_notebook
 
         if _in_notebook() and not args.wait:
-            from .widgets import run_with_progress
+            from diffract.widgets import run_with_progress
 
             return run_with_progress(scope, *args.fields)
         report = scope.compute.apply(*args.fields, progress=False)
@@ -226,7 +226,7 @@ class DiffractMagics(Magics):
         return None
 
     def _cmd_show(self, args: argparse.Namespace) -> Any:
-        from .widgets import FieldPanel
+        from diffract.widgets import FieldPanel
 
         scope = self._scope(args)
         fields: list[str] = [args.field] + ([args.y] if args.y else [])
@@ -245,12 +245,12 @@ class DiffractMagics(Magics):
         return FieldPanel(scope, fields, kind=args.kind)
 
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
-        from .widgets import FilterBuilder
+        from diffract.widgets import FilterBuilder
 
         return FilterBuilder(self._session())
 
     def _cmd_runs(self, args: argparse.Namespace) -> Any:
-        from .server import find_stores
+        from diffract.server import find_stores
 
         root = Path(args.path)
         if not root.is_dir():
@@ -259,7 +259,7 @@ class DiffractMagics(Magics):
         return RunsTable(root, stores)
 
     def _cmd_export(self, args: argparse.Namespace) -> None:
-        from .store._lock import atomic_write_text
+        from diffract.store._lock import atomic_write_text
 
         scope = self._scope(args)
         out = Path(args.to)
@@ -354,7 +354,7 @@ def _same_store(a: Any, b: Any) -> bool:
 
 def _reopen(old: Any) -> Any:
     """A new Session on the store (and with the settings) of the closed session ``old``."""
-    from .session import Session
+    from diffract.session.api import Session
 
     cfg = old.config
     new = Session(
@@ -404,7 +404,7 @@ class RunsTable:
     """What ``%diffract runs`` shows: stores and their models (HTML and text)."""
 
     def __init__(self, root: Path, stores: list[dict[str, Any]]) -> None:
-        from .server import StoreReader
+        from diffract.server import StoreReader
 
         self.root = root
         self.stores = []

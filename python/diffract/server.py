@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from ._widget_wire import ModelEntry, StoreEntry
+    from diffract._core.wire import ModelEntry, StoreEntry
 
-from .store._folder import STORE_MARKER
-from .store._sqlite import is_sqlite_file
+from diffract.store._folder import STORE_MARKER
+from diffract.store._sqlite import is_sqlite_file
 
 API_VERSION = 1
 #: SQLite stores are single files named like the profile's default (``.diffract.sqlite``)
@@ -70,7 +70,7 @@ class NotAStore(Exception):
 
 
 def _version() -> str:
-    from . import __version__
+    from diffract import __version__
 
     return __version__
 
@@ -236,7 +236,7 @@ class StoreReader:
             return reader
 
     def _open(self) -> Any:
-        from .store import open_path
+        from diffract.store import open_path
 
         last: Exception | None = None
         for attempt in range(3):  # a writer may be renaming a segment into place right now
@@ -284,7 +284,7 @@ class StoreReader:
                         "added": meta.get("added"),
                     }
                 )
-            from ._sampling_kit import list_manifests
+            from diffract.sampling.kit import list_manifests
 
             manifests = [
                 {

@@ -24,7 +24,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Scope
+    from diffract.session.api import Scope
 
 __all__ = ["esd", "heatmap", "layers", "scatter"]
 
@@ -67,7 +67,7 @@ def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list
     Cross-model fields (drift against a checkpoint) need ``reference``; the reference
     model's own rows are left out when only cross fields are asked for (with per-parameter
     fields they stay, their cross columns None)."""
-    from ._errors import FieldNotComputedError
+    from diffract._errors import FieldNotComputedError
 
     try:
         return scope.results.export_metrics(*fields, export_format="list", reference=reference)
@@ -242,7 +242,7 @@ def esd_spec(
     present, ``pl_alpha`` and ``pl_esd_xmin`` of the slice."""
     import numpy as np
 
-    from ._errors import FieldNotComputedError
+    from diffract._errors import FieldNotComputedError
 
     s = find_slice(scope, slice, model_id)
     title = f"ESD of {_plain(s.model_id)}:{_plain(s.name)}"
@@ -308,7 +308,7 @@ def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
 
 
 def _stored(scope: Scope, uid: str, field: str) -> Any:
-    from ._errors import FieldNotComputedError, UnknownFieldError
+    from diffract._errors import FieldNotComputedError, UnknownFieldError
 
     try:
         return scope.results.get(field, uid)

@@ -17,10 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ExtractionError
-from .._lazy import dtype_name, shape_of
-from .._params import ParameterType, infer_type
-from .._tree import dotted_name, is_array, is_inexact_array, partition, tree_leaves_with_path
+from diffract._core.arrays import dtype_name, shape_of
+from diffract._core.slices import ParameterType, infer_type
+from diffract._core.tree import (
+    dotted_name,
+    is_array,
+    is_inexact_array,
+    partition,
+    tree_leaves_with_path,
+)
+from diffract._errors import ExtractionError
 
 
 @dataclass
@@ -114,7 +120,7 @@ def unregister_extractor(name: str) -> None:
 
 
 def _builtin() -> list[Extractor]:
-    from . import _files, _jax, _keras, _numpy, _onnx, _torch
+    from diffract.extract import _files, _jax, _keras, _numpy, _onnx, _torch
 
     return [
         *_files.EXTRACTORS,

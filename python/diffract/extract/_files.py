@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ExtractionError
-from .._lazy import LazyArray, dtype_name, safetensors_leaves, to_numpy
-from . import Extractor, ModelTree, nest_dotted
+from diffract._core.arrays import LazyArray, dtype_name, to_numpy
+from diffract._errors import ExtractionError
+from diffract.extract import Extractor, ModelTree, nest_dotted
+from diffract.extract.safetensors import safetensors_leaves
 
 SUFFIXES = (".safetensors", ".npz", ".pt", ".pth", ".bin", ".onnx")
 
@@ -122,7 +123,7 @@ def _lazy_tensors(obj: Any, path: Path, where: str, torch: Any, skipped: dict[st
     """``obj`` with every tensor, at any depth, wrapped as a LazyArray over the
     memory-mapped file (containers rebuilt as dicts/lists with string keys). Tensors named
     like BatchNorm buffers are left out and recorded in ``skipped``."""
-    from ._torch import RUNNING_STAT_REASON, check_not_meta, is_batchnorm_buffer
+    from diffract.extract._torch import RUNNING_STAT_REASON, check_not_meta, is_batchnorm_buffer
 
     if isinstance(obj, torch.Tensor):
         check_not_meta(where, obj, f"{path}: ")
@@ -210,7 +211,7 @@ def _checkpoint_weights(obj: dict, path: Path, torch: Any) -> tuple[Any, dict[st
 def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     import torch
 
-    from ._torch import strip_wrapper_prefix
+    from diffract.extract._torch import strip_wrapper_prefix
 
     try:
         try:
@@ -251,7 +252,7 @@ def _extract_path(obj: Any) -> ModelTree:
         elif suffix in (".pt", ".pth", ".bin"):
             flat, skipped = _torch_leaves(path)
         elif suffix == ".onnx":
-            from ._onnx import load_onnx_file
+            from diffract.extract._onnx import load_onnx_file
 
             return load_onnx_file(path)
         else:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .._params import ParameterType
-from .._tree import dotted_name, tree_leaves_with_path, tree_map
-from . import Extractor, ModelTree
+from diffract._core.slices import ParameterType
+from diffract._core.tree import dotted_name, tree_leaves_with_path, tree_map
+from diffract.extract import Extractor, ModelTree
 
 
 def _class_type(obj: Any) -> ParameterType | None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .._lazy import to_numpy
-from .._params import ParameterType
-from .._tree import is_array
-from . import Extractor, ModelTree, nest_dotted
-from ._jax import _class_type
+from diffract._core.arrays import to_numpy
+from diffract._core.slices import ParameterType
+from diffract._core.tree import is_array
+from diffract.extract import Extractor, ModelTree, nest_dotted
+from diffract.extract._jax import _class_type
 
 
 def _is_keras(obj: Any) -> bool:

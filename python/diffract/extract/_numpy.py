@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .._errors import ExtractionError
-from .._tree import tree_leaves_with_path
-from . import Extractor, ModelTree, nest_dotted
+from diffract._core.tree import tree_leaves_with_path
+from diffract._errors import ExtractionError
+from diffract.extract import Extractor, ModelTree, nest_dotted
 
 
 def _is_container(obj: Any) -> bool:
@@ -53,11 +53,11 @@ def _extract(obj: Any) -> ModelTree:
         tree = obj
     skipped: dict[str, str] = {}
     if "equinox" in sys.modules:
-        from ._jax import drop_equinox_state
+        from diffract.extract._jax import drop_equinox_state
 
         tree, skipped = drop_equinox_state(tree)
     if _looks_like_flax_params(tree):
-        from ._jax import split_linen_variables
+        from diffract.extract._jax import split_linen_variables
 
         tree, linen_skipped = split_linen_variables(tree)
         return ModelTree(

@@ -17,9 +17,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .._errors import ExtractionError
-from .._params import ParameterType
-from . import Extractor, ModelTree, nest_dotted
+from diffract._core.slices import ParameterType
+from diffract._errors import ExtractionError
+from diffract.extract import Extractor, ModelTree, nest_dotted
 
 
 def _torch():

@@ -1,6 +1,6 @@
 """Built-in kernel families, one module each.
 
-Modules here define kernels with :func:`diffract._kernel.define` (no registration at import);
+Modules here define kernels with :func:`diffract.kernels.spec.define` (no registration at import);
 :func:`builtin_kernels` collects them explicitly. To add a family, add its module name to
 ``FAMILIES``.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from .._kernel import Kernel
+from diffract.kernels.spec import Kernel
 
 FAMILIES: tuple[str, ...] = (
     "basic",

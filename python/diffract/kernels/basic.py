@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernel import define
+from diffract.kernels.spec import define
 
 
 @define(outputs=("greater_dim", "lower_dim"), min_ndim=2, family="shape")

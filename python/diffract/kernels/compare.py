@@ -9,7 +9,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from .._kernel import define
+from diffract.kernels.spec import define
 
 
 def _same_shape(a, b, what):

@@ -14,8 +14,13 @@ import math
 import numpy as np
 from scipy import integrate, optimize
 
-from .._kernel import define
-from ._linalg import clauset_powerlaw_scan, expon_scan, ww_powerlaw_scan, ww_powerlaw_small
+from diffract.kernels._linalg import (
+    clauset_powerlaw_scan,
+    expon_scan,
+    ww_powerlaw_scan,
+    ww_powerlaw_small,
+)
+from diffract.kernels.spec import define
 
 FIT_METHODS = ("ww", "clauset")
 #: WeightWatcher switches to its small-sample rule below this many fitted eigenvalues

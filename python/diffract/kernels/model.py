@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernel import define
-from .norms import _finite, _nonempty
+from diffract.kernels.norms import _finite, _nonempty
+from diffract.kernels.spec import define
 
 
 def _mean(values, name):

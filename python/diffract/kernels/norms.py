@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._kernel import define
+from diffract.kernels.spec import define
 
 
 def _finite(values):

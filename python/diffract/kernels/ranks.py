@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernel import define
+from diffract.kernels.spec import define
 
 EPS64 = float(np.finfo(np.float64).eps)
 #: WeightWatcher's EPSILON in matrix_entropy (CPU)

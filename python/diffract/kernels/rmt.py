@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from .._kernel import define
+from diffract.kernels.spec import define
 
 #: Chiani (2014) gamma approximation of the Tracy-Widom (beta=1) law:
 #: TW1 ~ Gamma(k, theta) - alpha

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernel import define
-from ._linalg import (
+from diffract.kernels._linalg import (
     _check_precision,
     default_threads,
     kernel_matrices,
@@ -20,6 +19,7 @@ from ._linalg import (
     slice_svals,
     ww_eval_factor,
 )
+from diffract.kernels.spec import define
 
 ESD_SCALES = ("N", "none", "ww")
 
@@ -53,12 +53,12 @@ def weights_spectrum(
     ``spectrum_threads`` (slices decomposed concurrently; 0 = number of cores, BLAS limited
     to one thread per worker meanwhile), ``device`` ("cpu" default; "auto", "cuda",
     "torch:cuda", "jax:gpu", ...: float64 Gram eigenvalues on an accelerator through PyTorch
-    or JAX, see :mod:`diffract._device`; ``spectrum_path`` then names the device).
+    or JAX, see :mod:`diffract.kernels.device`; ``spectrum_path`` then names the device).
     Vectorized: one call receives every slice of a batch.
     """
     _check_precision(precision)
     threads = default_threads() if not spectrum_threads else int(spectrum_threads)
-    from .._device import CPU, gram_svals, resolve_device
+    from diffract.kernels.device import CPU, gram_svals, resolve_device
 
     dev = resolve_device(device)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernel import define
+from diffract.kernels.spec import define
 
 
 def _centered_moments(weights):

@@ -16,9 +16,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError, StoreCorruptError, StoreError
-from ._base import LAYOUT_VERSION, Batch, RamStore, Store, StoreState
-from ._cache import LRUCache, NoCache, RedisCache, make_cache
+from diffract._core.config import BACKENDS, PROFILES
+from diffract._errors import ConfigError, StoreCorruptError, StoreError
+from diffract.store._base import LAYOUT_VERSION, Batch, RamStore, Store, StoreState
+from diffract.store._cache import LRUCache, NoCache, RedisCache, make_cache
 
 __all__ = [
     "BACKENDS",
@@ -36,18 +37,6 @@ __all__ = [
     "open_path",
     "open_store",
 ]
-
-BACKENDS = ("ram", "hdf5", "sqlite", "zarr", "hybrid")
-
-#: built-in profiles: name -> (backend, default path relative to the working folder)
-PROFILES: dict[str, tuple[str, str | None]] = {
-    "ram": ("ram", None),
-    "local": ("hdf5", ".diffract"),
-    "hdf5": ("hdf5", ".diffract"),
-    "sqlite": ("sqlite", ".diffract.sqlite"),
-    "zarr": ("zarr", ".diffract.zarr"),
-    "hybrid": ("hybrid", ".diffract-hybrid"),
-}
 
 
 def open_backend(
@@ -71,20 +60,20 @@ def open_backend(
     if path is None:
         raise ConfigError(f"the {backend} backend needs a path")
     if backend == "hdf5":
-        from ._hdf5 import HDF5Store
+        from diffract.store._hdf5 import HDF5Store
 
         return HDF5Store(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
     if backend == "sqlite":
-        from ._sqlite import SQLiteStore
+        from diffract.store._sqlite import SQLiteStore
 
         return SQLiteStore(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
     if backend == "hybrid":
-        from ._sqlite import HybridStore
+        from diffract.store._sqlite import HybridStore
 
         return HybridStore(
             path, readonly=readonly, lock_timeout=lock_timeout, cache=cache, arrays=arrays
         )
-    from ._zarr import ZarrStore
+    from diffract.store._zarr import ZarrStore
 
     return ZarrStore(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
 
@@ -115,14 +104,14 @@ def detect_backend(path: str | os.PathLike[str]) -> str:
     if not p.exists():
         raise StoreError(f"no diffract store at {p}")
     if p.is_file():
-        from ._sqlite import is_sqlite_file
+        from diffract.store._sqlite import is_sqlite_file
 
         if is_sqlite_file(p):
             return "sqlite"
         raise StoreCorruptError(
             f"{p}: not a diffract store (a file that is not an SQLite database)"
         )
-    from ._folder import read_marker
+    from diffract.store._folder import read_marker
 
     info = read_marker(p)
     if info is None:

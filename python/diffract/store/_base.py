@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import StoreCorruptError, StoreError, UnknownModelError
-from .._kernel import storable_error
-from .._params import ParameterType, SliceInfo
+from diffract._core.arrays import storable_error
+from diffract._core.slices import ParameterType, SliceInfo
+from diffract._errors import StoreCorruptError, StoreError, UnknownModelError
 
 LAYOUT_VERSION = 1
 Key = tuple[str, str]  # (owner, field)
@@ -215,7 +215,7 @@ class Store:
     persistent = False
 
     def __init__(self, *, readonly: bool = False, cache: Any = None) -> None:
-        from ._cache import NoCache
+        from diffract.store._cache import NoCache
 
         self.readonly = readonly
         self._mutex = threading.RLock()
@@ -395,7 +395,7 @@ class RamStore(Store):
     backend = "ram"
 
     def _commit(self, batch: Batch) -> None:
-        from .._lazy import to_numpy
+        from diffract._core.arrays import to_numpy
 
         weights = {uid: np.array(to_numpy(a), copy=True) for uid, a in batch.weights.items()}
         values = {

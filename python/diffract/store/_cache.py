@@ -9,8 +9,8 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from .._errors import ConfigError
-from ._codec import CodecError, decode, encode
+from diffract._errors import ConfigError
+from diffract.store._codec import CodecError, decode, encode
 
 
 class CacheWarning(RuntimeWarning):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ._base import Batch, Store
+from diffract.store._base import Batch, Store
 
 
 def copy_store(src: Store, dst: Store, *, batch_values: int = 50_000) -> dict[str, int]:

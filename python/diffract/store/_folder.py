@@ -7,9 +7,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._errors import StoreCorruptError, StoreError
-from ._base import LAYOUT_VERSION
-from ._lock import atomic_write_text
+from diffract._errors import StoreCorruptError, StoreError
+from diffract.store._base import LAYOUT_VERSION
+from diffract.store._lock import atomic_write_text
 
 STORE_MARKER = "diffract-store.json"
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import StoreCorruptError, StoreError
-from .._lazy import to_numpy
-from ._base import (
+from diffract._core.arrays import to_numpy
+from diffract._errors import StoreCorruptError, StoreError
+from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
     Key,
@@ -43,8 +43,8 @@ from ._base import (
     slice_from_json,
     slice_to_json,
 )
-from ._folder import open_store_folder, write_marker_if_missing
-from ._lock import WriterLock, fsync_dir
+from diffract.store._folder import open_store_folder, write_marker_if_missing
+from diffract.store._lock import WriterLock, fsync_dir
 
 SEGMENT_FORMAT = "diffract-segment"
 _SEG_NAME = re.compile(r"^(\d{12})(-c)?\.h5$")

@@ -12,7 +12,7 @@ import warnings
 import weakref
 from pathlib import Path
 
-from .._errors import StoreError, StoreLockedError
+from diffract._errors import StoreError, StoreLockedError
 
 #: writer locks this process holds, by lock file: a newer session on the same store takes
 #: the lock over from an older one (a re-run notebook cell ``session = Session()``)

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import StoreCorruptError, StoreError
-from .._lazy import to_numpy
-from ._base import (
+from diffract._core.arrays import to_numpy
+from diffract._errors import StoreCorruptError, StoreError
+from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
     Store,
@@ -34,9 +34,9 @@ from ._base import (
     slice_from_json,
     slice_to_json,
 )
-from ._codec import CodecError, decode, encode
-from ._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
-from ._lock import WriterLock, fsync_dir
+from diffract.store._codec import CodecError, decode, encode
+from diffract.store._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
+from diffract.store._lock import WriterLock, fsync_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -217,7 +217,7 @@ class SQLiteStore(Store):
             raise StoreCorruptError(
                 f"{self.db_path}: not a diffract store (meta.format={meta.get('format')!r})"
             )
-        from ._folder import check_version
+        from diffract.store._folder import check_version
 
         try:
             version = int(meta.get("layout_version", -1))
@@ -442,7 +442,7 @@ class HybridStore(SQLiteStore):
         arrays: str = "hdf5",
     ) -> None:
         if arrays not in ("hdf5", "zarr"):
-            from .._errors import ConfigError
+            from diffract._errors import ConfigError
 
             raise ConfigError(f"hybrid arrays must be 'hdf5' or 'zarr', got {arrays!r}")
         root = Path(path).expanduser().resolve()
@@ -545,7 +545,7 @@ class HybridStore(SQLiteStore):
             return {name: f"{final.name}:{i}" for i, name in enumerate(arrays)}
         import zarr
 
-        from ._zarr import create_checked_array
+        from diffract.store._zarr import create_checked_array
 
         group = zarr.open_group(str(self.arrays_dir), mode="a")
         out = {}
@@ -572,7 +572,7 @@ class HybridStore(SQLiteStore):
         import fsspec
         import zarr
 
-        from ._zarr import check_array
+        from diffract.store._zarr import check_array
 
         where = self.arrays_dir / ref
         try:

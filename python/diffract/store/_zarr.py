@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import StoreCorruptError, StoreError
-from .._lazy import to_numpy
-from ._base import (
+from diffract._core.arrays import to_numpy
+from diffract._errors import StoreCorruptError, StoreError
+from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
     StaleRefError,
@@ -41,8 +41,8 @@ from ._base import (
     slice_from_json,
     slice_to_json,
 )
-from ._folder import STORE_MARKER, check_version
-from ._lock import WriterLock, atomic_write_text, fsync_dir
+from diffract.store._folder import STORE_MARKER, check_version
+from diffract.store._lock import WriterLock, atomic_write_text, fsync_dir
 
 _COMMIT = re.compile(r"^(\d{12})(-c)?\.json$")
 #: write a compaction record after this many commit records

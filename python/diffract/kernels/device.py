@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._errors import ConfigError
+from diffract._errors import ConfigError
 
 CPU = "cpu"
 

@@ -9,154 +9,36 @@ its dependents; the run goes on.
 from __future__ import annotations
 
 import concurrent.futures
-import math
-import re
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ._errors import ConfigError, OptionValueError, UnknownOptionError
-from ._kernel import Kernel, KernelRegistry, check_options, storable_error
-from ._params import ParameterType, SliceInfo
-from .store import Batch, Store
+from diffract._core.arrays import storable_error
+from diffract._core.config import DEFAULT_MEMORY_BUDGET
+from diffract._core.slices import ParameterType, SliceInfo
+from diffract._core.threads import one_blas_thread
+from diffract._errors import ConfigError, OptionValueError, UnknownOptionError
+from diffract.kernels.spec import Kernel, KernelRegistry, check_options
+from diffract.run.report import (
+    Failure,
+    KernelFailureWarning,
+    NothingToCompareWarning,
+    ProgressCallback,
+    ProgressEvent,
+    RunReport,
+)
+from diffract.store import Batch, Store
 
-DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 #: working memory of a slice during a run, as a multiple of its float32 size (weights,
 #: a float64 copy, Gram matrix, intermediates)
 WORKING_SET_FACTOR = 4
-
-
-class KernelFailureWarning(RuntimeWarning):
-    """Some kernels failed on some parameters (see ``RunReport.failures``)."""
-
-
-class NothingToCompareWarning(RuntimeWarning):
-    """Cross-model fields were asked for, but no slice of the selection has a counterpart
-    in the reference model to compare against (see ``RunReport.notes``)."""
-
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.I)
-
-
-def parse_bytes(value: int | float | str | None, what: str = "memory_budget") -> int:
-    """``"2GB"``, ``"512 MiB"``, ``1e9`` -> bytes (powers of 1024 for every unit).
-
-    Anything else (NaN, infinity, zero or less, a bool, an unknown unit) is a
-    :class:`ConfigError` naming ``what``."""
-    if value is None:
-        return DEFAULT_MEMORY_BUDGET
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    ):
-        if not math.isfinite(float(value)):
-            raise ConfigError(f"{what} must be a finite number of bytes, got {value!r}")
-        if value <= 0:
-            raise ConfigError(f"{what} must be positive, got {value!r}")
-        out = int(value)
-        if out > 0:
-            return out
-    if isinstance(value, str):
-        m = _SIZE.match(value)
-        if m:
-            unit = (m.group(2) or "b").lower()[0]
-            mult = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[unit]
-            out = int(float(m.group(1)) * mult)
-            if out > 0:
-                return out
-    raise ConfigError(
-        f"{what} must be a positive size like '2GB' or a number of bytes, got {value!r}"
-    )
-
-
-def check_workers(value: Any, what: str = "workers", *, from_text: bool = False) -> int:
-    """``value`` as a number of workers (an int >= 1; with ``from_text`` a numeric string,
-    as environment variables give, too); a :class:`ConfigError` naming ``what``."""
-    if from_text and isinstance(value, str) and value.strip().lstrip("+").isdigit():
-        value = int(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{what} must be an int >= 1, got {type(value).__name__}: {value!r}")
-    if value < 1:
-        raise ConfigError(f"{what} must be an int >= 1, got {value!r}")
-    return int(value)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A kernel that raised on one parameter (or one model, for aggregates)."""
-
-    model_id: str
-    name: str
-    uid: str
-    field: str
-    error: str
-
-    def __str__(self) -> str:
-        return f"{self.model_id}:{self.name} [{self.field}] {self.error}"
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """One progress notification. ``stage`` is "start", "kernel", "chunk" or "done"."""
-
-    stage: str
-    chunks_done: int
-    chunks_total: int
-    slices_done: int
-    slices_total: int
-    field: str | None
-    param: str | None
-    elapsed: float
-    eta: float | None
-    failures: int
-    cancelled: bool = False
-
-
-@dataclass
-class RunReport:
-    """What an ``apply`` did."""
-
-    requested: tuple[str, ...]
-    computed: int = 0
-    reused: int = 0
-    not_applicable: int = 0
-    failures: list[Failure] = field(default_factory=list)
-    cancelled: bool = False
-    #: values asked for that were not computed because the run was cancelled (per-parameter
-    #: values of the slices, and of the chunks, that were not reached)
-    skipped: int = 0
-    chunks: int = 0
-    elapsed: float = 0.0
-    kernel_calls: dict[str, int] = field(default_factory=dict)
-    #: things the run could not do that are not failures (also warned about), e.g. cross
-    #: fields asked for on a selection with nothing to compare against the reference
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing failed and the run was not cancelled."""
-        return not self.failures and not self.cancelled
-
-    def __str__(self) -> str:
-        head = (
-            f"computed {self.computed} values, reused {self.reused} stored ones, "
-            f"{self.not_applicable} not applicable, {len(self.failures)} failures "
-            f"in {self.chunks} chunk(s), {self.elapsed:.2f}s"
-        )
-        if self.cancelled:
-            head += f" (cancelled: {self.skipped} value(s) skipped, finished values kept)"
-        for note in self.notes:
-            head += f"\n  note: {note}"
-        return head
-
-
-ProgressCallback = Callable[[ProgressEvent], None]
 
 
 class _NotApplicable:
@@ -416,7 +298,7 @@ class Runner:
         self.progress = progress
         self.cancel = cancel or threading.Event()
         self.calls = call_counter if call_counter is not None else {}
-        from ._executors import make_executor
+        from diffract.run.executors import make_executor
 
         self.executor = make_executor(executor)
         self._applicable_cache: dict[tuple[str, int], bool] = {}
@@ -453,7 +335,7 @@ class Runner:
         reference = self.options.get("reference")
         cross_slices: list[SliceInfo] = []
         if by_level["cross"]:
-            from ._errors import UnknownModelError
+            from diffract._errors import UnknownModelError
 
             if not reference:
                 raise UnknownOptionError(
@@ -526,8 +408,8 @@ class Runner:
     def _check_devices(self, kernels: list[Kernel]) -> None:
         """Device options of the built-in kernels, checked once before any work: a device
         that cannot work here is one ConfigError, not a failure on every slice."""
-        from ._device import check_svd_device, resolve_device
-        from ._kernel import _is_builtin
+        from diffract.kernels.device import check_svd_device, resolve_device
+        from diffract.kernels.spec import _is_builtin
 
         for k in kernels:
             if not _is_builtin(k) or not ({"device", "svd_device"} & set(k.options)):
@@ -946,7 +828,7 @@ class Runner:
             results = [run_kernels(chunk, kernels, plan_of, values, opts_of, on_kernel, cancelled)]
         else:  # workers: parts of the chunk side by side, vectorized kernels included
             parts = [p for p in _split(chunk, self.workers) if p]
-            with _one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
+            with one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
                 results = list(
                     pool.map(
                         lambda part: run_kernels(
@@ -1219,17 +1101,6 @@ class Runner:
 
 
 _CROSS_SPECIAL = frozenset({"slice_info", "weights", "ref_weights", "ref_slice_info"})
-
-
-def _one_blas_thread():
-    """Limit BLAS/LAPACK to one thread while our own workers run side by side."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scipy's usual stack
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1)
 
 
 def _split(items: list[SliceInfo], n: int) -> list[list[SliceInfo]]:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import RESERVED_MODEL_ID_CHARS
-from ._sampling import (
+from diffract._errors import RESERVED_MODEL_ID_CHARS
+from diffract.sampling.records import (
     MODE_REPLACEMENT,
     SOURCE_TEACHER,
     Candidate,
@@ -543,8 +543,8 @@ class _Models:
 
 def _store_add(store: Any, model_id: str, weights: Mapping[str, Any], meta: dict[str, Any]) -> None:
     """Add a ``{name: ndarray}`` model to a bare store in one batch (no session needed)."""
-    from ._params import SliceInfo, infer_type, make_uid, validate_model_id
-    from .store import Batch
+    from diffract._core.slices import SliceInfo, infer_type, make_uid, validate_model_id
+    from diffract.store import Batch
 
     validate_model_id(model_id)
     batch = Batch(add_models={model_id: {"framework": "numpy", **meta}})
@@ -672,7 +672,7 @@ def save_manifest(
     """Save ``manifest`` in the store of ``target`` (a Session or Store) as a document of
     kind ``"sampling_manifest"`` named by its identity; returns the identity. ``models``
     (what :func:`materialize` returned) records which model holds which sample."""
-    from .store import Batch
+    from diffract.store import Batch
 
     store = _store_of(target)
     doc = {

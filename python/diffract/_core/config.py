@@ -24,15 +24,29 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tomllib
 
-from ._errors import ConfigError
-from .store import BACKENDS, PROFILES
+from diffract._errors import ConfigError
+
+BACKENDS = ("ram", "hdf5", "sqlite", "zarr", "hybrid")
+
+#: built-in profiles: name -> (backend, default path relative to the working folder)
+PROFILES: dict[str, tuple[str, str | None]] = {
+    "ram": ("ram", None),
+    "local": ("hdf5", ".diffract"),
+    "hdf5": ("hdf5", ".diffract"),
+    "sqlite": ("sqlite", ".diffract.sqlite"),
+    "zarr": ("zarr", ".diffract.zarr"),
+    "hybrid": ("hybrid", ".diffract-hybrid"),
+}
+
 
 KEYS: dict[str, str] = {
     "profile": "name of a built-in or project profile",
@@ -113,7 +127,6 @@ def _check_keys(data: dict[str, Any], where: str, allowed: tuple[str, ...]) -> N
 
 
 def _validate(key: str, value: Any, where: str) -> Any:
-    from ._run import check_workers, parse_bytes
 
     if value is None:
         return None
@@ -288,3 +301,50 @@ def resolve(
         p = Path(out.values["path"]).expanduser()
         out.values["path"] = str(p if p.is_absolute() else cwd / p)
     return out
+
+
+DEFAULT_MEMORY_BUDGET = 2 * 1024**3
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.I)
+
+
+def parse_bytes(value: int | float | str | None, what: str = "memory_budget") -> int:
+    """``"2GB"``, ``"512 MiB"``, ``1e9`` -> bytes (powers of 1024 for every unit).
+
+    Anything else (NaN, infinity, zero or less, a bool, an unknown unit) is a
+    :class:`ConfigError` naming ``what``."""
+    if value is None:
+        return DEFAULT_MEMORY_BUDGET
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    ):
+        if not math.isfinite(float(value)):
+            raise ConfigError(f"{what} must be a finite number of bytes, got {value!r}")
+        if value <= 0:
+            raise ConfigError(f"{what} must be positive, got {value!r}")
+        out = int(value)
+        if out > 0:
+            return out
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        if m:
+            unit = (m.group(2) or "b").lower()[0]
+            mult = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[unit]
+            out = int(float(m.group(1)) * mult)
+            if out > 0:
+                return out
+    raise ConfigError(
+        f"{what} must be a positive size like '2GB' or a number of bytes, got {value!r}"
+    )
+
+
+def check_workers(value: Any, what: str = "workers", *, from_text: bool = False) -> int:
+    """``value`` as a number of workers (an int >= 1; with ``from_text`` a numeric string,
+    as environment variables give, too); a :class:`ConfigError` naming ``what``."""
+    if from_text and isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{what} must be an int >= 1, got {type(value).__name__}: {value!r}")
+    if value < 1:
+        raise ConfigError(f"{what} must be an int >= 1, got {value!r}")
+    return int(value)

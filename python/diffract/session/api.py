@@ -16,7 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import (
+from diffract._core.config import check_workers, parse_bytes
+from diffract._core.filters import Filter, FilterChain
+from diffract._core.slices import ParameterType, SliceInfo, make_uid, validate_model_id
+from diffract._errors import (
     DuplicateModelError,
     ExtractionError,
     FieldNotComputedError,
@@ -24,21 +27,11 @@ from ._errors import (
     StoreError,
     UnknownModelError,
 )
-from ._kernel import KernelRegistry, default_registry
-from ._params import ParameterType, SliceInfo, make_uid, validate_model_id
-from ._run import (
-    ProgressCallback,
-    ProgressEvent,
-    Runner,
-    RunReport,
-    check_kernel_options_shape,
-    check_workers,
-    parse_bytes,
-    validate_options,
-)
-from .export import KEY_COLUMNS, to_format
-from .filters import Filter, FilterChain
-from .store import Batch, Store
+from diffract.kernels.spec import KernelRegistry, default_registry
+from diffract.run.report import ProgressCallback, ProgressEvent, RunReport
+from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
+from diffract.session.export import KEY_COLUMNS, to_format
+from diffract.store import Batch, Store
 
 
 class _Namespace:
@@ -149,7 +142,7 @@ class Models(_Namespace):
         an error that says so. ``meta`` is JSON-ready provenance kept with the model
         (``models.info(id)["meta"]``).
         """
-        from .extract import extract
+        from diffract.extract import extract
 
         session = self._session
         session._check_writable()
@@ -171,7 +164,7 @@ class Models(_Namespace):
                 f"no weight slices in the model given for {model_id!r}"
                 + (f" (skipped leaves: {reasons})" if reasons else " (it has no array leaves)")
             )
-        from ._lazy import LazyArray
+        from diffract._core.arrays import LazyArray
 
         copy = (not ex.file_backed) if copy_weights is None else bool(copy_weights)
         if not copy and not ex.file_backed:
@@ -400,7 +393,8 @@ def _same(st: os.stat_result, stamp: dict[str, Any]) -> bool:
 
 def _read_shard(s: SliceInfo, ext: dict[str, Any]) -> np.ndarray:
     """One tensor of a sharded folder, after checking its shard and the index."""
-    from ._lazy import safetensors_leaves, to_numpy
+    from diffract._core.arrays import to_numpy
+    from diffract.extract.safetensors import safetensors_leaves
 
     shard = ext["shard"]
     path = os.path.join(ext["path"], shard["file"])
@@ -454,9 +448,9 @@ def _read_weights(store: Store, s: SliceInfo) -> np.ndarray:
         return store.weights(s.uid)
     if ext.get("shard"):
         return _read_shard(s, ext)
-    from ._lazy import to_numpy
-    from ._tree import dotted_name, tree_leaves_with_path
-    from .extract import model_tree
+    from diffract._core.arrays import to_numpy
+    from diffract._core.tree import dotted_name, tree_leaves_with_path
+    from diffract.extract import model_tree
 
     path = ext["path"]
     try:
@@ -652,7 +646,7 @@ class Compute(_Namespace):
         (:class:`diffract.widgets.ProgressRun`): in a notebook it shows the progress widget,
         whose Cancel button works while the run goes on; ``run.wait()`` or ``await run``
         gives the :class:`RunReport`. Needs the widgets extra."""
-        from .widgets import run_with_progress
+        from diffract.widgets import run_with_progress
 
         display = _check_flag(display, "display")
         return run_with_progress(self._scope, *fields, display=display, **options)
@@ -710,14 +704,14 @@ class Compute(_Namespace):
         """Set kernel options for this session's later runs (stored results are kept:
         erase them to recompute). With a name, only that kernel; without, any kernel with
         those option names. Returns the options now configured."""
-        from ._kernel import check_options
+        from diffract.kernels.spec import check_options
 
         session = self._session
         if kernel_or_field is None:
             known = {o for k in session.registry.kernels() for o in k.options}
             unknown = sorted(set(options) - known)
             if unknown:
-                from ._errors import UnknownOptionError
+                from diffract._errors import UnknownOptionError
 
                 raise UnknownOptionError(
                     f"no kernel has option(s) {unknown}; known options: {sorted(known)}"
@@ -733,7 +727,7 @@ class Compute(_Namespace):
         k = session.registry.kernel(kernel_or_field)
         bad = sorted(set(options) - set(k.options))
         if bad:
-            from ._errors import UnknownOptionError
+            from diffract._errors import UnknownOptionError
 
             raise UnknownOptionError(
                 f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}"
@@ -772,7 +766,7 @@ def _progress_callback(
     if progress is None:
         if _in_notebook():
             try:
-                from .widgets import notebook_progress
+                from diffract.widgets import notebook_progress
 
                 return notebook_progress(fields, cancel=cancel)
             except ImportError:
@@ -1017,7 +1011,7 @@ class Viz(_Namespace):
     """Static Plotly figures from stored fields (see :mod:`diffract.viz`)."""
 
     def __getattr__(self, name: str) -> Any:
-        from . import viz
+        from diffract import viz
 
         if name not in viz.__all__:
             raise AttributeError(f"viz has no figure {name!r}; available: {viz.__all__}")
@@ -1031,7 +1025,7 @@ class Viz(_Namespace):
         return bound
 
     def __dir__(self) -> list[str]:
-        from . import viz
+        from diffract import viz
 
         return list(viz.__all__)
 
@@ -1050,7 +1044,7 @@ class Utils(_Namespace):
 
     def filter_builder(self) -> Any:
         """An interactive filter builder over this scope (needs the widgets extra)."""
-        from .widgets import FilterBuilder
+        from diffract.widgets import FilterBuilder
 
         return FilterBuilder(self._scope)
 
@@ -1169,7 +1163,7 @@ class Session(Scope):
     another folder); ``profile="ram"`` keeps nothing; ``"sqlite"``, ``"zarr"``, ``"hybrid"``
     choose the other backends. Settings not given come from the environment
     (``DIFFRACT_*``) and the project file (``diffract.toml`` or ``[tool.diffract]``): see
-    :mod:`diffract._config`. Use it as a context manager (or call :meth:`close`) to release
+    :mod:`diffract._core.config`. Use it as a context manager (or call :meth:`close`) to release
     the store's writer lock.
     """
 
@@ -1187,9 +1181,9 @@ class Session(Scope):
         executor: Any = None,
         registry: KernelRegistry | None = None,
     ) -> None:
-        from ._config import resolve
-        from ._errors import ConfigError
-        from .store import make_cache, open_backend
+        from diffract._core.config import resolve
+        from diffract._errors import ConfigError
+        from diffract.store import make_cache, open_backend
 
         readonly = _check_flag(readonly, "readonly")
         self.config = resolve(

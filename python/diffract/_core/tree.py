@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from diffract._core.dtypes import NON_NUMPY_FLOATS
+
 Leaf = Any
 IsLeaf = Callable[[Any], bool] | None
 
@@ -48,7 +50,7 @@ def is_array(element: Any) -> bool:
     or a lazily loaded tensor from a checkpoint file (diffract's ``LazyArray``)."""
     if isinstance(element, (np.ndarray, np.generic)):
         return True
-    from ._lazy import LazyArray
+    from diffract._core.arrays import LazyArray
 
     if isinstance(element, LazyArray):
         return True
@@ -63,16 +65,13 @@ def _dtype_name(element: Any) -> str | None:
     return None if dtype is None else str(dtype).replace("torch.", "")
 
 
-_INEXACT_EXTRA = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-
-
 def is_inexact_array(element: Any) -> bool:
     """True for an array (see :func:`is_array`) of a floating or complex dtype
     (bf16, fp16 and fp8 included)."""
     if not is_array(element):
         return False
     name = _dtype_name(element)
-    if name in _INEXACT_EXTRA:
+    if name in NON_NUMPY_FLOATS:
         return True
     try:
         return bool(np.issubdtype(np.dtype(name), np.inexact))

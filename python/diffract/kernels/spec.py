@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._errors import (
+from diffract._core.arrays import storable_error
+from diffract._errors import (
     DependencyCycleError,
     KernelDefinitionError,
     OptionValueError,
@@ -126,25 +127,6 @@ class Kernel:
         )
 
 
-def storable_error(value: Any) -> str | None:
-    """None when the store can hold ``value`` as a field value (a bool, int, float or str,
-    a NumPy scalar of a numeric kind or str, or an ndarray of a numeric dtype); otherwise
-    what the value is, for an error message. The one rule for kernels and ``Store.commit``."""
-    if isinstance(value, (bool, int, float, str)):
-        return None
-    if isinstance(value, np.generic):
-        if value.dtype.kind in "biufc" or isinstance(value, np.str_):
-            return None
-        return f"a NumPy {value.dtype} scalar"
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind in "biufc":
-            return None
-        return f"an ndarray of dtype {value.dtype}"
-    if value is None:
-        return "None"
-    return f"a value of type {type(value).__name__}"
-
-
 # --- option values ------------------------------------------------------------------------
 #
 # An option's accepted values follow from its declared default: a bool default takes bools,
@@ -177,7 +159,7 @@ SCHEDULER_OPTION_KINDS: dict[str, frozenset[str]] = {"reference": frozenset({"st
 def _builtin_choices() -> dict[str, tuple[str, ...]]:
     choices: dict[str, tuple[str, ...]] = {"svd_device": ("cpu", "cuda", "auto")}
     try:
-        from .kernels import _linalg, fits, spectral
+        from diffract.kernels import _linalg, fits, spectral
 
         choices["precision"] = tuple(_linalg.PRECISIONS)
         choices["fit_method"] = tuple(fits.FIT_METHODS)
@@ -528,7 +510,7 @@ def default_registry() -> KernelRegistry:
     """The process-wide registry: the built-in kernels plus those the user registered."""
     global _DEFAULT
     if _DEFAULT is None:
-        from .kernels import builtin_kernels
+        from diffract.kernels import builtin_kernels
 
         _DEFAULT = KernelRegistry(builtin_kernels())
     return _DEFAULT

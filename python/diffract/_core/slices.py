@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ._errors import RESERVED_MODEL_ID_CHARS, InvalidModelIdError
+from diffract._core.dtypes import itemsize
+from diffract._errors import RESERVED_MODEL_ID_CHARS, InvalidModelIdError
 
 _TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -149,8 +150,8 @@ class SliceInfo:
         n = 1
         for d in self.shape:
             n *= int(d)
-        itemsize = max(4, _itemsize(self.dtype))
-        return n * itemsize
+        size = max(4, itemsize(self.dtype))
+        return n * size
 
     @property
     def layout(self) -> str:
@@ -176,18 +177,6 @@ class SliceInfo:
             "shape": list(self.shape),
             "dtype": self.dtype,
         }
-
-
-def _itemsize(dtype: str) -> int:
-    sizes = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
-    if dtype in sizes:
-        return sizes[dtype]
-    import numpy as np
-
-    try:
-        return np.dtype(dtype).itemsize
-    except TypeError:
-        return 4
 
 
 # --- type inference from names and shapes (used when no module class is known) ----------

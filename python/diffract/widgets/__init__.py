@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets as t
 
-from ._errors import FilterError
-from .filters import Filter, FilterChain
+from diffract._core.filters import Filter, FilterChain
+from diffract._errors import FilterError
 
 if TYPE_CHECKING:
-    from ._run import ProgressEvent, RunReport
-    from ._widget_panel import FieldPanel
-    from .session import Scope
+    from diffract.run.report import ProgressEvent, RunReport
+    from diffract.session.api import Scope
+    from diffract.widgets.panel import FieldPanel
 
 __all__ = [
     "FieldPanel",
@@ -64,7 +64,7 @@ def _esm(name: str) -> Path | str:
 
 
 def _as_scope(source: Any) -> Scope:
-    from .session import Scope
+    from diffract.session.api import Scope
 
     if isinstance(source, Scope):
         return source
@@ -74,7 +74,7 @@ def _as_scope(source: Any) -> Scope:
 
 
 def _in_kernel() -> bool:
-    from .session import _in_notebook
+    from diffract.session.api import _in_notebook
 
     return _in_notebook()
 
@@ -227,7 +227,7 @@ class FilterBuilder(anywidget.AnyWidget):
     # --- reacting to the front end -------------------------------------------------------------
     def refresh_choices(self) -> None:
         """Re-read the models and types from the store."""
-        from ._params import ParameterType
+        from diffract._core.slices import ParameterType
 
         base = self._base
         slices = base.models.slices()
@@ -565,7 +565,7 @@ def notify_panels(*, force: bool = False) -> None:
 
 def __getattr__(name: str) -> Any:
     if name == "FieldPanel":
-        from ._widget_panel import FieldPanel
+        from diffract.widgets.panel import FieldPanel
 
         return FieldPanel
     raise AttributeError(f"module 'diffract.widgets' has no attribute {name!r}")

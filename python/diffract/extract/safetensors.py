@@ -1,9 +1,5 @@
-"""Array leaves that load on demand, and conversion of any framework's array to NumPy.
-
-``LazyArray`` is how checkpoint files stay unread until a kernel needs one tensor: it knows
-its shape and dtype and holds a loader. ``to_numpy`` turns a NumPy/JAX/PyTorch array or a
-LazyArray into a NumPy array, converting bf16 and fp8 to float32 (exactly representable).
-"""
+"""Safetensors files read without torch: the header parsed here, tensors memory-mapped one at a
+time as :class:`~diffract._core.arrays.LazyArray` leaves."""
 
 from __future__ import annotations
 
@@ -11,78 +7,13 @@ import json
 import math
 import os
 import struct
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._errors import ExtractionError
-from ._params import _itemsize
-
-#: dtypes NumPy lacks; converted to float32 for storage and math
-NON_NUMPY_FLOATS = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
-@dataclass(frozen=True, eq=False)
-class LazyArray:
-    """A tensor of a checkpoint file, loaded only when ``load()`` is called."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    loader: Callable[[], np.ndarray]
-    source: str = ""
-
-    @property
-    def ndim(self) -> int:
-        """Number of dimensions (known without reading the tensor)."""
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        """Number of entries (known without reading the tensor)."""
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def load(self) -> np.ndarray:
-        """Read the tensor now (memory-mapped where the format allows)."""
-        return self.loader()
-
-    def __repr__(self) -> str:
-        return f"LazyArray(shape={self.shape}, dtype={self.dtype}, source={self.source!r})"
-
-
-def dtype_name(x: Any) -> str:
-    """The dtype of an array-like as a plain string (``"float32"``, ``"bfloat16"``)."""
-    dt = getattr(x, "dtype", None)
-    if dt is None:
-        return type(x).__name__
-    return str(dt).replace("torch.", "")
-
-
-def shape_of(x: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in getattr(x, "shape", ()))
-
-
-def to_numpy(x: Any) -> np.ndarray:
-    """A NumPy array with the values of ``x``; bf16/fp8 become float32. No copy when the
-    input is already a NumPy array of a NumPy dtype."""
-    if isinstance(x, LazyArray):
-        x = x.load()
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        if t.dtype in (torch.bfloat16,) or "float8" in str(t.dtype):
-            t = t.float()
-        return t.numpy()
-    arr = np.asarray(x)
-    name = str(arr.dtype)
-    if name in NON_NUMPY_FLOATS or name.startswith("float8"):
-        arr = arr.astype(np.float32)
-    return arr
-
+from diffract._core.arrays import LazyArray
+from diffract._core.dtypes import NON_NUMPY_FLOATS, itemsize
+from diffract._errors import ExtractionError
 
 # --- safetensors: header parsed here, tensors memory-mapped one at a time ---------------
 # (The safetensors package's NumPy reader cannot return bf16/fp8 without torch; the format
@@ -219,7 +150,7 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
                 f"{where} points past the end of the file: data_offsets [{start}, {end}] but the "
                 f"data section holds {data_size} bytes (truncated file?)"
             )
-        expected = math.prod(shape) * _itemsize(dtype)
+        expected = math.prod(shape) * itemsize(dtype)
         if end - start != expected:
             raise ExtractionError(
                 f"{where}: shape {list(shape)} of {st_dtype} needs {expected} bytes but its "

@@ -11,8 +11,8 @@ from typing import Any
 import ipywidgets as ipw
 import plotly.graph_objects as go
 
-from . import viz
-from .widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
+from diffract import viz
+from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
 
 KINDS = ("line", "bar", "heatmap", "esd", "scatter")
 _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
@@ -21,7 +21,7 @@ _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
 def reader_scope(scope: Any) -> Any:
     """A scope over the same data for reading from any thread: persistent stores get their
     own read-only handle (no lock, no shared state with a writer in this kernel)."""
-    from .session import Scope, Session
+    from diffract.session.api import Scope, Session
 
     session = scope.session
     store = session.store

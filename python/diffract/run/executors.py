@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ConfigError
+from diffract._core.threads import one_blas_thread
+from diffract._errors import ConfigError
 
 Submit = Callable[..., Any]
 
@@ -106,18 +107,9 @@ class ProcessExecutor:
 def _init_worker(event: Any = None) -> None:
     """Process-pool initializer: keep the run's cancel event; one BLAS thread per worker
     process (N processes x N BLAS threads would oversubscribe the cores)."""
-    global _CANCEL
+    global _CANCEL, _LIMITS
     _CANCEL = event
-    _one_blas_thread()
-
-
-def _one_blas_thread() -> None:
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        return
-    global _LIMITS
-    _LIMITS = threadpool_limits(limits=1)
+    _LIMITS = one_blas_thread()  # held for the worker's lifetime
 
 
 _LIMITS = None

@@ -1,0 +1,230 @@
+"""Filters as data: what ``session.filter(...)`` selects, as a JSON-serialisable value.
+
+A :class:`Filter` is one ``filter(...)`` call: up to four criteria (model ids, parameter
+names, parameter types, uids), ANDed together. Inside one criterion the entries are ORed;
+an entry starting with ``re:`` is a regular expression that must match the whole string.
+A chained ``scope.filter(...)`` adds a clause: a :class:`FilterChain` matches a slice when
+every clause does. The filter-builder widget edits exactly this data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from diffract._core.slices import ParameterType, SliceInfo
+from diffract._errors import FilterError
+
+REGEX_PREFIX = "re:"
+CRITERIA = ("model_ids", "param_names", "param_types", "param_ids")
+
+
+def _as_list(value: Any, what: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, ParameterType)):
+        value = [value]
+    if isinstance(value, (bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        value, Iterable
+    ):
+        raise FilterError(
+            f"{what} must be a list of strings, got {type(value).__name__}: {value!r}"
+        )
+    out = []
+    for v in value:
+        if isinstance(v, ParameterType):
+            out.append(v.value)
+        elif isinstance(v, str):
+            out.append(v)
+        else:
+            raise FilterError(f"{what} entries must be strings, got {type(v).__name__}: {v!r}")
+    return tuple(out)
+
+
+def compile_pattern(entry: str, what: str) -> re.Pattern[str] | str:
+    """A compiled full-match regex for ``re:`` entries, else the exact string."""
+    if not entry.startswith(REGEX_PREFIX):
+        return entry
+    pattern = entry[len(REGEX_PREFIX) :]
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise FilterError(f"invalid regular expression {pattern!r} in {what}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Filter:
+    """One ``filter(...)`` call. ``None`` means "no constraint" for that criterion; an empty
+    list matches nothing."""
+
+    model_ids: tuple[str, ...] | None = None
+    param_names: tuple[str, ...] | None = None
+    param_types: tuple[str, ...] | None = None
+    param_ids: tuple[str, ...] | None = None
+    _compiled: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @classmethod
+    def make(
+        cls,
+        model_ids: Sequence[str] | str | None = None,
+        param_names: Sequence[str] | str | None = None,
+        param_types: Sequence[ParameterType | str] | ParameterType | str | None = None,
+        param_ids: Sequence[str] | str | None = None,
+    ) -> Filter:
+        """Validate and normalise the arguments of ``session.filter(...)``."""
+        types = _as_list(param_types, "param_types")
+        if types is not None:
+            norm = []
+            for t in types:
+                if t.startswith(REGEX_PREFIX):
+                    norm.append(t)
+                else:
+                    try:
+                        norm.append(ParameterType.from_string(t).value)
+                    except ValueError as exc:
+                        raise FilterError(f"param_types: {exc}") from None
+            types = tuple(norm)
+        f = cls(
+            model_ids=_as_list(model_ids, "model_ids"),
+            param_names=_as_list(param_names, "param_names"),
+            param_types=types,
+            param_ids=_as_list(param_ids, "param_ids"),
+        )
+        f._compile()
+        return f
+
+    def _compile(self) -> dict[str, Any]:
+        if not self._compiled and any(getattr(self, c) is not None for c in CRITERIA):
+            for crit in CRITERIA:
+                entries = getattr(self, crit)
+                if entries is None:
+                    continue
+                if crit == "param_ids":
+                    self._compiled[crit] = (frozenset(entries), ())
+                    continue
+                exact, regexes = set(), []
+                for e in entries:
+                    p = compile_pattern(e, crit)
+                    if isinstance(p, str):
+                        exact.add(p)
+                    else:
+                        regexes.append(p)
+                self._compiled[crit] = (frozenset(exact), tuple(regexes))
+        return self._compiled
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no criterion is set (matches everything)."""
+        return all(getattr(self, c) is None for c in CRITERIA)
+
+    def matches(self, s: SliceInfo) -> bool:
+        """Whether a slice passes every criterion of this clause."""
+        compiled = self._compile()
+        values = {
+            "model_ids": s.model_id,
+            "param_names": s.name,
+            "param_types": s.type.value,
+            "param_ids": s.uid,
+        }
+        for crit, (exact, regexes) in compiled.items():
+            v = values[crit]
+            if v in exact:
+                continue
+            if any(r.fullmatch(v) for r in regexes):
+                continue
+            return False
+        return True
+
+    def matches_model(self, model_id: str) -> bool:
+        """Whether a model id passes the ``model_ids`` criterion."""
+        entry = self._compile().get("model_ids")
+        if entry is None:
+            return True
+        exact, regexes = entry
+        return model_id in exact or any(r.fullmatch(model_id) for r in regexes)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """The set criteria as a JSON-ready dict (unset ones are left out)."""
+        return {c: list(getattr(self, c)) for c in CRITERIA if getattr(self, c) is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Filter:
+        """The inverse of :meth:`to_dict`; unknown keys or bad values raise FilterError."""
+        if not isinstance(data, dict):
+            raise FilterError(f"a filter must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(CRITERIA))
+        if unknown:
+            raise FilterError(f"unknown filter key(s) {unknown}; valid keys are {list(CRITERIA)}")
+        return cls.make(**data)
+
+
+@dataclass(frozen=True)
+class FilterChain:
+    """Clauses from chained ``.filter(...)`` calls; a slice must match all of them."""
+
+    clauses: tuple[Filter, ...] = ()
+
+    def and_(self, f: Filter) -> FilterChain:
+        """A chain with ``f`` added as one more clause (an empty ``f`` changes nothing)."""
+        if f.is_empty:
+            return self
+        return FilterChain((*self.clauses, f))
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the chain has no clause (matches everything)."""
+        return not self.clauses
+
+    def matches(self, s: SliceInfo) -> bool:
+        """Whether a slice passes every clause."""
+        return all(c.matches(s) for c in self.clauses)
+
+    def matches_model(self, model_id: str) -> bool:
+        """Whether a model id passes the ``model_ids`` criterion of every clause."""
+        return all(c.matches_model(model_id) for c in self.clauses)
+
+    def select(self, slices: Iterable[SliceInfo]) -> list[SliceInfo]:
+        """The slices that match, in their order."""
+        return [s for s in slices if self.matches(s)]
+
+    def to_json(self) -> str:
+        """Canonical JSON: a list of clause objects (``[]`` selects everything)."""
+        return json.dumps(
+            [c.to_dict() for c in self.clauses], sort_keys=True, separators=(",", ":")
+        )
+
+    @classmethod
+    def from_json(cls, text: str | list | dict) -> FilterChain:
+        """A chain from its JSON (a list of clauses, or one clause), as text or parsed."""
+        if isinstance(text, (bytes, bytearray)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FilterError(f"filter JSON is not UTF-8 text: {exc}") from None
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise FilterError(f"filter JSON is not valid JSON ({exc}): {text[:80]!r}") from None
+        else:
+            data = text
+        if isinstance(data, dict):
+            data = [data]
+        if not isinstance(data, list):
+            raise FilterError(
+                "filter JSON must be an object or a list of objects, got "
+                f"{type(data).__name__}: {data!r}"[:200]
+            )
+        chain = cls()
+        for d in data:
+            chain = chain.and_(Filter.from_dict(d))
+        return chain
+
+    def key(self) -> str:
+        """A short stable hash of the chain (names per-scope aggregates in the store)."""
+        import hashlib
+
+        return hashlib.blake2b(self.to_json().encode(), digest_size=4).hexdigest()

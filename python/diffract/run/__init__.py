@@ -1,0 +1,1 @@
+"""Orchestration: plan what is missing, run kernels chunk by chunk, report progress."""

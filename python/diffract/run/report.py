@@ -1,0 +1,96 @@
+"""What a run reports: progress events, failures and the final :class:`RunReport`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Failure",
+    "KernelFailureWarning",
+    "NothingToCompareWarning",
+    "ProgressCallback",
+    "ProgressEvent",
+    "RunReport",
+]
+
+
+class KernelFailureWarning(RuntimeWarning):
+    """Some kernels failed on some parameters (see ``RunReport.failures``)."""
+
+
+class NothingToCompareWarning(RuntimeWarning):
+    """Cross-model fields were asked for, but no slice of the selection has a counterpart
+    in the reference model to compare against (see ``RunReport.notes``)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A kernel that raised on one parameter (or one model, for aggregates)."""
+
+    model_id: str
+    name: str
+    uid: str
+    field: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"{self.model_id}:{self.name} [{self.field}] {self.error}"
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One progress notification. ``stage`` is "start", "kernel", "chunk" or "done"."""
+
+    stage: str
+    chunks_done: int
+    chunks_total: int
+    slices_done: int
+    slices_total: int
+    field: str | None
+    param: str | None
+    elapsed: float
+    eta: float | None
+    failures: int
+    cancelled: bool = False
+
+
+@dataclass
+class RunReport:
+    """What an ``apply`` did."""
+
+    requested: tuple[str, ...]
+    computed: int = 0
+    reused: int = 0
+    not_applicable: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    cancelled: bool = False
+    #: values asked for that were not computed because the run was cancelled (per-parameter
+    #: values of the slices, and of the chunks, that were not reached)
+    skipped: int = 0
+    chunks: int = 0
+    elapsed: float = 0.0
+    kernel_calls: dict[str, int] = field(default_factory=dict)
+    #: things the run could not do that are not failures (also warned about), e.g. cross
+    #: fields asked for on a selection with nothing to compare against the reference
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed and the run was not cancelled."""
+        return not self.failures and not self.cancelled
+
+    def __str__(self) -> str:
+        head = (
+            f"computed {self.computed} values, reused {self.reused} stored ones, "
+            f"{self.not_applicable} not applicable, {len(self.failures)} failures "
+            f"in {self.chunks} chunk(s), {self.elapsed:.2f}s"
+        )
+        if self.cancelled:
+            head += f" (cancelled: {self.skipped} value(s) skipped, finished values kept)"
+        for note in self.notes:
+            head += f"\n  note: {note}"
+        return head
+
+
+ProgressCallback = Callable[[ProgressEvent], None]

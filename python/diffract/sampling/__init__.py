@@ -1,0 +1,56 @@
+"""Sparse sampling of replacement candidates for architecture search.
+
+A *candidate library* holds, for each layer of a teacher model, the teacher's own block and
+derived blocks (an FFN with fewer intermediate channels, attention with fewer KV heads, a
+disabled subblock, ...). The samplers choose a small, reproducible subset to analyze and
+distill and record why every other candidate was left out:
+
+* :func:`sample_replacement_candidates` -- whole-layer candidates, at most
+  ``replacement_cap`` per hidden width;
+* :func:`sample_subblock_configs` -- layer-independent subblock configs per family.
+
+The kit connection builds candidates from a stored model (:func:`candidates_from_model`),
+adds selected ones to a session as models (:func:`materialize`), and persists manifests
+(:func:`save_manifest`, :func:`load_manifest`, :func:`list_manifests`). See docs/sampling.md.
+
+The core is pure Python: importing this module imports neither numpy nor torch.
+"""
+
+from __future__ import annotations
+
+from diffract.sampling.kit import DOCUMENT_KIND as DOCUMENT_KIND
+from diffract.sampling.kit import NAMING_SCHEMES as NAMING_SCHEMES
+from diffract.sampling.kit import ModelLayout as ModelLayout
+from diffract.sampling.kit import NamingScheme as NamingScheme
+from diffract.sampling.kit import candidates_from_model as candidates_from_model
+from diffract.sampling.kit import export_manifest as export_manifest
+from diffract.sampling.kit import list_manifests as list_manifests
+from diffract.sampling.kit import load_manifest as load_manifest
+from diffract.sampling.kit import materialize as materialize
+from diffract.sampling.kit import model_layout as model_layout
+from diffract.sampling.kit import save_manifest as save_manifest
+from diffract.sampling.kit import slice_block as slice_block
+from diffract.sampling.records import EXCLUSION_REASONS as EXCLUSION_REASONS
+from diffract.sampling.records import MODES as MODES
+from diffract.sampling.records import REASON_DUPLICATE as REASON_DUPLICATE
+from diffract.sampling.records import REASON_ELIGIBLE as REASON_ELIGIBLE
+from diffract.sampling.records import REASON_MISSING_TEACHER as REASON_MISSING_TEACHER
+from diffract.sampling.records import REASON_NO_OP as REASON_NO_OP
+from diffract.sampling.records import REASON_NOT_SELECTED as REASON_NOT_SELECTED
+from diffract.sampling.records import REASON_OVER_CAP as REASON_OVER_CAP
+from diffract.sampling.records import REASON_PAIRWISE_LIMIT as REASON_PAIRWISE_LIMIT
+from diffract.sampling.records import REASON_TEACHER_ANCHOR as REASON_TEACHER_ANCHOR
+from diffract.sampling.records import REASON_TOO_MANY_AXES as REASON_TOO_MANY_AXES
+from diffract.sampling.records import SOURCE_TEACHER as SOURCE_TEACHER
+from diffract.sampling.records import Candidate as Candidate
+from diffract.sampling.records import SamplingError as SamplingError
+from diffract.sampling.records import SparseSampleManifest as SparseSampleManifest
+from diffract.sampling.records import SparseSampleRecord as SparseSampleRecord
+from diffract.sampling.records import SparseSamplingPolicy as SparseSamplingPolicy
+from diffract.sampling.records import SubblockConfig as SubblockConfig
+from diffract.sampling.records import canonical_json as canonical_json
+from diffract.sampling.records import manifest_from_dict as manifest_from_dict
+from diffract.sampling.records import record_from_dict as record_from_dict
+from diffract.sampling.records import stable_hash as stable_hash
+from diffract.sampling.select import sample_replacement_candidates as sample_replacement_candidates
+from diffract.sampling.select import sample_subblock_configs as sample_subblock_configs
