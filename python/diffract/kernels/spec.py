@@ -184,7 +184,7 @@ _BUILTIN_RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
 
 
 def _is_builtin(k: Kernel) -> bool:
-    return getattr(k.func, "__module__", "").startswith(__package__ + ".kernels")
+    return getattr(k.func, "__module__", "").startswith("diffract.kernels.")
 
 
 def _annotation_kinds(annotation: Any) -> frozenset[str] | None:
