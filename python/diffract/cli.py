@@ -69,7 +69,7 @@ def format_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def _session(args: argparse.Namespace, *, readonly: bool = False):
     """A session on --store (its backend detected when it exists) or on --profile."""
-    from diffract.session.api import Session
+    from diffract.session import Session
     from diffract.store import detect_backend
 
     if args.profile == "ram":

@@ -130,7 +130,7 @@ class DiffractMagics(Magics):
     # --- subcommands ---------------------------------------------------------------------------
     def _cmd_open(self, args: argparse.Namespace) -> Any:
         from diffract._core.config import resolve
-        from diffract.session.api import Session
+        from diffract.session import Session
 
         old = self.session
         kept = (
@@ -215,7 +215,7 @@ class DiffractMagics(Magics):
 
     def _cmd_compute(self, args: argparse.Namespace) -> Any:
         scope = self._scope(args)
-        from diffract.session.api import _in_notebook
+        from diffract.session.progress import in_notebook as _in_notebook
 
         if _in_notebook() and not args.wait:
             from diffract.widgets import run_with_progress
@@ -354,7 +354,7 @@ def _same_store(a: Any, b: Any) -> bool:
 
 def _reopen(old: Any) -> Any:
     """A new Session on the store (and with the settings) of the closed session ``old``."""
-    from diffract.session.api import Session
+    from diffract.session import Session
 
     cfg = old.config
     new = Session(

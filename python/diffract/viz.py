@@ -24,7 +24,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from diffract.session.api import Scope
+    from diffract.session import Scope
 
 __all__ = ["esd", "heatmap", "layers", "scatter"]
 

@@ -8,32 +8,15 @@ cross-model fields carry the reference model in a ``reference`` column.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from diffract._core.jsonable import to_jsonable
+
 EXPORT_FORMATS = ("dict", "list", "json", "pandas", "polars")
 KEY_COLUMNS = ("model_id", "name", "uid", "type")
-
-
-def _jsonable(v: Any) -> Any:
-    """``v`` as JSON data: arrays as (nested) lists, NumPy scalars as Python ones, and every
-    NaN or infinity, also inside an array, as None (JSON has no such numbers)."""
-    if isinstance(v, np.ndarray):
-        return _finite_or_none(v.tolist())
-    if isinstance(v, np.generic):
-        return _finite_or_none(v.item())
-    return _finite_or_none(v)
-
-
-def _finite_or_none(v: Any) -> Any:
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, list):
-        return [_finite_or_none(x) for x in v]
-    return v
 
 
 def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format: str) -> Any:
@@ -48,7 +31,8 @@ def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format:
         return {c: [r.get(c) for r in rows] for c in columns}
     if export_format == "json":
         return json.dumps(
-            [{c: _jsonable(r.get(c)) for c in columns} for r in rows], allow_nan=False
+            [{c: to_jsonable(r.get(c), other="keep") for c in columns} for r in rows],
+            allow_nan=False,
         )
     if export_format == "pandas":
         import pandas as pd

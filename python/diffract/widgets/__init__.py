@@ -39,7 +39,7 @@ from diffract._errors import FilterError
 
 if TYPE_CHECKING:
     from diffract.run.report import ProgressEvent, RunReport
-    from diffract.session.api import Scope
+    from diffract.session import Scope
     from diffract.widgets.panel import FieldPanel
 
 __all__ = [
@@ -64,7 +64,7 @@ def _esm(name: str) -> Path | str:
 
 
 def _as_scope(source: Any) -> Scope:
-    from diffract.session.api import Scope
+    from diffract.session import Scope
 
     if isinstance(source, Scope):
         return source
@@ -74,7 +74,7 @@ def _as_scope(source: Any) -> Scope:
 
 
 def _in_kernel() -> bool:
-    from diffract.session.api import _in_notebook
+    from diffract.session.progress import in_notebook as _in_notebook
 
     return _in_notebook()
 

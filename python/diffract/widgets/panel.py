@@ -21,7 +21,7 @@ _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
 def reader_scope(scope: Any) -> Any:
     """A scope over the same data for reading from any thread: persistent stores get their
     own read-only handle (no lock, no shared state with a writer in this kernel)."""
-    from diffract.session.api import Scope, Session
+    from diffract.session import Scope, Session
 
     session = scope.session
     store = session.store

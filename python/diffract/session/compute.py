@@ -1,0 +1,380 @@
+"""``scope.compute``: run kernels on the scope (``apply``), ``erase`` and ``configure``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from diffract._core.config import check_workers, parse_bytes
+from diffract._core.owners import parse_owner
+from diffract._errors import InvalidArgumentError, UnknownOptionError
+from diffract.extract.references import ReferenceReader
+from diffract.kernels.registry import KernelRegistry
+from diffract.kernels.spec import Kernel, check_options
+from diffract.run.report import ProgressCallback, RunReport
+from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
+from diffract.session._frontends import frontend
+from diffract.session.checks import check_field_names, check_flag
+from diffract.session.models import read_weights
+from diffract.session.progress import progress_callback
+from diffract.session.selection import Namespace, SessionLike
+from diffract.store import Batch, Store
+
+
+class _StoreView:
+    """The store as the runner sees it, with external (referenced) weights resolved."""
+
+    def __init__(self, store: Store, references: ReferenceReader) -> None:
+        self._store = store
+        self._references = references
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def weights(self, uid: str) -> np.ndarray:
+        return read_weights(self._store, self._references, self._store.slice(uid))
+
+
+class ErasedCount(int):
+    """What :meth:`Compute.erase` removed: the number of values (an int), with ``fields``
+    (field -> values erased) and ``dependents`` (the fields erased because they are computed
+    from the fields named)."""
+
+    fields: dict[str, int]
+    dependents: list[str]
+
+    def __new__(
+        cls, n: int, fields: dict[str, int] | None = None, dependents: list[str] | None = None
+    ) -> ErasedCount:
+        obj = super().__new__(cls, n)
+        obj.fields = dict(fields or {})
+        obj.dependents = list(dependents or [])
+        return obj
+
+    def __repr__(self) -> str:
+        return f"ErasedCount({int(self)}, fields={self.fields!r}, dependents={self.dependents!r})"
+
+
+def _dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
+    """Fields computed (directly or through others) from ``fields``, not among them."""
+    users: dict[str, set[str]] = {}
+    for k in registry.kernels():
+        for i in k.field_inputs():
+            users.setdefault(i, set()).update(k.outputs)
+    seen = set(fields)
+    out: list[str] = []
+    todo = list(fields)
+    while todo:
+        for f in sorted(users.get(todo.pop(0), ())):
+            if f not in seen:
+                seen.add(f)
+                out.append(f)
+                todo.append(f)
+    return out
+
+
+def _depends_on_scope(
+    store: Store, owner: str, uids: set[str], models: set[str], names: set[tuple[str, str]]
+) -> bool:
+    """Whether values stored under ``owner`` were computed from slices of the scope: the
+    slice itself, a model owner (any selection) of a scope model, or a cross pair with a
+    scope slice on either side."""
+    o = parse_owner(owner)
+    if o.level == "model":
+        return o.model_id in models
+    if o.level == "cross":
+        if o.uid in uids:
+            return True
+        try:
+            return (o.model_id, store.slice(o.uid).name) in names
+        except Exception:
+            return False
+    return owner in uids
+
+
+def _check_run_args(progress: Any, cancel: Any, kernel_options: Any) -> None:
+    """The run settings of ``apply``, checked before any work."""
+    if (
+        progress is not None
+        and not isinstance(progress, (bool, np.bool_))
+        and not callable(progress)
+    ):
+        raise InvalidArgumentError(
+            "progress must be None, True, False or a callback receiving ProgressEvent, "
+            f"got {type(progress).__name__}: {progress!r}"
+        )
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise InvalidArgumentError(
+            f"cancel must be a threading.Event, got {type(cancel).__name__}: {cancel!r}"
+        )
+    check_kernel_options_shape(kernel_options)
+
+
+def _run_options(
+    session: SessionLike,
+    fields: Sequence[str],
+    options: dict[str, Any],
+    kernel_options: dict[str, dict[str, Any]] | None,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The options of one run: configured ones where a kernel of the run has them, then the
+    run's own; all validated here, once (an option no kernel of the run takes is an error)."""
+    closure = session.registry.closure(fields)
+    names = {k.name for k in closure}
+    known = {o for k in closure for o in k.options}
+    merged_opts = {k: v for k, v in session._options.items() if k in known}
+    merged_opts.update(options)
+    merged_kopts = {k: dict(v) for k, v in session._kernel_options.items() if k in names}
+    for k, v in (kernel_options or {}).items():
+        merged_kopts.setdefault(k, {}).update(v)
+    validate_options(closure, merged_opts, merged_kopts)
+    return merged_opts, merged_kopts
+
+
+class Compute(Namespace):
+    """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
+
+    def apply(
+        self,
+        *fields: str,
+        progress: bool | ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        workers: int | None = None,
+        memory_budget: int | str | None = None,
+        executor: Any = None,
+        kernel_options: dict[str, dict[str, Any]] | None = None,
+        **options: Any,
+    ) -> RunReport:
+        """Compute ``fields`` (and what they depend on) where they are not stored yet.
+
+        Args:
+            *fields: field names, e.g. ``apply("frob_norm", "stable_rank")``.
+            progress: None (auto: a widget in a notebook, a bar in a terminal), True
+                (terminal bar), False, or a callback receiving ProgressEvent.
+            cancel: an event that stops the run after the slice or kernel in progress.
+            workers: worker threads or processes (default: the session's).
+            memory_budget: bytes (or ``"2GB"``) of weights a chunk may hold.
+            executor: "threads" (default), "processes", a dask ``Client`` or a scheduler
+                address; chunks then run there while this process stays the single writer.
+            kernel_options: ``{"kernel": {...}}`` options for one kernel.
+            **options: kernel options by name, for every kernel of this run that has them;
+                they override :meth:`configure`.
+
+        Returns:
+            The run's :class:`RunReport` (also kept as ``session.last_report``).
+
+        Raises:
+            StoreError: the session is read-only.
+            ValueError: no field given.
+            InvalidArgumentError: a bad field name, setting or option value.
+            UnknownFieldError, UnknownOptionError: a field or option no kernel has.
+        """
+        session = self._session
+        session._check_writable()
+        if not fields:
+            raise ValueError("apply() needs at least one field name, e.g. apply('frob_norm')")
+        check_field_names(fields, "apply()")
+        for f in fields:
+            session.registry.producer(f)  # unknown field: clear error before any work
+        _check_run_args(progress, cancel, kernel_options)
+        budget = (
+            parse_bytes(memory_budget, "memory_budget")
+            if memory_budget is not None
+            else session.memory_budget
+        )
+        n_workers = check_workers(workers) if workers is not None else session.workers
+        merged_opts, merged_kopts = _run_options(session, fields, options, kernel_options)
+        self._store.refresh()
+        cancel = cancel or threading.Event()
+        session._cancel = cancel
+        callback, finish = progress_callback(progress, fields, cancel)
+        runner = Runner(
+            _StoreView(self._store, session._references),
+            session.registry,
+            options=merged_opts,
+            kernel_options=merged_kopts,
+            memory_budget=budget,
+            workers=n_workers,
+            progress=callback,
+            cancel=cancel,
+            call_counter=session.kernel_calls,
+            executor=executor if executor is not None else session.executor,
+        )
+        try:
+            report = self._run(runner, fields)
+        finally:
+            if finish is not None:
+                finish()
+            session._cancel = None
+        session.last_report = report
+        return report
+
+    def _run(self, runner: Runner, fields: Sequence[str]) -> RunReport:
+        scope = self._scope
+        selected = scope._slices()  # one read of the selection per apply
+        return runner.run(
+            fields,
+            selected,
+            scope_key=None if scope._chain.is_empty else scope._chain.key(),
+            model_slices={m: self._store.slices(m) for m in {s.model_id for s in selected}},
+        )
+
+    def apply_async(self, *fields: str, display: bool = False, **options: Any) -> Any:
+        """Start ``apply`` in a worker thread and return at once with a run handle.
+
+        In a notebook the handle shows the progress widget, whose Cancel button works while
+        the run goes on. Needs the widgets extra.
+
+        Args:
+            *fields: field names, as for :meth:`apply`.
+            display: show the progress widget now.
+            **options: what :meth:`apply` takes.
+
+        Returns:
+            A :class:`diffract.widgets.ProgressRun`: ``run.wait()`` or ``await run`` gives
+            the :class:`RunReport`.
+
+        Raises:
+            InvalidArgumentError: ``display`` is not a bool.
+            ImportError: the widgets extra is not installed.
+        """
+        display = check_flag(display, "display")
+        return frontend("run_with_progress")(self._scope, *fields, display=display, **options)
+
+    def cancel(self) -> None:
+        """Ask the running ``apply`` to stop after the slice or kernel in progress.
+
+        Values finished so far are stored; ``RunReport.skipped`` counts the rest.
+        """
+        ev = self._session._cancel
+        if ev is not None:
+            ev.set()
+
+    def erase(self, *fields: str) -> ErasedCount:
+        """Remove stored values of ``fields`` in this scope so ``apply`` recomputes them.
+
+        Also erases the stored values computed from them (their dependents in the registry,
+        transitively: erasing ``esd`` also erases ``pl_alpha``; erasing ``frob_norm`` also
+        erases ``model_frob_norm`` of the scope's models and ``delta_frob_norm`` of pairs with
+        a slice of the scope on either side), which would be stale otherwise.
+
+        Args:
+            *fields: field names.
+
+        Returns:
+            The number of values erased, an int that also says what was erased: ``.fields``
+            (field -> values erased) and ``.dependents`` (fields erased because they depend
+            on those named).
+
+        Raises:
+            StoreError: the session is read-only.
+            ValueError: no field given.
+            InvalidArgumentError, UnknownFieldError: a bad or unknown field name.
+        """
+        session = self._session
+        session._check_writable()
+        if not fields:
+            raise ValueError("erase() needs the field names to erase, e.g. erase('frob_norm')")
+        check_field_names(fields, "erase()")
+        registry = session.registry
+        for f in fields:
+            registry.producer(f)
+        named = list(dict.fromkeys(fields))
+        store = self._store
+        store.refresh()
+        owners = self._scope._owners()
+        erase = set(store.present([(o, f) for o in owners for f in named]))
+        dependents = _dependents(registry, named)
+        if dependents:
+            slices = self._scope._slices()
+            uids = {s.uid for s in slices}
+            models = {s.model_id for s in slices}
+            names = {(s.model_id, s.name) for s in slices}
+            for o, f in store.keys():
+                if f in dependents and _depends_on_scope(store, o, uids, models, names):
+                    erase.add((o, f))
+        store.commit(Batch(erase=sorted(erase)))
+        counts: dict[str, int] = {}
+        for _, f in erase:
+            counts[f] = counts.get(f, 0) + 1
+        return ErasedCount(
+            len(erase),
+            fields={f: counts[f] for f in [*named, *dependents] if f in counts},
+            dependents=[f for f in dependents if f in counts],
+        )
+
+    def configure(self, kernel_or_field: str | None = None, **options: Any) -> dict[str, Any]:
+        """Set kernel options for this session's later runs.
+
+        Stored results are kept: erase them to recompute.
+
+        Args:
+            kernel_or_field: a kernel (or a field it computes) to configure only it; None
+                for any kernel with those option names.
+            **options: option values.
+
+        Returns:
+            The options now configured (for that kernel, or session-wide).
+
+        Raises:
+            InvalidArgumentError: ``kernel_or_field`` is not a string, or a bad option value.
+            UnknownOptionError: an option no kernel (or not that kernel) has.
+        """
+        session = self._session
+        if kernel_or_field is None:
+            known = {o for k in session.registry.kernels() for o in k.options}
+            unknown = sorted(set(options) - known)
+            if unknown:
+                raise UnknownOptionError(
+                    f"no kernel has option(s) {unknown}; known options: {sorted(known)}"
+                )
+            check_options(session.registry.kernels(), options)  # before anything is kept
+            session._options.update(options)
+            return dict(session._options)
+        if not isinstance(kernel_or_field, str):
+            raise InvalidArgumentError(
+                "configure() takes a kernel or field name (a string) or None, got "
+                f"{type(kernel_or_field).__name__}: {kernel_or_field!r}"
+            )
+        k: Kernel = session.registry.kernel(kernel_or_field)
+        bad = sorted(set(options) - set(k.options))
+        if bad:
+            raise UnknownOptionError(
+                f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}"
+            )
+        check_options([k], {}, {k.name: options})  # before anything is kept
+        session._kernel_options.setdefault(k.name, {}).update(options)
+        return dict(session._kernel_options[k.name])
+
+    def fields(self) -> list[str]:
+        """Every field a registered kernel can compute.
+
+        Returns:
+            The field names.
+        """
+        return self._session.registry.fields()
+
+    def describe(self, field: str) -> dict[str, Any]:
+        """What computes a field.
+
+        Args:
+            field: a field name.
+
+        Returns:
+            Its kernel, inputs, outputs, options, level and formula (the kernel's docstring).
+
+        Raises:
+            UnknownFieldError: no kernel computes it.
+        """
+        k = self._session.registry.producer(field)
+        return {
+            "field": field,
+            "kernel": k.name,
+            "inputs": list(k.inputs),
+            "outputs": list(k.outputs),
+            "options": dict(k.options),
+            "level": k.level,
+            "doc": k.doc,
+        }

@@ -1,0 +1,331 @@
+"""``scope.models``: add, list and remove models; the slices of the scope and their weights.
+
+:func:`add_model` is the one way a model gets into a store (``Models.add`` and sampling's
+``materialize`` both use it), so its checks (model id, duplicates, flags, meta) always apply.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from diffract._core.arrays import LazyArray
+from diffract._core.slices import SliceInfo, make_uid, validate_model_id
+from diffract._errors import DuplicateModelError, ExtractionError, UnknownModelError
+from diffract.extract.references import ReferenceReader, external_ref, shard_stamps
+from diffract.session.checks import check_flag, check_meta, names
+from diffract.session.selection import Namespace
+from diffract.store import Batch, Store
+
+_NOT_LAZY = (
+    "copy_weights=False needs a checkpoint file read lazily (.safetensors, a "
+    "safetensors folder, .npz, .pt/.pth/.bin); in-memory models and .onnx files "
+    "(protobuf is read whole) are always copied"
+)
+
+
+def read_weights(store: Store, references: ReferenceReader, s: SliceInfo) -> np.ndarray:
+    """The weights of slice ``s``: from the store, or from the checkpoint it references.
+
+    Raises:
+        StoreError: a referenced checkpoint is gone or changed since the model was added.
+    """
+    if s.meta.get("external"):
+        return references.read(s)
+    return store.weights(s.uid)
+
+
+def add_model(
+    store: Store,
+    model: Any,
+    model_id: str,
+    filter_spec: Any = None,
+    *,
+    replace: bool = False,
+    copy_weights: bool | None = None,
+    meta: dict[str, Any] | None = None,
+) -> list[SliceInfo]:
+    """Extract ``model``'s weight slices and commit them to ``store`` under ``model_id``.
+
+    What :meth:`Models.add` does once the session is known to be writable (see there).
+
+    Args:
+        store: the store written to.
+        model: a model object, a ``{name: array}`` dict or a checkpoint path.
+        model_id: the id to store it under.
+        filter_spec: which leaves to keep (Equinox-style filter); default: float arrays.
+        replace: replace a model stored under that id (its fields are dropped).
+        copy_weights: copy every leaf (True), reference the file (False), or decide per leaf.
+        meta: JSON-ready provenance kept with the model.
+
+    Returns:
+        The slices stored.
+
+    Raises:
+        InvalidModelIdError: a bad model id.
+        InvalidArgumentError: a flag that is not a bool, or meta that is not JSON data.
+        DuplicateModelError: ``model_id`` is stored and ``replace`` is False.
+        ExtractionError: no weight slices, or ``copy_weights=False`` cannot be honoured.
+    """
+    from diffract.extract import extract
+
+    validate_model_id(model_id)
+    replace = check_flag(replace, "replace")
+    copy_weights = check_flag(copy_weights, "copy_weights", allow_none=True)
+    meta = check_meta(meta)
+    store.refresh()
+    if store.has_model(model_id) and not replace:
+        raise DuplicateModelError(
+            f"model_id {model_id!r} is already stored; pass replace=True to replace it "
+            "(its fields are dropped), or choose another id"
+        )
+    ex = extract(model, filter_spec)
+    if not ex.leaves:
+        reasons = "; ".join(f"{n}: {r}" for n, r in list(ex.skipped.items())[:5])
+        raise ExtractionError(
+            f"no weight slices in the model given for {model_id!r}"
+            + (f" (skipped leaves: {reasons})" if reasons else " (it has no array leaves)")
+        )
+    plan = _copy_plan(ex, copy_weights)
+    slices, weights = _slices_and_weights(ex, model_id, plan)
+    info = _model_info(ex, plan, len(slices), meta)
+    store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
+    return slices
+
+
+@dataclass(frozen=True)
+class _CopyPlan:
+    """Which leaves go into the store: all (``copy``), or only ``eager`` ones."""
+
+    copy: bool
+    #: leaves of a file that cannot be referenced lazily (not memory-mappable tensors)
+    eager: list[str]
+
+
+def _copy_plan(ex: Any, copy_weights: bool | None) -> _CopyPlan:
+    copy = (not ex.file_backed) if copy_weights is None else bool(copy_weights)
+    if not copy and not ex.file_backed:
+        raise ExtractionError(_NOT_LAZY)
+    eager = (
+        [] if copy else [leaf.name for leaf in ex.leaves if not isinstance(leaf.array, LazyArray)]
+    )
+    if eager and copy_weights is False:
+        raise ExtractionError(
+            f"copy_weights=False: {len(eager)} of the {len(ex.leaves)} weight leaves of "
+            f"{ex.source} cannot be referenced in the file (they are not stored as "
+            f"tensors that can be read one at a time): {names(eager)}; leave "
+            "copy_weights unset to copy just those into the store, or pass "
+            "copy_weights=True to copy every leaf"
+        )
+    return _CopyPlan(copy, eager)
+
+
+def _slices_and_weights(
+    ex: Any, model_id: str, plan: _CopyPlan
+) -> tuple[list[SliceInfo], dict[str, Any]]:
+    """The slices of an extraction, and the weights to copy (the others are referenced)."""
+    referenced = not plan.copy and len(plan.eager) < len(ex.leaves)
+    shards = shard_stamps(ex.source) if referenced else None
+    slices: list[SliceInfo] = []
+    weights: dict[str, Any] = {}
+    eager = set(plan.eager)
+    for i, leaf in enumerate(ex.leaves):
+        uid = make_uid(model_id, leaf.name)
+        slice_meta: dict[str, Any] = {"layout": leaf.layout} if leaf.layout != "out_in" else {}
+        keep = plan.copy or leaf.name in eager
+        if not keep:
+            slice_meta["external"] = external_ref(ex.source, leaf.name, leaf.array, shards)
+        slices.append(
+            SliceInfo(model_id, leaf.name, uid, leaf.type, leaf.shape, leaf.dtype, i, slice_meta)
+        )
+        if keep:
+            weights[uid] = leaf.array
+    return slices, weights
+
+
+def _model_info(ex: Any, plan: _CopyPlan, n_slices: int, meta: dict[str, Any]) -> dict[str, Any]:
+    """What ``models.info(id)`` reports: provenance, how weights are kept, meta."""
+    eager, n = plan.eager, len(ex.leaves)
+    info: dict[str, Any] = {
+        "framework": ex.framework,
+        "source": ex.source,
+        "added": time.time(),
+        "n_slices": n_slices,
+        "skipped": ex.skipped,
+        "weights": "copied" if plan.copy or len(eager) == n else "referenced",
+        "meta": meta,
+    }
+    if eager:
+        if len(eager) < n:
+            info["weights"] = "mixed"
+        info["copied_leaves"] = eager
+        info["weights_note"] = (
+            f"{len(eager)} of {n} leaves of {ex.source} cannot be referenced "
+            "lazily in the file and were copied into the store"
+            + ("; the others are referenced" if len(eager) < n else "")
+        )
+    return info
+
+
+class Models(Namespace):
+    """Add, list and remove models; list the slices of the scope."""
+
+    def add(
+        self,
+        model: Any,
+        model_id: str,
+        filter_spec: Any = None,
+        *,
+        replace: bool = False,
+        copy_weights: bool | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> list[SliceInfo]:
+        """Extract ``model``'s weight slices and store them under ``model_id``.
+
+        Checkpoint files are referenced, not copied, unless ``copy_weights=True``; with
+        ``copy_weights`` unset, leaves of a file that cannot be referenced lazily (tensors
+        nested in a ``.pt`` checkpoint, say) are copied, and ``models.info(id)`` says which
+        (``"weights": "mixed"``, ``"copied_leaves"``). A referenced checkpoint (each shard of
+        a sharded folder) is stamped with its size and time: reading it after it changed is
+        an error that says so.
+
+        Args:
+            model: a model object (PyTorch, Flax, Equinox, Keras, ONNX), a ``{name: array}``
+                dict, or a checkpoint path (file or safetensors folder).
+            model_id: the id to store it under (non-empty, none of ``@ [ ] , /``).
+            filter_spec: an Equinox-style filter (predicate, bool, or prefix tree of them)
+                choosing the leaves to keep; default: floating arrays with ndim >= 1.
+            replace: replace a model stored under that id (which also drops its fields).
+            copy_weights: True copies every leaf into the store, False references the
+                checkpoint file, None (default) references what can be read lazily.
+            meta: JSON-ready provenance kept with the model (``models.info(id)["meta"]``).
+
+        Returns:
+            The slices stored, in extraction order.
+
+        Raises:
+            StoreError: the session is read-only.
+            InvalidModelIdError: a bad model id.
+            InvalidArgumentError: a flag that is not a bool, or meta that is not JSON data.
+            DuplicateModelError: the id is stored and ``replace`` is False.
+            ExtractionError: the model has no weight slices, or ``copy_weights=False``
+                cannot be honoured.
+        """
+        self._session._check_writable()
+        return add_model(
+            self._store,
+            model,
+            model_id,
+            filter_spec,
+            replace=replace,
+            copy_weights=copy_weights,
+            meta=meta,
+        )
+
+    def remove(self, model_id: str) -> None:
+        """Remove a model, its slices and every field computed on it.
+
+        Args:
+            model_id: the model to remove.
+
+        Raises:
+            StoreError: the session is read-only.
+            UnknownModelError: no such model is stored.
+        """
+        self._session._check_writable()
+        self._require(model_id)
+        self._store.commit(Batch(remove_models=[model_id]))
+
+    def _require(self, model_id: str) -> None:
+        self._store.refresh()
+        if not self._store.has_model(model_id):
+            raise UnknownModelError(
+                f"no model {model_id!r} in the store; stored models: {sorted(self._store.models())}"
+            )
+
+    def ids(self) -> list[str]:
+        """Model ids in this scope.
+
+        Returns:
+            The ids, sorted as strings (zero-pad numeric suffixes to keep them in order).
+        """
+        self._store.refresh()
+        scope = self._scope
+        chain = scope._chain
+        return [
+            m
+            for m in self._store.models()
+            if chain.matches_model(m) and (chain.is_empty or scope._has_slices(m))
+        ]
+
+    def info(self, model_id: str) -> dict[str, Any]:
+        """What was recorded when the model was added.
+
+        Args:
+            model_id: a stored model.
+
+        Returns:
+            Its framework, source, time added, slice count, skipped leaves, how its weights
+            are kept (``"weights"``) and ``"meta"``.
+
+        Raises:
+            UnknownModelError: no such model is stored.
+        """
+        self._require(model_id)
+        return self._store.models()[model_id]
+
+    def slices(self) -> list[SliceInfo]:
+        """The slices of this scope.
+
+        Returns:
+            The slices, ordered by model id then depth.
+        """
+        return self._scope._slices()
+
+    def slice(self, uid_or_name: str, model_id: str | None = None) -> SliceInfo:
+        """One slice of this scope.
+
+        Args:
+            uid_or_name: the slice's uid, or its name.
+            model_id: the model, where the name occurs in several.
+
+        Returns:
+            The slice.
+
+        Raises:
+            KeyError: no such slice in this scope, or a name in several models.
+        """
+        return self._scope._find(uid_or_name, model_id)
+
+    def weights(self, uid_or_name: str, model_id: str | None = None) -> np.ndarray:
+        """The stored weights of one slice (read from its checkpoint where referenced).
+
+        Args:
+            uid_or_name: the slice's uid, or its name.
+            model_id: the model, where the name occurs in several.
+
+        Returns:
+            The weights as a NumPy array.
+
+        Raises:
+            KeyError: no such slice in this scope.
+            StoreError: its checkpoint is gone or changed since the model was added.
+        """
+        s = self._scope._find(uid_or_name, model_id)
+        return read_weights(self._store, self._session._references, s)
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def __contains__(self, model_id: object) -> bool:
+        return model_id in self.ids()
+
+    def __repr__(self) -> str:
+        return f"<models: {self.ids()}>"

@@ -1,0 +1,267 @@
+"""``scope.results``: stored fields of the scope as tables (``export_metrics``) or values."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from diffract._core.owners import cross_owner, is_model_owner, model_owner, parse_owner
+from diffract._core.slices import SliceInfo
+from diffract._errors import FieldNotComputedError, InvalidArgumentError, UnknownModelError
+from diffract.session.checks import check_field_names, check_reference
+from diffract.session.export import KEY_COLUMNS, to_format
+from diffract.session.selection import Namespace
+from diffract.store import Store
+
+
+@dataclass
+class _Table:
+    """The rows of one export and what they found."""
+
+    fields: Sequence[str]
+    levels: dict[str, str]
+    reference: str | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    found: dict[str, bool] = field(default_factory=dict)
+    #: a row with a counterpart in the reference model
+    compared: bool = False
+
+    def of(self, level: str) -> list[str]:
+        return [f for f in self.fields if self.levels[f] == level]
+
+    def value(self, store: Store, key: tuple[str, str], f: str, skip: bool = False) -> Any:
+        v = None if skip or not store.has(key) else store.get(key)
+        self.found[f] = self.found.get(f, False) or v is not None
+        return v
+
+
+def _param_rows(table: _Table, store: Store, slices: list[SliceInfo]) -> None:
+    """One row per slice: its per-parameter fields, and cross fields against the reference."""
+    param_fields, cross_fields, reference = table.of("param"), table.of("cross"), table.reference
+    ref_names = {s.name for s in store.slices(reference)} if cross_fields else set()
+    for s in slices:
+        is_ref = bool(cross_fields) and s.model_id == reference
+        if is_ref and not param_fields:
+            continue  # only cross columns: the reference has no values against itself
+        row: dict[str, Any] = {
+            "model_id": s.model_id,
+            "name": s.name,
+            "uid": s.uid,
+            "type": s.type.value,
+        }
+        for f in param_fields:
+            row[f] = table.value(store, (s.uid, f), f)
+        table.compared |= not is_ref and s.name in ref_names
+        for f in cross_fields:
+            row[f] = table.value(store, (cross_owner(s.uid, reference or ""), f), f, skip=is_ref)
+        if cross_fields:
+            row["reference"] = reference
+        table.rows.append(row)
+
+
+def _missing_error(
+    table: _Table, missing: list[str], slices: list[SliceInfo], where: str
+) -> FieldNotComputedError:
+    """What an export with fields stored nowhere in the scope says, and how to fix it."""
+    reference = table.reference
+    plain = [f for f in missing if table.levels[f] != "cross"]
+    cross = [f for f in missing if table.levels[f] == "cross"]
+    parts = []
+    if plain:
+        parts.append(
+            f"field(s) {plain} have not been computed for {where}; "
+            f"run .compute.apply({', '.join(repr(f) for f in plain)}) first"
+        )
+    if cross and table.compared:
+        parts.append(
+            f"cross-model field(s) {cross} have not been computed against reference "
+            f"{reference!r} for {where}; run .compute.apply("
+            f"{', '.join(repr(f) for f in cross)}, reference={reference!r}) first"
+        )
+    elif cross:
+        only_ref = all(s.model_id == reference for s in slices)
+        why = (
+            f"{where} holds only the reference model {reference!r}, and a model is "
+            "not compared with itself; select other models too, or choose another "
+            "reference"
+            if only_ref
+            else f"no slice of {where} has a same-named slice in the reference model "
+            f"{reference!r} (cross-model fields pair slices by name)"
+        )
+        parts.append(f"cross-model field(s) {cross} have no values: {why}")
+    return FieldNotComputedError("; ".join(parts))
+
+
+class Results(Namespace):
+    """Read stored fields of the scope as tables."""
+
+    def export_metrics(
+        self, *fields: str, export_format: str = "dict", reference: str | None = None
+    ) -> Any:
+        """One row per parameter: model_id, name, uid, type, then one column per field.
+
+        Model-level fields give one row per model (``name`` empty, ``type`` "model", ``uid``
+        the owner key); cross-model fields need ``reference`` and add a ``reference`` column.
+
+        Args:
+            *fields: field names.
+            export_format: "dict" (columns), "list" (rows), "json", "pandas" or "polars".
+            reference: the model cross-model fields were computed against.
+
+        Returns:
+            The table in ``export_format``.
+
+        Raises:
+            ValueError: no field given, an unknown format, or cross fields without reference.
+            InvalidArgumentError, UnknownFieldError: a bad or unknown field name.
+            UnknownModelError: ``reference`` is not stored.
+            FieldNotComputedError: a field has no value anywhere in the scope.
+        """
+        if not fields:
+            raise ValueError("export_metrics() needs at least one field name")
+        check_field_names(fields, "export_metrics()")
+        check_reference(reference)
+        store = self._store
+        store.refresh()
+        levels = {f: self._session.registry.producer(f).level for f in fields}
+        table = _Table(fields, levels, reference, found=dict.fromkeys(fields, False))
+        cross_fields = table.of("cross")
+        if cross_fields and not reference:
+            raise ValueError(
+                f"cross-model field(s) {cross_fields} need export_metrics(..., reference='<model_id>')"
+            )
+        if cross_fields and not store.has_model(reference):
+            raise UnknownModelError(
+                f"reference model {reference!r} is not in the store (cross-model field(s) "
+                f"{cross_fields} are read against it); stored models: {sorted(store.models())}"
+            )
+        scope = self._scope
+        slices = scope._slices()
+        if table.of("param") or cross_fields:
+            _param_rows(table, store, slices)
+        if model_fields := table.of("model"):
+            for m in sorted({s.model_id for s in slices}):
+                owner = scope._model_owner(m)
+                row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
+                for f in model_fields:
+                    row[f] = table.value(store, (owner, f), f)
+                table.rows.append(row)
+        missing = [f for f, ok in table.found.items() if not ok]
+        if missing and slices:
+            where = "this selection" if not scope._chain.is_empty else "any stored model"
+            raise _missing_error(table, missing, slices, where)
+        columns = list(KEY_COLUMNS) + (["reference"] if cross_fields else []) + list(fields)
+        return to_format(table.rows, columns, export_format)
+
+    def get(
+        self,
+        field: str,
+        uid_or_name: str,
+        model_id: str | None = None,
+        *,
+        reference: str | None = None,
+    ) -> Any:
+        """The stored value of one field.
+
+        Args:
+            field: a field name.
+            uid_or_name: per-parameter and cross-model fields: a slice's uid or name.
+                Model-level fields: a model of the scope (its id, the owner key
+                ``"@<model_id>"``, or any slice of it).
+            model_id: the model, where a slice name occurs in several.
+            reference: cross-model fields: the model the slice was compared with.
+
+        Returns:
+            The stored value.
+
+        Raises:
+            UnknownFieldError: no kernel computes ``field``.
+            InvalidArgumentError: ``reference`` missing for a cross field, or not a string.
+            UnknownModelError: the model or reference is not in the scope or store.
+            KeyError: no such slice in this scope.
+            FieldNotComputedError: the value is not stored (the message says how to compute it).
+        """
+        k = self._session.registry.producer(field)  # an unknown field: a clear error first
+        check_reference(reference)
+        store = self._store
+        store.refresh()
+        if k.level == "model":
+            return self._get_model_level(field, uid_or_name, model_id)
+        s = self._scope._find(uid_or_name, model_id)
+        if k.level == "cross":
+            return self._get_cross(field, s, uid_or_name, model_id, reference)
+        if not store.has((s.uid, field)):
+            raise FieldNotComputedError(
+                f"field {field!r} is not stored for {s.model_id}:{s.name}; run .compute.apply({field!r})"
+            )
+        return store.get((s.uid, field))
+
+    def _get_cross(
+        self,
+        field: str,
+        s: SliceInfo,
+        uid_or_name: str,
+        model_id: str | None,
+        reference: str | None,
+    ) -> Any:
+        store = self._store
+        if not reference:
+            raise InvalidArgumentError(
+                f"{field!r} is a cross-model field: pass the model it was computed against, "
+                f"results.get({field!r}, {uid_or_name!r}"
+                + (f", {model_id!r}" if model_id else "")
+                + ", reference='<model_id>')"
+            )
+        if not store.has_model(reference):
+            raise UnknownModelError(
+                f"reference model {reference!r} is not in the store; stored models: "
+                f"{sorted(store.models())}"
+            )
+        if s.model_id == reference:
+            raise FieldNotComputedError(
+                f"{s.model_id}:{s.name} is in the reference model {reference!r}; a model "
+                f"is not compared with itself: read {field!r} on a slice of another model"
+            )
+        key = (cross_owner(s.uid, reference), field)
+        if not store.has(key):
+            raise FieldNotComputedError(
+                f"field {field!r} is not stored for {s.model_id}:{s.name} against reference "
+                f"{reference!r}; run .compute.apply({field!r}, reference={reference!r})"
+            )
+        return store.get(key)
+
+    def _get_model_level(self, field: str, uid_or_name: str, model_id: str | None) -> Any:
+        scope = self._scope
+        store = self._store
+        ids = scope.models.ids()
+        if is_model_owner(uid_or_name):
+            owner = uid_or_name
+            m = parse_owner(owner).model_id
+            if m not in ids:
+                raise UnknownModelError(
+                    f"no model {m!r} in this scope (owner {owner!r}); models: {ids}"
+                )
+        else:
+            if uid_or_name in ids and model_id in (None, uid_or_name):
+                m = uid_or_name
+            else:
+                m = scope._find(uid_or_name, model_id).model_id
+            owner = scope._model_owner(m)
+        if not store.has((owner, field)):
+            where = "" if owner == model_owner(m) else " in this selection"
+            raise FieldNotComputedError(
+                f"model-level field {field!r} is not stored for model {m!r}{where}; "
+                f"run .compute.apply({field!r})"
+            )
+        return store.get((owner, field))
+
+    def fields(self) -> list[str]:
+        """Names of the fields stored for at least one owner of this scope.
+
+        Returns:
+            The field names, sorted.
+        """
+        self._store.refresh()
+        owners = set(self._scope._owners())
+        return sorted({f for (o, f) in self._store.keys() if o in owners})

@@ -1,0 +1,165 @@
+"""What a scope selects: slices of the store matched by a filter chain, and their owner keys.
+
+:class:`Selection` is the base of :class:`diffract.session.Scope`; the namespaces
+(``models``, ``compute``, ``results``, ``viz``, ``utils``) are accessor classes that read the
+selection through it. :class:`SessionLike` names what they use of the session.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Generic, Protocol, TypeVar, overload
+
+from diffract._core.filters import FilterChain
+from diffract._core.owners import is_cross_owner, model_owner, parse_owner
+from diffract._core.slices import SliceInfo
+from diffract.extract.references import ReferenceReader
+from diffract.kernels.registry import KernelRegistry
+from diffract.run.report import RunReport
+from diffract.store import Store
+
+
+class SessionLike(Protocol):
+    """The session's state the namespaces read and write."""
+
+    store: Store
+    registry: KernelRegistry
+    readonly: bool
+    memory_budget: int
+    workers: int
+    executor: Any
+    kernel_calls: dict[str, int]
+    last_report: RunReport | None
+    _options: dict[str, Any]
+    _kernel_options: dict[str, dict[str, Any]]
+    _cancel: threading.Event | None
+    _references: ReferenceReader
+
+    def _check_writable(self) -> None: ...
+
+
+class Selection:
+    """The slices of a session's store that a filter chain matches.
+
+    Args:
+        session: the session whose store is read.
+        chain: the filter (an empty chain selects everything).
+    """
+
+    def __init__(self, session: SessionLike, chain: FilterChain) -> None:
+        self._session = session
+        self._chain = chain
+
+    @property
+    def filter_chain(self) -> FilterChain:
+        """The filter of this scope, as data."""
+        return self._chain
+
+    def _slices(self) -> list[SliceInfo]:
+        store = self._session.store
+        store.refresh()
+        if self._chain.is_empty:
+            return store.slices()
+        out = []
+        for m in store.models():
+            if self._chain.matches_model(m):
+                out.extend(s for s in store.slices(m) if self._chain.matches(s))
+        return out
+
+    def _has_slices(self, model_id: str) -> bool:
+        return any(self._chain.matches(s) for s in self._session.store.slices(model_id))
+
+    def _model_owner(self, model_id: str) -> str:
+        """``@m`` where the selection holds every slice of ``model_id``, else ``@m[scope]``."""
+        all_slices = self._session.store.slices(model_id)
+        mine = [s for s in all_slices if self._chain.matches(s)]
+        if self._chain.is_empty or len(mine) == len(all_slices):
+            return model_owner(model_id)
+        return model_owner(model_id, self._chain.key())
+
+    def _owners(self) -> list[str]:
+        """Owner keys of the selection: its slices, its models, and stored cross pairs."""
+        slices = self._slices()
+        owners = [s.uid for s in slices]
+        uids = set(owners)
+        models = {s.model_id for s in slices}
+        owners += [self._model_owner(m) for m in sorted(models)]
+        owners += [
+            o
+            for (o, _) in self._session.store.keys()
+            if is_cross_owner(o) and parse_owner(o).uid in uids
+        ]
+        return list(dict.fromkeys(owners))
+
+    def _find(self, uid_or_name: str, model_id: str | None) -> SliceInfo:
+        slices = self._slices()
+        for s in slices:
+            if s.uid == uid_or_name:
+                return s
+        matches = [
+            s
+            for s in slices
+            if s.name == uid_or_name and (model_id is None or s.model_id == model_id)
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise KeyError(
+                f"no slice with uid or name {uid_or_name!r}"
+                + (f" in model {model_id!r}" if model_id else "")
+                + " in this scope"
+            )
+        raise KeyError(
+            f"name {uid_or_name!r} is in several models {[s.model_id for s in matches]}; pass model_id="
+        )
+
+    def __len__(self) -> int:
+        return len(self._slices())
+
+
+class Namespace:
+    """Base of the scope namespaces: the scope they act on, its session and store.
+
+    Args:
+        scope: the scope (or session) the namespace belongs to.
+    """
+
+    def __init__(self, scope: Any) -> None:
+        self._scope = scope
+
+    @property
+    def _session(self) -> SessionLike:
+        return self._scope._session
+
+    @property
+    def _store(self) -> Store:
+        return self._scope._session.store
+
+
+N = TypeVar("N", bound=Namespace)
+
+
+class Accessor(Generic[N]):
+    """A namespace attribute of a scope (``scope.models``), made on first access and kept.
+
+    As xarray's accessors: ``Scope.models = Accessor(Models)``; reading it on the class gives
+    the namespace class (so documentation tools find its methods).
+    """
+
+    def __init__(self, cls: type[N]) -> None:
+        self._cls = cls
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> type[N]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> N: ...
+    def __get__(self, obj: object | None, owner: type) -> type[N] | N:
+        if obj is None:
+            return self._cls
+        ns = self._cls(obj)
+        obj.__dict__[self._name] = ns  # later reads find it on the instance
+        return ns

@@ -1,0 +1,200 @@
+"""``Session`` and scopes: the one object the views talk to.
+
+``Session(profile=...)`` opens a store. ``session.filter(...)`` returns a :class:`Scope`
+exposing the same namespaces (``models``, ``compute``, ``results``, ``viz``, ``utils``)
+limited to the selection; the session itself is the unfiltered scope.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from diffract._core.filters import Filter, FilterChain
+from diffract._core.slices import ParameterType
+from diffract._errors import StoreError
+from diffract.extract.references import ReferenceReader
+from diffract.kernels import KernelRegistry, default_registry
+from diffract.run.report import RunReport
+from diffract.session.checks import check_flag
+from diffract.session.compute import Compute
+from diffract.session.models import Models
+from diffract.session.results import Results
+from diffract.session.selection import Accessor, Selection, SessionLike
+from diffract.session.utils import Utils
+from diffract.session.viz import Viz
+from diffract.store import Store
+
+
+class Scope(Selection):
+    """A selection of slices with the session's namespaces limited to it.
+
+    Made by :meth:`Session.filter` (or :meth:`Scope.filter`), not directly.
+
+    Args:
+        session: the session it belongs to.
+        chain: the filter selecting its slices.
+    """
+
+    #: add, list and remove models; the scope's slices and weights
+    models = Accessor(Models)
+    #: run kernels on the scope
+    compute = Accessor(Compute)
+    #: stored fields of the scope as tables
+    results = Accessor(Results)
+    #: static Plotly figures of the scope
+    viz = Accessor(Viz)
+    #: the slice table, the filter as JSON, the filter builder
+    utils = Accessor(Utils)
+
+    def __init__(self, session: SessionLike, chain: FilterChain) -> None:
+        super().__init__(session, chain)
+
+    @property
+    def session(self) -> Session:
+        """The session this scope belongs to (itself for a Session)."""
+        return self._session  # type: ignore[return-value]
+
+    def filter(
+        self,
+        model_ids: Sequence[str] | str | None = None,
+        param_names: Sequence[str] | str | None = None,
+        param_types: Sequence[ParameterType | str] | ParameterType | str | None = None,
+        param_ids: Sequence[str] | str | None = None,
+    ) -> Scope:
+        """A narrower scope: criteria AND together and with this scope's.
+
+        A filter that matches nothing is an empty scope, not an error.
+
+        Args:
+            model_ids: model ids; ``re:`` prefixes a regular expression (full match).
+            param_names: slice names; ``re:`` as above.
+            param_types: :class:`ParameterType` values or their names.
+            param_ids: slice uids.
+
+        Returns:
+            The narrower :class:`Scope`.
+
+        Raises:
+            FilterError: a bad criterion (a regex that does not compile names the pattern).
+        """
+        f = Filter.make(
+            model_ids=model_ids,
+            param_names=param_names,
+            param_types=param_types,
+            param_ids=param_ids,
+        )
+        return Scope(self._session, self._chain.and_(f))
+
+    def __repr__(self) -> str:
+        return f"<diffract scope {self._chain.to_json()}: {len(self)} slices>"
+
+
+class Session(Scope):
+    """The entry point: configuration, the store, and the scoped namespaces.
+
+    ``profile="local"`` persists into an HDF5 store under ``./.diffract`` (``path=`` to choose
+    another folder); ``profile="ram"`` keeps nothing; ``"sqlite"``, ``"zarr"``, ``"hybrid"``
+    choose the other backends. Settings not given come from the environment
+    (``DIFFRACT_*``) and the project file (``diffract.toml`` or ``[tool.diffract]``): see
+    :mod:`diffract._core.config`. Use it as a context manager (or call :meth:`close`) to
+    release the store's writer lock.
+
+    Args:
+        profile: "local", "ram", "sqlite", "zarr", "hybrid" or a profile of the project file.
+        path: the store's folder.
+        backend: the store backend, over the profile's.
+        cache: the value cache: "none", "lru" or a Redis URL.
+        memory_budget: bytes (or ``"2GB"``) of weights one chunk may hold.
+        workers: worker threads or processes of a run.
+        readonly: open the store read-only (no writer lock; writes are errors).
+        lock_timeout: seconds to wait for another writer's lock.
+        executor: where chunks run by default: "threads", "processes", a dask Client or
+            a scheduler address.
+        registry: the kernels (default: the built-in registry).
+
+    Raises:
+        ConfigError: an unknown profile or backend, a bad setting, or ``path`` with "ram".
+        InvalidArgumentError: ``readonly`` is not a bool.
+        StoreError: the store cannot be opened (damaged, or locked by another writer).
+    """
+
+    def __init__(
+        self,
+        profile: str | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        backend: str | None = None,
+        cache: str | None = None,
+        memory_budget: int | str | None = None,
+        workers: int | None = None,
+        readonly: bool = False,
+        lock_timeout: float | None = None,
+        executor: Any = None,
+        registry: KernelRegistry | None = None,
+    ) -> None:
+        from diffract._core.config import resolve
+        from diffract._errors import ConfigError
+        from diffract.store import make_cache, open_backend
+
+        readonly = bool(check_flag(readonly, "readonly"))
+        self.config = resolve(
+            profile=profile,
+            path=path,
+            backend=backend,
+            cache=cache,
+            memory_budget=memory_budget,
+            workers=workers,
+            lock_timeout=lock_timeout,
+        )
+        cfg = self.config
+        if cfg["backend"] == "ram" and path is not None:
+            raise ConfigError(
+                "profile 'ram' keeps nothing on disk; drop path= or use profile='local'"
+            )
+        self.profile = cfg["profile"]
+        self.store: Store = open_backend(
+            cfg["backend"],
+            cfg["path"],
+            readonly=readonly,
+            lock_timeout=cfg["lock_timeout"],
+            cache=make_cache(cfg["cache"], max_bytes=cfg["cache_bytes"]),
+            arrays=cfg["arrays"],
+        )
+        self.readonly = readonly
+        self.memory_budget = cfg["memory_budget"]
+        self.workers = cfg["workers"]
+        #: where chunks run by default: "threads", "processes", a dask Client or address
+        self.executor = executor
+        self.registry = registry if registry is not None else default_registry()
+        self._options: dict[str, Any] = {}
+        self._kernel_options: dict[str, dict[str, Any]] = {}
+        self._cancel: threading.Event | None = None
+        #: reads the weights slices reference in checkpoint files (keeps the last few files)
+        self._references = ReferenceReader()
+        #: kernel name -> number of (slice) calls made by this session
+        self.kernel_calls: dict[str, int] = {}
+        self.last_report: RunReport | None = None
+        super().__init__(self, FilterChain())
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise StoreError(
+                f"this session opened {self.store.path} read-only; open it with readonly=False to write"
+            )
+
+    def close(self) -> None:
+        """Release the store (and its writer lock)."""
+        self.store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self.store.path or "memory"
+        return f"<diffract Session profile={self.profile!r} store={where!r}: {len(self.models.ids())} models, {len(self)} slices>"
