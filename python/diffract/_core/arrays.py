@@ -70,7 +70,8 @@ def to_numpy(x: Any) -> np.ndarray:
             t = t.cpu()
         if t.dtype in (torch.bfloat16,) or "float8" in str(t.dtype):
             t = t.float()
-        return t.numpy()
+        out: np.ndarray = t.numpy()
+        return out
     arr = np.asarray(x)
     name = str(arr.dtype)
     if name in NON_NUMPY_FLOATS or name.startswith("float8"):

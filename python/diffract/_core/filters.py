@@ -197,7 +197,7 @@ class FilterChain:
         )
 
     @classmethod
-    def from_json(cls, text: str | list | dict) -> FilterChain:
+    def from_json(cls, text: str | bytes | bytearray | list[Any] | dict[str, Any]) -> FilterChain:
         """A chain from its JSON (a list of clauses, or one clause), as text or parsed."""
         if isinstance(text, (bytes, bytearray)):
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,6 +23,7 @@ class ParameterType:
     """
 
     __slots__ = ("value",)
+    value: str  # the lower-case name (the slot, set once by from_string)
     _interned: ClassVar[dict[str, ParameterType]] = {}
 
     DENSE: ClassVar[ParameterType]
@@ -97,7 +99,7 @@ class ParameterType:
     def __str__(self) -> str:
         return self.value
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str], ParameterType], tuple[str]]:
         return (ParameterType.from_string, (self.value,))
 
 
@@ -157,7 +159,8 @@ class SliceInfo:
     def layout(self) -> str:
         """``"out_in"`` (PyTorch: dense (out, in), conv (out, in, *kernel)) or ``"in_out"``
         (Flax/Keras ``kernel``: dense (in, out), conv (*kernel, in, out))."""
-        return self.meta.get("layout", "out_in")
+        layout: str = self.meta.get("layout", "out_in")
+        return layout
 
     @property
     def effective_ndim(self) -> int:

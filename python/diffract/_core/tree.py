@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,12 +35,12 @@ _FILTER_SPEC_ERROR = (
 # --------------------------------------------------------------------------------------
 
 
-def _jax_array_type():
+def _jax_array_type() -> type | None:
     jax = sys.modules.get("jax")
     return getattr(jax, "Array", None) if jax is not None else None
 
 
-def _torch_tensor_type():
+def _torch_tensor_type() -> type | None:
     torch = sys.modules.get("torch")
     return getattr(torch, "Tensor", None) if torch is not None else None
 
@@ -88,7 +88,7 @@ def _use_jax() -> bool:
     return "jax" in sys.modules
 
 
-def _node(tree: Any):
+def _node(tree: Any) -> tuple[Sequence[Any], list[Any], Callable[[Any], Any]] | None:
     """(keys, children, rebuild) for a built-in container node, or None for a leaf."""
     if tree is None:
         return (), [], lambda _children: None
@@ -97,11 +97,13 @@ def _node(tree: Any):
         if isinstance(tree, defaultdict):
             factory = tree.default_factory
 
-            def rebuild_dd(ch, keys=keys, factory=factory):
+            def rebuild_dd(
+                ch: list[Any], keys: list[Any] = keys, factory: Any = factory
+            ) -> defaultdict[Any, Any]:
                 return defaultdict(factory, zip(keys, ch, strict=True))
 
             return [("dict", k) for k in keys], [tree[k] for k in keys], rebuild_dd
-        kind = type(tree)
+        kind: type[Any] = type(tree)
         return (
             [("dict", k) for k in keys],
             [tree[k] for k in keys],

@@ -142,7 +142,7 @@ def _join(prefix: str, name: str) -> str:
 def _legacy_reparametrizations(module: Any) -> list[tuple[str, Any, tuple[str, ...]]]:
     """(tensor name, compute() -> effective tensor, parameter and buffer names it replaces)
     of the hook-based ``torch.nn.utils.weight_norm`` / ``spectral_norm`` (deprecated API)."""
-    out = []
+    out: list[tuple[str, Any, tuple[str, ...]]] = []
     for hook in getattr(module, "_forward_pre_hooks", {}).values():
         kind = type(hook).__name__
         if type(hook).__module__.startswith("torch.nn.utils") and hasattr(hook, "name"):

@@ -79,7 +79,7 @@ def _in_kernel() -> bool:
     return _in_notebook()
 
 
-def _snapshot_bundle(base: type, widget: Any, html_text: str, kwargs: dict[str, Any]) -> Any:
+def _snapshot_bundle(base: Any, widget: Any, html_text: str, kwargs: dict[str, Any]) -> Any:
     """``base``'s mimebundle of ``widget`` plus a ``text/html`` snapshot (shown where no
     kernel or widget manager is around, e.g. a saved notebook on GitHub or nbconvert)."""
     bundle = base._repr_mimebundle_(widget, **kwargs)
