@@ -270,6 +270,41 @@ def test_store_materialize_and_manifest_documents():
     assert row["label"] == "tiny" and row["mode"] == "replacement"
 
 
+def test_store_writes_go_through_the_checks_of_models_add():
+    """A bare store gets models the way ``session.models.add`` adds them: an id already
+    stored, or meta JSON cannot hold, is refused (nothing written), and a materialized
+    model's info has the session's shape (provenance under ``"meta"``)."""
+    from diffract import Session
+    from diffract._errors import DuplicateModelError, InvalidArgumentError
+    from diffract.sampling.kit import _store_add
+
+    store = _ram_store()
+    _store_add(store, "t", bert_like(), {})
+    with pytest.raises(DuplicateModelError, match="'t' is already stored"):
+        _store_add(store, "t", bert_like(seed=1), {})
+    np.testing.assert_array_equal(
+        store.weights(store.slices("t")[0].uid), bert_like()[store.slices("t")[0].name]
+    )
+    with pytest.raises(InvalidArgumentError, match=r"meta\['when'\] is not JSON-serializable"):
+        _store_add(store, "u", bert_like(), {"when": object()})
+    assert "u" not in store.models()
+
+    m = sample_replacement_candidates(candidates_from_model(store, "t", num_heads=HEADS))
+    made = materialize(store, m, "t")
+    s = Session(profile="ram")
+    s.models.add(bert_like(), "t")
+    assert materialize(s, m, "t").keys() == made.keys()
+    for mid, rec in made.items():
+        info = store.models()[mid]
+        assert info["meta"] == {
+            "sampling": {"teacher_id": "t", "sample_id": rec.sample_id, "mode": "replacement"}
+        }
+        assert info.keys() == s.models.info(mid).keys()
+        assert [(x.name, x.uid, x.shape) for x in store.slices(mid)] == [
+            (x.name, x.uid, x.shape) for x in s.models.slices() if x.model_id == mid
+        ]
+
+
 # --- MiniLM, end to end -----------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ Where models live (the *source* / *target* argument, called ``session``):
 * a :class:`diffract.Session` -- read through ``session.store`` (or ``session.models``),
   added through ``session.models.add(weights, model_id=...)``;
 * a store (:class:`diffract.store.Store`) -- read through ``slices(model_id)`` /
-  ``weights(uid)``, added with one atomic ``Batch``;
+  ``weights(uid)``, added through the path of ``session.models.add`` (its checks apply);
 * a plain ``dict`` ``{model_id: {parameter name: ndarray}}`` -- read and written in place
   (no engine needed).
 """
@@ -538,29 +538,26 @@ class _Models:
         elif self.kind == "session":
             self.target.models.add(weights, model_id=model_id, replace=replace, meta=meta)
         else:
-            _store_add(self.target, model_id, weights, meta)
+            _store_add(self.target, model_id, weights, meta, replace=replace)
 
 
-def _store_add(store: Any, model_id: str, weights: Mapping[str, Any], meta: dict[str, Any]) -> None:
-    """Add a ``{name: ndarray}`` model to a bare store in one batch (no session needed)."""
-    from diffract._core.slices import SliceInfo, infer_type, make_uid, validate_model_id
-    from diffract.store import Batch
+def _store_add(
+    store: Any,
+    model_id: str,
+    weights: Mapping[str, Any],
+    meta: dict[str, Any],
+    *,
+    replace: bool = False,
+) -> None:
+    """Add a ``{name: ndarray}`` model to a bare store (no session needed).
 
-    validate_model_id(model_id)
-    batch = Batch(add_models={model_id: {"framework": "numpy", **meta}})
-    for i, (name, arr) in enumerate(weights.items()):
-        info = SliceInfo(
-            model_id=model_id,
-            name=name,
-            uid=make_uid(model_id, name),
-            type=infer_type(name, tuple(arr.shape)),
-            shape=tuple(int(d) for d in arr.shape),
-            dtype=str(arr.dtype),
-            index=i,
-        )
-        batch.slices.append(info)
-        batch.weights[info.uid] = arr
-    store.commit(batch)
+    It goes through :func:`diffract.session.models.add_model`, the path of
+    ``session.models.add``: the same model-id, duplicate and meta checks apply, and the
+    model's info has the same shape (``meta`` under ``"meta"``).
+    """
+    from diffract.session.models import add_model
+
+    add_model(store, dict(weights), model_id, replace=replace, meta=meta)
 
 
 # --- materializing ---------------------------------------------------------------------------

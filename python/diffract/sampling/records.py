@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from dataclasses import fields as _dc_fields
 from typing import Any
 
+from diffract._core.jsonable import canonical_json as _canonical_json
 from diffract._errors import DiffractError
 
 __all__ = [
@@ -105,11 +106,19 @@ SAMPLE_ID_HEX = 16
 
 
 def canonical_json(value: Any) -> str:
-    """``value`` as canonical JSON: sorted keys, no whitespace, UTF-8 kept, NaN refused."""
+    """``value`` as canonical JSON: sorted keys, no whitespace, UTF-8 kept, NaN refused.
+
+    Args:
+        value: JSON data.
+
+    Returns:
+        The text (:func:`diffract._core.jsonable.canonical_json`).
+
+    Raises:
+        SamplingError: the value holds something JSON cannot (NaN included).
+    """
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        return _canonical_json(value)
     except (TypeError, ValueError) as exc:
         raise SamplingError(
             f"value is not JSON-ready ({exc}): use dicts with string keys, lists, str, int, "
