@@ -103,6 +103,49 @@ if TYPE_CHECKING:
     from diffract.session import Session as Session
 
 
+__all__ = [  # the public names; dir(diffract) lists these (plus dunders and entry points)
+    "ConfigError",
+    "DependencyCycleError",
+    "DiffractError",
+    "DuplicateModelError",
+    "ExtractionError",
+    "Failure",
+    "FieldNotComputedError",
+    "Filter",
+    "FilterChain",
+    "FilterError",
+    "InvalidArgumentError",
+    "InvalidModelIdError",
+    "Kernel",
+    "KernelDefinitionError",
+    "KernelFailureWarning",
+    "LazyArray",
+    "ModelTree",
+    "NothingToCompareWarning",
+    "OptionValueError",
+    "ParameterType",
+    "ProgressEvent",
+    "RunReport",
+    "Scope",
+    "Session",
+    "SliceInfo",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "UnknownFieldError",
+    "UnknownModelError",
+    "UnknownOptionError",
+    "combine",
+    "fields",
+    "filter",
+    "is_array",
+    "is_inexact_array",
+    "kernel",
+    "partition",
+    "register_extractor",
+]
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -143,14 +186,29 @@ def __getattr__(name: str) -> Any:
 
 
 def fields() -> list[str]:
-    """Every field name a registered kernel can compute."""
+    """Every field name a registered kernel can compute.
+
+    Returns:
+        The field names of the default kernel registry (built-in and user kernels), sorted.
+    """
     from diffract.kernels.spec import default_registry
 
     return default_registry().fields()
 
 
+#: what ``dir(diffract)`` lists besides ``__all__``: the entry points Jupyter and IPython look
+#: up by name, and the module's dunders (``__version__`` included)
+_ENTRY_POINTS = (
+    "_jupyter_labextension_paths",
+    "_jupyter_server_extension_points",
+    "_load_jupyter_server_extension",
+    "load_ipython_extension",
+)
+
+
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
+    dunders = {n for n in globals() if n.startswith("__") and n.endswith("__")}
+    return sorted({*__all__, *_ENTRY_POINTS, *dunders, "__version__"})
 
 
 # --- Jupyter entry points (small and lazy: the server and IPython import what they use) ----
@@ -171,7 +229,11 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext diffract``: registers the ``%diffract`` magic."""
+    """``%load_ext diffract``: registers the ``%diffract`` magic.
+
+    Args:
+        ipython: the IPython shell loading the extension.
+    """
     from diffract.magics import load_ipython_extension as load
 
     load(ipython)
