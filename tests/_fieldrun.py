@@ -14,7 +14,7 @@ except ImportError:  # not installed: run from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from diffract._core.slices import SliceInfo, infer_type, make_uid
-from diffract.kernels.spec import default_registry
+from diffract.kernels import default_registry
 
 
 class NA:

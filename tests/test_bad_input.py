@@ -217,7 +217,7 @@ def test_configure_checks_values_and_keeps_nothing_bad(ram):
 
 
 def test_custom_kernel_option_kinds_follow_default_and_annotation():
-    from diffract.kernels.spec import KernelRegistry, default_registry, make_kernel
+    from diffract.kernels import KernelRegistry, default_registry, make_kernel
 
     def scaled(weights, scale=1.0, flag=False, label: str | None = None):
         return float(np.abs(weights).sum() * scale)

@@ -20,7 +20,7 @@ from diffract import (
     UnknownFieldError,
     UnknownOptionError,
 )
-from diffract.kernels.spec import default_registry, make_kernel
+from diffract.kernels import default_registry, make_kernel
 
 
 @pytest.fixture
@@ -333,7 +333,7 @@ def test_kernel_declaration_errors():
 
 def test_user_kernel_with_the_public_decorator(mlp_weights):
     import diffract
-    from diffract.kernels.spec import KernelRegistry
+    from diffract.kernels import KernelRegistry
 
     reg = KernelRegistry()
 

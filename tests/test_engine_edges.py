@@ -16,7 +16,7 @@ from diffract._errors import (
     InvalidArgumentError,
     UnknownModelError,
 )
-from diffract.kernels.spec import default_registry, make_kernel
+from diffract.kernels import default_registry, make_kernel
 from diffract.session.export import to_format
 
 # --- kernels (module level: a process pool imports them by name) ---------------------------

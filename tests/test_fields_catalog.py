@@ -13,7 +13,7 @@ import pytest
 
 from _fieldrun import NA, run_models
 from diffract.kernels import builtin_kernels
-from diffract.kernels.spec import default_registry
+from diffract.kernels import default_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

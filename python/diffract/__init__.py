@@ -77,8 +77,8 @@ from diffract._errors import (
 from diffract._errors import (
     UnknownOptionError as UnknownOptionError,
 )
+from diffract.kernels.registry import kernel as kernel
 from diffract.kernels.spec import Kernel as Kernel
-from diffract.kernels.spec import kernel as kernel
 
 if TYPE_CHECKING:
     from diffract._core.arrays import LazyArray as LazyArray
@@ -191,7 +191,7 @@ def fields() -> list[str]:
     Returns:
         The field names of the default kernel registry (built-in and user kernels), sorted.
     """
-    from diffract.kernels.spec import default_registry
+    from diffract.kernels.registry import default_registry
 
     return default_registry().fields()
 

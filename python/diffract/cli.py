@@ -91,7 +91,7 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from diffract._core.config import check_workers
-    from diffract.kernels.spec import default_registry
+    from diffract.kernels.registry import default_registry
 
     path = Path(args.path) if args.path else demo_model_path()
     model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
@@ -222,7 +222,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
-    from diffract.kernels.spec import default_registry
+    from diffract.kernels.registry import default_registry
 
     reg = default_registry()
     for f in reg.fields():

@@ -1,36 +1,49 @@
-"""Built-in kernel families, one module each.
+"""Kernels: specs (:mod:`~diffract.kernels.spec`), the registry
+(:mod:`~diffract.kernels.registry`) and the built-in families, one module each.
 
-Modules here define kernels with :func:`diffract.kernels.spec.define` (no registration at import);
-:func:`builtin_kernels` collects them explicitly. To add a family, add its module name to
-``FAMILIES``.
+Family modules define kernels with :func:`define` (no registration at import); the registry
+names them by string in ``FAMILIES`` and imports them on first use. To add a built-in family,
+add its module name to ``FAMILIES``.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from diffract.kernels.spec import Kernel
-
-FAMILIES: tuple[str, ...] = (
-    "basic",
-    "stats",
-    "spectral",
-    "norms",
-    "ranks",
-    "fits",
-    "rmt",
-    "model",
-    "compare",
+from diffract.kernels.registry import (
+    FAMILIES as FAMILIES,
+)
+from diffract.kernels.registry import (
+    KernelRegistry as KernelRegistry,
+)
+from diffract.kernels.registry import (
+    builtin_kernels as builtin_kernels,
+)
+from diffract.kernels.registry import (
+    default_registry as default_registry,
+)
+from diffract.kernels.registry import (
+    kernel as kernel,
+)
+from diffract.kernels.spec import (
+    Kernel as Kernel,
+)
+from diffract.kernels.spec import (
+    OptionRule as OptionRule,
+)
+from diffract.kernels.spec import (
+    define as define,
+)
+from diffract.kernels.spec import (
+    make_kernel as make_kernel,
 )
 
-
-def builtin_kernels() -> list[Kernel]:
-    """Every kernel defined in the family modules listed in ``FAMILIES``, in order."""
-    found: list[Kernel] = []
-    for family in FAMILIES:
-        module = importlib.import_module(f"{__name__}.{family}")
-        for obj in vars(module).values():
-            spec = getattr(obj, "__diffract_kernel__", None)
-            if isinstance(spec, Kernel) and getattr(obj, "__module__", None) == module.__name__:
-                found.append(spec)
-    return found
+__all__ = [
+    "FAMILIES",
+    "Kernel",
+    "KernelRegistry",
+    "OptionRule",
+    "builtin_kernels",
+    "default_registry",
+    "define",
+    "kernel",
+    "make_kernel",
+]

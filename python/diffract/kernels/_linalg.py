@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 
 EPS32 = float(np.finfo(np.float32).eps)
 EPS64 = float(np.finfo(np.float64).eps)
@@ -80,6 +79,8 @@ def _eigvalsh(g: np.ndarray) -> np.ndarray:
     float64 speed and accuracy here: 41 ms vs 21 ms at M = 768); float64 through numpy's
     ``dsyevd`` (its OpenBLAS build is ~8% faster than scipy's on M = 384..1024)."""
     if g.dtype == np.float32:
+        import scipy.linalg as sla
+
         # g is symmetric: its transpose is the Fortran-ordered view LAPACK wants (no copy)
         return sla.eigh(g.T, eigvals_only=True, driver="evd", check_finite=False, overwrite_a=True)
     return np.linalg.eigvalsh(g)
@@ -115,11 +116,19 @@ def float32_error_bound(lam: np.ndarray, m: int) -> np.ndarray:
 def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
     """Whether ``g - shift * I`` is (numerically) positive definite, i.e. lambda_min > shift
     (one Cholesky factorization, on a copy)."""
+    import scipy.linalg as sla
+
     h = g.copy()
     h.flat[:: h.shape[0] + 1] -= h.dtype.type(shift)
     potrf = sla.get_lapack_funcs("potrf", (h,))
     _, info = potrf(h, lower=True, overwrite_a=True, clean=False)
     return info == 0
+
+
+def _eigvalsh_tridiagonal(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+    import scipy.linalg as sla
+
+    return sla.eigvalsh_tridiagonal(d, e)
 
 
 def _ritz_bounds(
@@ -148,7 +157,7 @@ def _ritz_bounds(
         if used == 1:
             theta = (alpha[0], alpha[0])
         else:
-            ev = sla.eigvalsh_tridiagonal(alpha[:used], beta[: used - 1])
+            ev = _eigvalsh_tridiagonal(alpha[:used], beta[: used - 1])
             theta = (float(ev[0]), float(ev[-1]))
         if theta[1] > stop_ratio * theta[0] or used == k:
             break

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from diffract.kernels.spec import define
 
@@ -135,4 +134,6 @@ def spectral_norm_drift(spectral_norm, ref_spectral_norm, reference=None):
 @define(outputs="esd_w1_drift", level="cross", family="compare")
 def esd_w1_drift(esd, ref_esd, reference=None):
     """Wasserstein-1 distance between the ESD and the reference slice's ESD (ESD units)."""
+    from scipy import stats
+
     return float(stats.wasserstein_distance(np.asarray(esd), np.asarray(ref_esd)))

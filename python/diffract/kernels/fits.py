@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate, optimize
 
 from diffract.kernels._linalg import (
     clauset_powerlaw_scan,
@@ -20,7 +19,7 @@ from diffract.kernels._linalg import (
     ww_powerlaw_scan,
     ww_powerlaw_small,
 )
-from diffract.kernels.spec import define
+from diffract.kernels.spec import at_least, define, one_of
 
 FIT_METHODS = ("ww", "clauset")
 #: WeightWatcher switches to its small-sample rule below this many fitted eigenvalues
@@ -69,6 +68,7 @@ def _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
 @define(
     outputs=("pl_alpha", "pl_esd_xmin", "pl_ks", "pl_alpha_sigma", "pl_esd_xmax", "pl_num_spikes"),
     family="powerlaw",
+    option_rules={"fit_method": one_of(*FIT_METHODS), "fit_evals_thresh": at_least(0)},
 )
 def power_law_fit(esd, esd_ww_ratio, fit_method="ww", fit_evals_thresh=1e-5):
     """Continuous power-law fit p(x) ~ x^-alpha of the ESD tail, xmin chosen by minimum KS
@@ -173,6 +173,8 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 
 def _tpl_tail_integral(alpha, mu, t0):
     """int_{t0}^inf t^-alpha e^(-mu t) dt (t0 >= 1, mu > 0)."""
+    from scipy import integrate
+
     # full_output: report convergence trouble in the return value instead of a warning
     out = integrate.quad(
         lambda t: t ** (-alpha) * math.exp(-mu * t), t0, np.inf, limit=200, full_output=1
@@ -215,6 +217,8 @@ def truncated_power_law_fit(esd, pl_esd_xmin):
     fit's own KS distance, alpha bounded to [0, 3]); with weightwatcher 0.7.7 and powerlaw
     2.0 that path returns alpha = -1 (failed) on the weights we tried, so there is nothing
     to match."""
+    from scipy import optimize
+
     lam = np.sort(np.asarray(esd, dtype=np.float64))
     x = lam[lam >= pl_esd_xmin]
     m = x.size
@@ -279,7 +283,11 @@ def tpl_scale(esd_max, tpl_lambda):
 # --- exponential -----------------------------------------------------------------------------
 
 
-@define(outputs=("expon_lambda", "expon_esd_xmin", "expon_ks"), family="powerlaw")
+@define(
+    outputs=("expon_lambda", "expon_esd_xmin", "expon_ks"),
+    family="powerlaw",
+    option_rules={"fit_evals_thresh": at_least(0)},
+)
 def exponential_fit(esd, esd_ww_ratio, fit_evals_thresh=1e-5):
     """Exponential tail p(x) = lambda e^(-lambda (x - xmin)) on x >= xmin, xmin by minimum KS
     distance over every candidate (vectorized): lambda = 1 / (mean_j x_j - xmin) (MLE),

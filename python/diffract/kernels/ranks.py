@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diffract.kernels.spec import define
+from diffract.kernels.spec import at_least, define
 
 EPS64 = float(np.finfo(np.float64).eps)
 #: WeightWatcher's EPSILON in matrix_entropy (CPU)
@@ -18,7 +18,7 @@ def _rank(s, n, rtol):
     return int(np.count_nonzero(s > tol))
 
 
-@define(outputs="hard_rank", family="ranks")
+@define(outputs="hard_rank", family="ranks", option_rules={"rtol": at_least(0)})
 def hard_rank(weights_svals, greater_dim, rtol=None):
     """Numerical rank: #{i : s_i > tol}, tol = s_max * N * eps64 (numpy.linalg.matrix_rank's
     default) or s_max * rtol when the option ``rtol`` is set. Pooled over kernel positions.
@@ -28,7 +28,7 @@ def hard_rank(weights_svals, greater_dim, rtol=None):
     return _rank(weights_svals, greater_dim, rtol)
 
 
-@define(outputs="rank_loss", family="ranks")
+@define(outputs="rank_loss", family="ranks", option_rules={"rtol": at_least(0)})
 def rank_loss(kernel_svals, greater_dim, rtol=None):
     """sum over kernel positions p of (M - rank_p), rank_p with tol = max_i s_{p,i} * N * eps64
     (or * rtol). WeightWatcher: ``rank_loss`` (its calc_rank_loss per matrix, summed)."""
@@ -36,7 +36,7 @@ def rank_loss(kernel_svals, greater_dim, rtol=None):
     return int(sum(row.size - _rank(row, greater_dim, rtol) for row in ks))
 
 
-@define(outputs="weak_rank_loss", family="ranks")
+@define(outputs="weak_rank_loss", family="ranks", option_rules={"weak_rank_tol": at_least(0)})
 def weak_rank_loss(esd, esd_ww_ratio, weak_rank_tol=1e-6):
     """#{i : lambda_i^WW < weak_rank_tol}, lambda^WW = lambda_i * esd_ww_ratio (WeightWatcher's
     eigenvalue scale, whatever ``esd_scale``). WeightWatcher: ``weak_rank_loss`` (its option

@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
-from diffract.kernels.spec import define
+from diffract.kernels.spec import between, define
 
 #: Chiani (2014) gamma approximation of the Tracy-Widom (beta=1) law:
 #: TW1 ~ Gamma(k, theta) - alpha
@@ -84,7 +83,7 @@ def mp_presence(esd, mp_esd_max):
     return float((lam[-1] - mp_esd_max) / span)
 
 
-@define(outputs="tw_esd_bound", family="rmt")
+@define(outputs="tw_esd_bound", family="rmt", option_rules={"p_value_threshold": between(0, 1)})
 def tw_esd_bound(greater_dim, lower_dim, mp_bulk_std, p_value_threshold=0.05):
     """Tracy-Widom bound on the largest bulk eigenvalue (Johnstone 2001, real case): with
     n = N, p = M, mu = (sqrt(n-1) + sqrt(p))^2, s = (sqrt(n-1) + sqrt(p)) (1/sqrt(n-1) +
@@ -98,6 +97,8 @@ def tw_esd_bound(greater_dim, lower_dim, mp_bulk_std, p_value_threshold=0.05):
     a = math.sqrt(max(n - 1.0, 1.0)) + math.sqrt(p)
     mu = a * a
     s = a * (1.0 / math.sqrt(max(n - 1.0, 1.0)) + 1.0 / math.sqrt(p)) ** (1.0 / 3.0)
+    from scipy import stats
+
     q = float(stats.gamma.ppf(1.0 - p_value_threshold, _TW1_K, scale=_TW1_THETA)) - _TW1_SHIFT
     return float(mp_bulk_std**2 / n * (mu + s * q))
 
@@ -112,6 +113,8 @@ def tw_num_spikes(esd, tw_esd_bound):
 def w1_rand_distance(esd, esd_rand):
     """Wasserstein-1 distance between the ESD and the ESD of the permuted weights,
     int |F_esd - F_rand| d lambda (scipy.stats.wasserstein_distance), in ESD units."""
+    from scipy import stats
+
     return float(stats.wasserstein_distance(np.asarray(esd), np.asarray(esd_rand)))
 
 
@@ -128,6 +131,8 @@ def js_rand_distance(esd, esd_rand):
     p = p / p.sum()
     q = q / q.sum()
     m = (p + q) / 2.0
+    from scipy import stats
+
     div = (stats.entropy(p, m) + stats.entropy(q, m)) / 2.0
     return float(math.sqrt(max(div, 0.0)))
 

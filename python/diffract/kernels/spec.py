@@ -1,4 +1,4 @@
-"""Kernel specs and the registry.
+"""Kernel specs: what a kernel is, how one is defined, and how its options are checked.
 
 A kernel is a plain function. Its signature declares everything:
 
@@ -12,11 +12,12 @@ A kernel is a plain function. Its signature declares everything:
 
 ``@kernel(outputs=(...))`` declares the fields it produces. A kernel with one output returns
 the value; with several it returns a tuple in ``outputs`` order (or a dict keyed by output).
+
+The registry (field -> kernel, families loaded on first use) is :mod:`diffract.kernels.registry`.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -27,10 +28,8 @@ import numpy as np
 
 from diffract._core.arrays import storable_error
 from diffract._errors import (
-    DependencyCycleError,
     KernelDefinitionError,
     OptionValueError,
-    UnknownFieldError,
 )
 
 Level = Literal["param", "model", "cross"]
@@ -60,6 +59,8 @@ class Kernel:
     doc: str = ""
     #: per-output one-line descriptions (for the catalog)
     descriptions: Mapping[str, str] = field(default_factory=dict)
+    #: choices and ranges of options, beyond what their defaults' kinds say
+    option_rules: Mapping[str, OptionRule] = field(default_factory=dict)
 
     def field_inputs(self) -> tuple[str, ...]:
         """Inputs that are fields (not special), with any ``ref_`` prefix removed."""
@@ -132,8 +133,8 @@ class Kernel:
 # An option's accepted values follow from its declared default: a bool default takes bools,
 # an int default ints, a float default ints or floats (finite), a str default strings, a None
 # default None or a finite number. A simple annotation (``x: str | None = None``) overrides
-# that. ``reference`` is read by the scheduler itself: a model id (str) or None. Built-in
-# kernels also declare choices and ranges here (their modules are not changed for it).
+# that. ``reference`` is read by the scheduler itself: a model id (str) or None. A kernel
+# may also declare choices and ranges (:class:`OptionRule`, ``define(option_rules=...)``).
 
 #: kinds of option values: "bool", "int", "float" (ints accepted), "str", "none"
 _KIND_NAMES = {
@@ -155,35 +156,50 @@ _ANNOTATION_KINDS = {
 SCHEDULER_OPTION_KINDS: dict[str, frozenset[str]] = {"reference": frozenset({"str", "none"})}
 
 
-@functools.cache
-def _builtin_choices() -> dict[str, tuple[str, ...]]:
-    choices: dict[str, tuple[str, ...]] = {"svd_device": ("cpu", "cuda", "auto")}
-    try:
-        from diffract.kernels import _linalg, fits, spectral
+@dataclass(frozen=True)
+class OptionRule:
+    """What values a kernel option accepts beyond its kind: a set of strings, or a range.
 
-        choices["precision"] = tuple(_linalg.PRECISIONS)
-        choices["fit_method"] = tuple(fits.FIT_METHODS)
-        choices["esd_scale"] = tuple(spectral.ESD_SCALES)
-    except (ImportError, AttributeError):  # pragma: no cover - the kernels check them too
-        pass
-    return choices
+    Declared by the kernel (``define(..., option_rules={"rtol": at_least(0)})``), so the
+    registry and option checks import nothing from the kernel families.
 
+    Attributes:
+        choices: the strings accepted, or None.
+        low: the lower bound of a numeric range, or None.
+        low_inclusive: whether ``low`` itself is accepted.
+        high: the upper bound, or None.
+        high_inclusive: whether ``high`` itself is accepted.
+    """
 
-#: ranges of built-in numeric options: (low, low_inclusive, high, high_inclusive)
-_BUILTIN_RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
-    "spectrum_threads": (0, True, None, False),
-    "seed": (0, True, None, False),
-    "fit_evals_thresh": (0, True, None, False),
-    "recheck_rtol": (0, False, None, False),
-    "rtol": (0, True, None, False),
-    "outlier_sigmas": (0, True, None, False),
-    "sparsity_atol": (0, True, None, False),
-    "weak_rank_tol": (0, True, None, False),
-    "p_value_threshold": (0, False, 1, False),
-}
+    choices: tuple[str, ...] | None = None
+    low: float | None = None
+    low_inclusive: bool = True
+    high: float | None = None
+    high_inclusive: bool = False
 
 
-def _is_builtin(k: Kernel) -> bool:
+def one_of(*values: str) -> OptionRule:
+    """An option that takes one of ``values`` (strings)."""
+    return OptionRule(choices=tuple(values))
+
+
+def at_least(low: float) -> OptionRule:
+    """A numeric option ``>= low``."""
+    return OptionRule(low=low, low_inclusive=True)
+
+
+def above(low: float) -> OptionRule:
+    """A numeric option ``> low``."""
+    return OptionRule(low=low, low_inclusive=False)
+
+
+def between(low: float, high: float) -> OptionRule:
+    """A numeric option strictly between ``low`` and ``high``."""
+    return OptionRule(low=low, low_inclusive=False, high=high, high_inclusive=False)
+
+
+def is_builtin(k: Kernel) -> bool:
+    """Whether ``k`` is one of the built-in kernels (defined under ``diffract.kernels``)."""
     return getattr(k.func, "__module__", "").startswith("diffract.kernels.")
 
 
@@ -254,19 +270,19 @@ def check_option_value(k: Kernel, option: str, value: Any) -> None:
         order = [n for n in ("bool", "int", "float", "str", "none") if n in kinds]
         expected = " or ".join(_KIND_NAMES[n] for n in order)
         raise OptionValueError(f"{where} must be {expected}, got {type(value).__name__}: {value!r}")
+    if kind == "float" and not math.isfinite(float(value)):
+        raise OptionValueError(f"{where} must be a finite number, got {value!r}")
+    rule = k.option_rules.get(option)
+    if rule is None:
+        return
     if kind in ("int", "float"):
-        if kind == "float" and not math.isfinite(float(value)):
-            raise OptionValueError(f"{where} must be a finite number, got {value!r}")
-        if _is_builtin(k) and option in _BUILTIN_RANGES:
-            _check_range(where, option, value)
-    if kind == "str" and _is_builtin(k):
-        choices = _builtin_choices().get(option)
-        if choices is not None and value not in choices:
-            raise OptionValueError(f"{where} must be one of {list(choices)}, got {value!r}")
+        _check_range(where, rule, value)
+    if kind == "str" and rule.choices is not None and value not in rule.choices:
+        raise OptionValueError(f"{where} must be one of {list(rule.choices)}, got {value!r}")
 
 
-def _check_range(where: str, option: str, value: Any) -> None:
-    low, low_in, high, high_in = _BUILTIN_RANGES[option]
+def _check_range(where: str, rule: OptionRule, value: Any) -> None:
+    low, low_in, high, high_in = rule.low, rule.low_inclusive, rule.high, rule.high_inclusive
     v = float(value)
     bad_low = low is not None and (v < low or (v == low and not low_in))
     bad_high = high is not None and (v > high or (v == high and not high_in))
@@ -331,6 +347,7 @@ def make_kernel(
     family: str = "custom",
     name: str | None = None,
     descriptions: Mapping[str, str] | None = None,
+    option_rules: Mapping[str, OptionRule] | None = None,
 ) -> Kernel:
     """Build a :class:`Kernel` from a function (see the module docstring for the rules)."""
     if level not in LEVELS:
@@ -358,6 +375,12 @@ def make_kernel(
         raise KernelDefinitionError(
             f"kernel {kname!r}: transient {sorted(trans - set(outs))} not outputs"
         )
+    rules = dict(option_rules or {})
+    if not set(rules) <= set(options):
+        raise KernelDefinitionError(
+            f"kernel {kname!r}: option_rules name {sorted(set(rules) - set(options))}, "
+            f"which are not among its options {sorted(options)}"
+        )
     return Kernel(
         name=kname,
         func=func,
@@ -371,149 +394,8 @@ def make_kernel(
         family=family,
         doc=inspect.cleandoc(func.__doc__ or ""),
         descriptions=dict(descriptions or {}),
+        option_rules=rules,
     )
-
-
-class KernelRegistry:
-    """Maps field names to the kernel producing them; checks the graph for cycles."""
-
-    def __init__(self, kernels: Iterable[Kernel] = ()) -> None:
-        self._kernels: dict[str, Kernel] = {}
-        self._producer: dict[str, str] = {}
-        for k in kernels:
-            self.register(k)
-
-    def copy(self) -> KernelRegistry:
-        new = KernelRegistry()
-        new._kernels = dict(self._kernels)
-        new._producer = dict(self._producer)
-        return new
-
-    def register(self, k: Kernel, *, replace: bool = False) -> Kernel:
-        """Add a kernel. Re-registering a field is an error unless ``replace=True``."""
-        if not replace:
-            if k.name in self._kernels:
-                raise KernelDefinitionError(
-                    f"a kernel named {k.name!r} is already registered; pass replace=True to override it"
-                )
-            taken = [o for o in k.outputs if o in self._producer]
-            if taken:
-                raise KernelDefinitionError(
-                    f"kernel {k.name!r}: field(s) {taken} already produced by kernel "
-                    f"{self._producer[taken[0]]!r}; pass replace=True to override"
-                )
-        else:
-            old = self._kernels.pop(k.name, None)
-            if old is not None:
-                for o in old.outputs:
-                    self._producer.pop(o, None)
-            for o in k.outputs:
-                prev = self._producer.get(o)
-                if prev is not None and prev != k.name:
-                    self.unregister(prev)
-        self._kernels[k.name] = k
-        for o in k.outputs:
-            self._producer[o] = k.name
-        try:
-            self.check_acyclic()
-        except DependencyCycleError:
-            self.unregister(k.name)
-            raise
-        return k
-
-    def unregister(self, name: str) -> None:
-        k = self._kernels.pop(name)
-        for o in k.outputs:
-            if self._producer.get(o) == name:
-                del self._producer[o]
-
-    def kernel(self, name: str) -> Kernel:
-        """The kernel registered under ``name`` (a kernel name or one of its fields)."""
-        if name in self._kernels:
-            return self._kernels[name]
-        return self.producer(name)
-
-    def producer(self, field_name: str) -> Kernel:
-        try:
-            return self._kernels[self._producer[field_name]]
-        except KeyError:
-            raise UnknownFieldError(self.unknown_field_message(field_name)) from None
-
-    def unknown_field_message(self, field_name: str) -> str:
-        import difflib
-
-        close = difflib.get_close_matches(field_name, list(self._producer), n=3)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        return (
-            f"unknown field {field_name!r}: no registered kernel produces it.{hint} "
-            "List fields with diffract.fields() or register a kernel with @diffract.kernel."
-        )
-
-    def has_field(self, field_name: str) -> bool:
-        return field_name in self._producer
-
-    def fields(self) -> list[str]:
-        return sorted(self._producer)
-
-    def kernels(self) -> list[Kernel]:
-        return list(self._kernels.values())
-
-    def check_acyclic(self) -> None:
-        """Raise :class:`DependencyCycleError` naming the cycle, if there is one."""
-        state: dict[str, int] = {}
-        stack: list[str] = []
-
-        def visit(kname: str) -> None:
-            state[kname] = 1
-            stack.append(kname)
-            for dep in self._kernels[kname].field_inputs():
-                prod = self._producer.get(dep)
-                if prod is None:
-                    continue
-                if state.get(prod) == 1:
-                    cyc = [*stack[stack.index(prod) :], prod]
-                    raise DependencyCycleError(
-                        "kernels depend on each other in a cycle: " + " -> ".join(cyc)
-                    )
-                if state.get(prod) is None:
-                    visit(prod)
-            stack.pop()
-            state[kname] = 2
-
-        for kname in list(self._kernels):
-            if kname not in state:
-                visit(kname)
-
-    def closure(self, fields: Iterable[str]) -> list[Kernel]:
-        """Kernels needed for ``fields``, in dependency order (inputs before users)."""
-        order: list[Kernel] = []
-        seen: set[str] = set()
-
-        def visit(f: str) -> None:
-            k = self.producer(f)
-            if k.name in seen:
-                return
-            seen.add(k.name)
-            for dep in k.field_inputs():
-                visit(dep)
-            order.append(k)
-
-        for f in fields:
-            visit(f)
-        return order
-
-
-_DEFAULT: KernelRegistry | None = None
-
-
-def default_registry() -> KernelRegistry:
-    """The process-wide registry: the built-in kernels plus those the user registered."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        from diffract.kernels import builtin_kernels
-
-        _DEFAULT = KernelRegistry(builtin_kernels())
-    return _DEFAULT
 
 
 def define(
@@ -527,6 +409,7 @@ def define(
     family: str = "custom",
     name: str | None = None,
     descriptions: Mapping[str, str] | None = None,
+    option_rules: Mapping[str, OptionRule] | None = None,
 ):
     """Decorator: attach a :class:`Kernel` spec to ``func`` as ``func.__diffract_kernel__``
     without registering it (built-in families are collected explicitly, no import side effects).
@@ -543,47 +426,8 @@ def define(
             family=family,
             name=name,
             descriptions=descriptions,
+            option_rules=option_rules,
         )
-        return f
-
-    return wrap(func) if func is not None else wrap
-
-
-def kernel(
-    func: Callable[..., Any] | None = None,
-    *,
-    outputs: str | Iterable[str] | None = None,
-    level: Level = "param",
-    transient: Iterable[str] = (),
-    min_ndim: int = 0,
-    vectorized: bool = False,
-    family: str = "custom",
-    name: str | None = None,
-    descriptions: Mapping[str, str] | None = None,
-    registry: KernelRegistry | None = None,
-    replace: bool = False,
-):
-    """Decorator: declare a kernel from a function's signature and register it.
-
-    >>> import diffract
-    >>> @diffract.kernel(outputs="row_count", min_ndim=2)
-    ... def row_count(weights):
-    ...     return weights.shape[0]
-    """
-
-    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        define(
-            f,
-            outputs=outputs,
-            level=level,
-            transient=transient,
-            min_ndim=min_ndim,
-            vectorized=vectorized,
-            family=family,
-            name=name,
-            descriptions=descriptions,
-        )
-        (registry or default_registry()).register(f.__diffract_kernel__, replace=replace)
         return f
 
     return wrap(func) if func is not None else wrap

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from diffract.kernels._linalg import (
+    PRECISIONS,
     _check_precision,
     default_threads,
     kernel_matrices,
@@ -19,9 +20,12 @@ from diffract.kernels._linalg import (
     slice_svals,
     ww_eval_factor,
 )
-from diffract.kernels.spec import define
+from diffract.kernels.spec import above, at_least, define, one_of
 
 ESD_SCALES = ("N", "none", "ww")
+#: accepted values of ``svd_device``
+SVD_DEVICES = ("cpu", "cuda", "auto")
+_SPECTRUM_RULES = {"precision": one_of(*PRECISIONS), "recheck_rtol": above(0)}
 
 
 @define(
@@ -30,6 +34,7 @@ ESD_SCALES = ("N", "none", "ww")
     family="decompositions",
     transient=("kernel_svals",),
     vectorized=True,
+    option_rules={**_SPECTRUM_RULES, "spectrum_threads": at_least(0)},
 )
 def weights_spectrum(
     weights, precision="float32", recheck_rtol=1e-5, spectrum_threads=0, device="cpu"
@@ -79,7 +84,7 @@ def weights_spectrum(
 
 
 def _svd_vectors(weights, svd_device):
-    if svd_device not in ("cpu", "cuda", "auto"):
+    if svd_device not in SVD_DEVICES:
         raise ValueError(f"svd_device must be 'cpu', 'cuda' or 'auto', got {svd_device!r}")
     mats = kernel_matrices(weights)
     use_torch = False
@@ -112,6 +117,7 @@ def _svd_vectors(weights, svd_device):
     min_ndim=2,
     family="decompositions",
     transient=("weights_lsvs", "weights_rsvs"),
+    option_rules={"svd_device": one_of(*SVD_DEVICES)},
 )
 def weights_svd(weights, svd_device="cpu"):
     """Thin SVD W = U diag(s) V^T (float64): ``weights_lsvs`` = U (rows x k, columns are the
@@ -156,7 +162,12 @@ def _esd_factor(esd_scale, greater_dim, ndim):
     raise ValueError(f"esd_scale must be one of {ESD_SCALES}, got {esd_scale!r}")
 
 
-@define(outputs=("esd", "esd_scale_factor", "esd_ww_ratio"), min_ndim=2, family="decompositions")
+@define(
+    outputs=("esd", "esd_scale_factor", "esd_ww_ratio"),
+    min_ndim=2,
+    family="decompositions",
+    option_rules={"esd_scale": one_of(*ESD_SCALES)},
+)
 def esd(weights_svals, greater_dim, weights, esd_scale="N"):
     """Empirical spectral density: eigenvalues lambda_i = c * s_i^2, ascending (float64).
 
@@ -190,7 +201,13 @@ def esd_min(esd):
 # --- randomized weights ---------------------------------------------------------------------
 
 
-@define(outputs="weights_rand", min_ndim=2, family="decompositions", transient=("weights_rand",))
+@define(
+    outputs="weights_rand",
+    min_ndim=2,
+    family="decompositions",
+    transient=("weights_rand",),
+    option_rules={"seed": at_least(0)},
+)
 def weights_rand(weights, seed=0):
     """The entries of W randomly permuted (a uniformly random permutation of all entries, same
     shape): keeps the element distribution, destroys correlations. Seeded by option ``seed``
@@ -208,6 +225,7 @@ def weights_rand(weights, seed=0):
     outputs=("weights_rand_svals", "kernel_rand_svals"),
     family="decompositions",
     transient=("kernel_rand_svals",),
+    option_rules=_SPECTRUM_RULES,
 )
 def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
     """Singular values of the permuted weights, computed exactly as ``weights_svals`` (pooled,
@@ -221,6 +239,7 @@ def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
     outputs=("weights_rand_lsvs", "weights_rand_rsvs"),
     family="decompositions",
     transient=("weights_rand_lsvs", "weights_rand_rsvs"),
+    option_rules={"svd_device": one_of(*SVD_DEVICES)},
 )
 def weights_rand_svd(weights_rand, svd_device="cpu"):
     """Thin SVD of the permuted weights: U and V as in ``weights_svd`` (transient); option

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diffract.kernels.spec import define
+from diffract.kernels.spec import at_least, define
 
 
 def _centered_moments(weights):
@@ -35,14 +35,24 @@ def weights_kurtosis(weights):
     return float(np.mean(d**4) / m2**2 - 3.0)
 
 
-@define(outputs="weights_sparsity", min_ndim=1, family="stats")
+@define(
+    outputs="weights_sparsity",
+    min_ndim=1,
+    family="stats",
+    option_rules={"sparsity_atol": at_least(0)},
+)
 def weights_sparsity(weights, sparsity_atol=0.0):
     """Fraction of entries with |w| <= sparsity_atol (exact zeros by default)."""
     w = np.asarray(weights)
     return float(np.count_nonzero(np.abs(w) <= sparsity_atol) / w.size)
 
 
-@define(outputs="weights_outlier_fraction", min_ndim=1, family="stats")
+@define(
+    outputs="weights_outlier_fraction",
+    min_ndim=1,
+    family="stats",
+    option_rules={"outlier_sigmas": at_least(0)},
+)
 def weights_outlier_fraction(weights, outlier_sigmas=3.0):
     """Fraction of entries with |w - mean(w)| > outlier_sigmas * std(w) (population std).
     A Gaussian gives 0.0027 at the default 3 sigmas."""
