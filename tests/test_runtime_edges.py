@@ -20,8 +20,9 @@ import pytest
 
 from diffract import ConfigError, Session
 from diffract._errors import ExtractionError, StoreError
-from diffract.kernels.spec import default_registry, make_kernel
-from diffract.run.runner import KernelFailureWarning, run_kernels
+from diffract.kernels import default_registry, make_kernel
+from diffract.run.chunks import run_kernels
+from diffract.run.report import KernelFailureWarning
 
 # --- kernels (module level: a process pool imports them by name) ---------------------------
 

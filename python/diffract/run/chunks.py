@@ -1,0 +1,524 @@
+"""Parameter-level work in chunks: size them under the memory budget, run kernels on a chunk
+(pure, so it runs the same here, in a process pool or on a Dask worker), and the one loop
+that submits chunks, honours cancel, commits each chunk's values and reports progress, for
+the local and the remote executors alike."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol
+
+import numpy as np
+
+from diffract._core.arrays import storable_error
+from diffract._core.slices import ParameterType, SliceInfo
+from diffract._core.threads import one_blas_thread
+from diffract.kernels.spec import Kernel
+from diffract.run.plan import SlicePlan
+from diffract.run.report import Failure
+from diffract.run.state import (
+    NOT_APPLICABLE,
+    Failed,
+    NotApplicable,
+    RunState,
+    normalise,
+    short_error,
+)
+from diffract.store import Batch, Store
+
+#: working memory of a slice during a run, as a multiple of its float32 size (weights,
+#: a float64 copy, Gram matrix, intermediates)
+WORKING_SET_FACTOR = 4
+
+Values = dict[str, dict[str, Any]]
+Plans = dict[str, SlicePlan]
+
+
+# --- weights ------------------------------------------------------------------------------
+def canonical_layout(w: np.ndarray, s: SliceInfo) -> np.ndarray:
+    """The weights in PyTorch layout, whatever the framework: dense (out, in), conv
+    (out, in, *kernel). Flax/Keras kernels (in, out) / (*kernel, in, out) are transposed;
+    bias and norm slices lose singleton axes."""
+    if s.type in (ParameterType.BIAS, ParameterType.NORM) and w.ndim > 1:
+        w = w.reshape([d for d in w.shape if d != 1] or [1])
+    if s.layout == "in_out" and w.ndim >= 2:
+        if w.ndim == 2:
+            return w.T
+        return np.moveaxis(np.moveaxis(w, -1, 0), -1, 1)
+    return w
+
+
+def as_float_array(arr: np.ndarray) -> np.ndarray:
+    """Floats of at least 32 bits (complex kept): what kernels receive as ``weights``."""
+    if arr.dtype.kind == "f" and arr.dtype.itemsize >= 4:
+        return arr
+    if arr.dtype.kind == "c":
+        return arr
+    if arr.dtype.kind == "f":
+        return arr.astype(np.float32)
+    return arr.astype(np.float64)
+
+
+def load_weights(store: Store, s: SliceInfo) -> np.ndarray | Failed:
+    """The slice's weights as kernels see them, or a failure (unreadable, NaN or Inf)."""
+    try:
+        w = canonical_layout(as_float_array(store.weights(s.uid)), s)
+    except Exception as exc:
+        return Failed(short_error(exc))
+    if not np.all(np.isfinite(w)):
+        n_nan = int(np.isnan(w).sum())
+        n_inf = int(np.isinf(w).sum())
+        return Failed(f"weights contain {n_nan} NaN and {n_inf} Inf value(s) of {w.size}")
+    return w
+
+
+# --- running kernels on a chunk (no store access) -----------------------------------------
+def _call_kernel(
+    k: Kernel,
+    ready: list[SliceInfo],
+    values: Values,
+    opts: dict[str, Any],
+    stop: Callable[[], bool] | None = None,
+) -> tuple[list[dict[str, Any] | Failed], int]:
+    """Call one kernel on the ready slices: per slice, or once on lists when the kernel is
+    vectorized (one call per slice again if that call raises, to isolate the failing slice).
+    Returns results and the number of slice calls. With ``stop``, per-slice calls end when
+    it says so: the results then cover the first slices of ``ready`` only."""
+
+    def split(o: Any) -> dict[str, Any] | Failed:
+        if isinstance(o, Failed):
+            return o
+        if isinstance(o, BaseException):
+            return Failed(short_error(o))
+        try:
+            return k.split_outputs(o)
+        except Exception as exc:  # an unstorable value: that slice fails, not the batch
+            return Failed(short_error(exc))
+
+    def each(call: Callable[[SliceInfo], Any]) -> list[dict[str, Any] | Failed]:
+        res: list[dict[str, Any] | Failed] = []
+        for s in ready:
+            if stop is not None and stop():
+                break
+            try:
+                out = call(s)
+            except Exception as exc:  # recorded per parameter, the run goes on
+                res.append(Failed(short_error(exc)))
+                continue
+            res.append(split(out))
+        return res
+
+    if not k.vectorized:
+        out = each(lambda s: k.func(*[values[s.uid][i] for i in k.inputs], **opts))
+        return out, len(out)
+    try:
+        outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
+        if len(outs) != len(ready):
+            raise ValueError(
+                f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices"
+            )
+    except Exception:
+        res = each(lambda s: k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0])
+        return res, len(res)
+    return [split(o) for o in outs], len(ready)
+
+
+def run_kernels(
+    chunk: list[SliceInfo],
+    kernels: list[Kernel],
+    plan_of: dict[str, set[str]],
+    values: Values,
+    opts_of: dict[str, dict[str, Any]],
+    on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> dict[str, int]:
+    """Run ``kernels`` (in dependency order) on the slices of a chunk whose plan names
+    them, filling ``values`` in place; markers where a value cannot be made. Pure: no store
+    access, so it runs the same in this process, a process pool or a Dask worker.
+
+    ``cancelled`` (e.g. ``event.is_set``) is asked before each kernel and, for per-slice
+    kernels, before each slice: once it says yes, nothing more is started and the values
+    not made yet are left out of ``values`` (every value present is complete).
+
+    Returns:
+        Kernel name -> number of slice calls made.
+    """
+    calls: dict[str, int] = {}
+    stopped = False
+
+    def stop() -> bool:
+        nonlocal stopped
+        if not stopped and cancelled is not None and cancelled():
+            stopped = True
+        return stopped
+
+    for k in kernels:
+        if stop():
+            break
+        targets = [s for s in chunk if k.name in plan_of[s.uid]]
+        if targets and on_kernel is not None:
+            on_kernel(k, targets[0])
+        ready: list[SliceInfo] = []
+        for s in targets:
+            vals = values[s.uid]
+            if s.effective_ndim < k.min_ndim:
+                vals.update(dict.fromkeys(k.outputs, NOT_APPLICABLE))
+                continue
+            blocked = next(
+                (v for i in k.inputs if isinstance(v := vals.get(i), (Failed, NotApplicable))),
+                None,
+            )
+            if blocked is not None:
+                vals.update(dict.fromkeys(k.outputs, blocked))
+                continue
+            ready.append(s)
+        if not ready:
+            continue
+        results, n = _call_kernel(k, ready, values, opts_of[k.name], stop)
+        if n:
+            calls[k.name] = calls.get(k.name, 0) + n
+        for s, res in zip(ready[: len(results)], results, strict=True):
+            if isinstance(res, Failed):
+                values[s.uid].update(dict.fromkeys(k.outputs, res))
+            else:
+                values[s.uid].update(res)
+    return calls
+
+
+def remote_chunk(chunk, kernels, plan_of, values, opts_of, cancel=None):
+    """Task body for process pools and Dask workers: run the kernels, send back the values
+    (inputs that were shipped in, such as the weights, are dropped from the reply).
+    ``cancel``: a token of the executor (``is_set()``) that says the run was cancelled."""
+    calls = run_kernels(
+        chunk,
+        kernels,
+        plan_of,
+        values,
+        opts_of,
+        cancelled=None if cancel is None else cancel.is_set,
+    )
+    for vals in values.values():
+        vals.pop("weights", None)
+        vals.pop("slice_info", None)
+    return values, calls
+
+
+# --- chunk sizing -------------------------------------------------------------------------
+def split_even(items: list[SliceInfo], n: int) -> list[list[SliceInfo]]:
+    """``n`` groups of about equal total size (largest first, each to the lightest group)."""
+    groups: list[list[SliceInfo]] = [[] for _ in range(max(1, n))]
+    loads = [0] * len(groups)
+    for s in sorted(items, key=lambda s: -s.nbytes):
+        i = loads.index(min(loads))
+        groups[i].append(s)
+        loads[i] += s.nbytes
+    order = {s.uid: k for k, s in enumerate(items)}
+    return [sorted(g, key=lambda s: order[s.uid]) for g in groups]
+
+
+def budget_chunks(slices: list[SliceInfo], budget: int) -> list[list[SliceInfo]]:
+    """Consecutive slices grouped so each group's working set fits ``budget`` bytes (a slice
+    larger than the budget is a chunk of its own)."""
+    chunks: list[list[SliceInfo]] = []
+    cur: list[SliceInfo] = []
+    used = 0
+    for s in slices:
+        size = s.nbytes * WORKING_SET_FACTOR
+        if cur and used + size > budget:
+            chunks.append(cur)
+            cur, used = [], 0
+        cur.append(s)
+        used += size
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def make_chunks(slices: list[SliceInfo], budget: int, min_chunks: int = 1) -> list[list[SliceInfo]]:
+    """Consecutive slices grouped under ``budget``; split further (by count) when that gives
+    fewer than ``min_chunks`` groups, so parallel workers all get work."""
+    chunks = budget_chunks(slices, budget)
+    if len(chunks) < min_chunks and len(slices) > len(chunks):
+        n = min(min_chunks, len(slices))
+        chunks = [list(part) for part in split_even(slices, n)]
+    return chunks
+
+
+def planned_count(slices: Iterable[SliceInfo], plans: Plans, explicit: set[str]) -> int:
+    """How many requested values the plans of ``slices`` would make."""
+    return sum(1 for s in slices for k in plans[s.uid].kernels for o in k.outputs if o in explicit)
+
+
+# --- chunk inputs and outputs -------------------------------------------------------------
+def prepare_chunk(
+    state: RunState, chunk: list[SliceInfo], plans: Plans
+) -> tuple[list[Kernel], dict[str, set[str]], Values, dict[str, dict[str, Any]]]:
+    """Inputs of a chunk read from the store (weights, stored fields) and its kernels in
+    one global dependency order, with their options."""
+    values: Values = {}
+    kernels: dict[str, Kernel] = {}
+    plan_of: dict[str, set[str]] = {}
+    for s in chunk:
+        p = plans[s.uid]
+        vals = values.setdefault(s.uid, {})
+        for f in p.to_load:
+            vals[f] = state.store.get((s.uid, f))
+        if any("weights" in k.inputs for k in p.kernels):
+            vals["weights"] = load_weights(state.store, s)
+        vals["slice_info"] = s
+        plan_of[s.uid] = {k.name for k in p.kernels}
+        for k in p.kernels:
+            kernels.setdefault(k.name, k)
+    everything = [o for k in kernels.values() for o in k.outputs]
+    rank = {k.name: i for i, k in enumerate(state.registry.closure(everything))}
+    ordered = sorted(kernels.values(), key=lambda k: rank[k.name])
+    return ordered, plan_of, values, {k.name: state.opts(k) for k in ordered}
+
+
+def compute_here(
+    state: RunState,
+    chunk: list[SliceInfo],
+    plans: Plans,
+    pool: ThreadPoolExecutor | None = None,
+    on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Values:
+    """Run each slice's planned kernels in this process (parts of the chunk side by side on
+    ``pool``); values in memory, with markers where a value could not be made."""
+    kernels, plan_of, values, opts_of = prepare_chunk(state, chunk, plans)
+
+    def run(part: list[SliceInfo]) -> dict[str, int]:
+        return run_kernels(part, kernels, plan_of, values, opts_of, on_kernel, cancelled)
+
+    if pool is None or len(chunk) < 2:
+        results = [run(chunk)]
+    else:  # workers: parts of the chunk side by side, vectorized kernels included
+        parts = [p for p in split_even(chunk, state.workers) if p]
+        with one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
+            results = list(pool.map(run, parts))
+    for calls in results:
+        state.count(calls)
+    return values
+
+
+def chunk_batch(
+    state: RunState, chunk: list[SliceInfo], plans: Plans, values: Values, explicit: set[str]
+) -> Batch:
+    """The values to persist (requested fields and non-transient intermediates); failures,
+    values not applicable and values skipped by a cancel are counted in the report."""
+    report = state.report
+    batch = Batch()
+    for s in chunk:
+        vals = values[s.uid]
+        for k in plans[s.uid].kernels:
+            for o in k.outputs:
+                if o not in vals:  # not reached: the run was cancelled
+                    if o in explicit:
+                        if state.cancelled:
+                            report.skipped += 1
+                        else:  # pragma: no cover - run_kernels fills every planned output
+                            report.failures.append(
+                                Failure(s.model_id, s.name, s.uid, o, f"{o!r} was not computed")
+                            )
+                    continue
+                v = vals[o]
+                error = _unkept(k, o, v, explicit)
+                if error is not None:
+                    if isinstance(v, NotApplicable):
+                        report.not_applicable += o in explicit
+                    elif error:
+                        report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
+                    continue
+                batch.fields[(s.uid, o)] = normalise(v)
+    report.failures[:] = _dedupe(report.failures)
+    return batch
+
+
+def _unkept(k: Kernel, o: str, v: Any, explicit: set[str]) -> str | None:
+    """None when output ``o`` of ``k`` is stored; else the failure to record ("" for none)."""
+    if isinstance(v, NotApplicable):
+        return ""
+    if isinstance(v, Failed):
+        return v.message if o in explicit else ""
+    if o in k.transient:
+        if o not in explicit:
+            return ""
+        # split_outputs checked the persisted outputs; a transient one asked for by name is
+        # checked here
+        problem = storable_error(v)
+        if problem is not None:
+            return f"KernelDefinitionError: {k.unstorable_message(o, problem)}"
+    return None
+
+
+def _dedupe(failures: list[Failure]) -> list[Failure]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in failures:
+        key = (f.uid, f.field)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+# --- where chunks run ---------------------------------------------------------------------
+class ChunkRunner(Protocol):
+    """Where chunks run: ``submit`` starts one (``at``: chunks done, chunks in all, slices
+    done, slices in all, for progress), ``wait`` gives its values (None: it was cancelled
+    before it started), at most ``slots`` in flight."""
+
+    slots: int
+
+    def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Any: ...
+
+    def wait(self, handle: Any) -> Values | None: ...
+
+    def poll_cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalChunks:
+    """Chunks run here, one at a time (``workers`` threads across each chunk's slices); a
+    cancel stops between kernels and between slices."""
+
+    slots = 1
+
+    def __init__(self, state: RunState, plans: Plans) -> None:
+        self.state = state
+        self.plans = plans
+        self.pool = ThreadPoolExecutor(state.workers) if state.workers > 1 else None
+
+    def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Values:
+        state = self.state
+        ci, nchunks, done, total = at
+
+        def on_kernel(k: Kernel, s: SliceInfo) -> None:
+            state.emit("kernel", ci, nchunks, done, total, k.outputs[0], s.name)
+
+        return compute_here(state, chunk, self.plans, self.pool, on_kernel, state.cancel.is_set)
+
+    def wait(self, handle: Values) -> Values:
+        return handle
+
+    def poll_cancel(self) -> None:
+        """A cancel reaches the kernels through ``state.cancel`` itself."""
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+class RemoteChunks:
+    """Chunks as tasks of an opened executor (a process pool or Dask). A cancel is passed on
+    to the tasks once (they stop after the slice or kernel in progress and send back what
+    they finished), and pool tasks not started are cancelled."""
+
+    def __init__(self, state: RunState, plans: Plans, opened: Any) -> None:
+        self.state = state
+        self.plans = plans
+        self.opened = opened
+        self.slots = opened.slots
+        self.signalled = False
+        self.futures: list[Any] = []
+
+    def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Any:
+        kernels, plan_of, values, opts_of = prepare_chunk(self.state, chunk, self.plans)
+        fut = self.opened.submit(
+            remote_chunk, chunk, kernels, plan_of, values, opts_of, self.opened.token
+        )
+        self.futures.append(fut)
+        return fut
+
+    def poll_cancel(self) -> None:
+        if self.signalled or not self.state.cancelled:
+            return
+        self.signalled = True
+        self.opened.signal_cancel()
+        for fut in self.futures:
+            # a pool future not started yet is dropped (a running one refuses and stops by
+            # itself); Dask futures are left alone (cancelling one that runs would lose its
+            # finished slices): a task that starts now returns at once
+            if isinstance(fut, concurrent.futures.Future) and not fut.done():
+                fut.cancel()
+
+    def wait(self, handle: Any) -> Values | None:
+        while not handle.done():
+            self.poll_cancel()
+            time.sleep(0.02)
+        if handle.cancelled():
+            return None
+        try:
+            values, calls = handle.result()
+        except BrokenProcessPool as exc:
+            raise BrokenProcessPool(
+                f"{exc} A worker process ended abruptly: out of memory, or it could "
+                "not load a kernel (kernels must be importable by the worker "
+                "processes; a kernel defined under `if __name__ == '__main__':` "
+                "is not); executor='threads' runs in this process"
+            ) from exc
+        self.state.count(calls)
+        return values
+
+    def close(self) -> None:
+        self.opened.close()
+
+
+def run_chunks(
+    state: RunState,
+    chunks: list[list[SliceInfo]],
+    runner: ChunkRunner,
+    plans: Plans,
+    explicit: set[str],
+) -> None:
+    """The one loop over chunks: submit them in order (at most ``runner.slots`` in flight),
+    commit each chunk's values as it finishes, report progress; on a cancel, submit nothing
+    more, count what was not reached as skipped, and keep (commit) what finished."""
+    report = state.report
+    total = sum(len(c) for c in chunks)
+    done = 0
+    pending: deque[tuple[list[SliceInfo], Any]] = deque()
+    state.emit("start", 0, len(chunks), 0, total)
+
+    def finish_one() -> None:
+        nonlocal done
+        chunk, handle = pending.popleft()
+        values = runner.wait(handle)
+        if values is None:  # cancelled before it started
+            report.skipped += planned_count(chunk, plans, explicit)
+            return
+        batch = chunk_batch(state, chunk, plans, values, explicit)
+        state.store.commit(batch)
+        report.computed += len(batch.fields)
+        report.chunks += 1
+        done += len(chunk)
+        state.emit("chunk", report.chunks, len(chunks), done, total)
+
+    def stopped(ci: int) -> bool:
+        runner.poll_cancel()
+        if state.cancelled:
+            rest = (s for c in chunks[ci:] for s in c)
+            report.skipped += planned_count(rest, plans, explicit)
+        return state.cancelled
+
+    try:
+        for ci, chunk in enumerate(chunks):
+            if stopped(ci):
+                break
+            while len(pending) >= runner.slots:
+                finish_one()
+            if stopped(ci):
+                break
+            at = (ci, len(chunks), done, total)
+            pending.append((chunk, runner.submit(chunk, at)))
+        while pending:  # finished work is kept, also after a cancel
+            finish_one()
+    finally:
+        runner.close()
+    state.emit("done", report.chunks, len(chunks), done, total)
