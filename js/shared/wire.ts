@@ -1,6 +1,8 @@
 /**
  * The wire contract: synced traits of the widgets and the JSON of the server API.
- * Mirrors python/diffract/widgets.py (traitlets) and python/diffract/server.py.
+ * Mirrors python/diffract/_widget_wire.py (checked by tests/test_widgets_wire.py), the widgets'
+ * synced traitlets and the server extension's answers. The widget model itself is anywidget's
+ * `AnyModel<State>` from `@anywidget/types`.
  */
 
 export interface PreviewRow {
@@ -43,16 +45,6 @@ export interface ProgressState {
   message: string;
   cancellable: boolean;
   cancel_requested: boolean;
-}
-
-/** The subset of anywidget's model API the widgets use (mocked in js/tests). */
-export interface Model<S> {
-  get<K extends keyof S>(key: K): S[K];
-  set<K extends keyof S>(key: K, value: S[K]): void;
-  save_changes(): void;
-  on(event: string, cb: () => void): void;
-  off(event?: string | null, cb?: (() => void) | null): void;
-  send(content: unknown): void;
 }
 
 export interface VersionReply {

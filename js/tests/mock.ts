@@ -1,4 +1,5 @@
 /** A mock anywidget model and a DOM (jsdom) for testing the widget modules in Node. */
+import type { AnyModel, RenderProps } from '@anywidget/types';
 import { JSDOM } from 'jsdom';
 
 export function setupDom(): void {
@@ -8,13 +9,22 @@ export function setupDom(): void {
   g.document = dom.window.document;
   g.HTMLElement = dom.window.HTMLElement;
   g.Node = dom.window.Node;
+  g.getComputedStyle = dom.window.getComputedStyle.bind(dom.window);
 }
 
-export class MockModel<S extends Record<string, any>> {
-  private listeners = new Map<string, Set<() => void>>();
+type Handler = (...args: any[]) => void;
+
+/** anywidget's `AnyModel`, in memory: `set` notifies at once, `save_changes` records a batch. */
+export class MockModel<S extends Record<string, any>> implements AnyModel<S> {
+  private listeners = new Map<string, Set<Handler>>();
   saved: Partial<S>[] = [];
   sent: unknown[] = [];
   private pending: Partial<S> = {};
+  readonly widget_manager = {
+    get_model: async (): Promise<never> => {
+      throw new Error('the mock model has no widget manager');
+    }
+  };
 
   constructor(public state: S) {}
 
@@ -33,16 +43,20 @@ export class MockModel<S extends Record<string, any>> {
     this.pending = {};
   }
 
-  on(event: string, cb: () => void): void {
+  on(event: string, cb: Handler): void {
     if (!this.listeners.has(event)) {
       this.listeners.set(event, new Set());
     }
     this.listeners.get(event)!.add(cb);
   }
 
-  off(event?: string | null, cb?: (() => void) | null): void {
+  off(event?: string | null, cb?: Handler | null): void {
     if (event && cb) {
       this.listeners.get(event)?.delete(cb);
+    } else if (event) {
+      this.listeners.delete(event);
+    } else {
+      this.listeners.clear();
     }
   }
 
@@ -71,4 +85,26 @@ export class MockModel<S extends Record<string, any>> {
       cb();
     }
   }
+}
+
+/** The props anywidget passes to `render`. */
+export function renderProps<S extends Record<string, any>>(model: MockModel<S>, el: HTMLElement): RenderProps<S> {
+  return {
+    model,
+    el,
+    signal: new AbortController().signal,
+    host: {
+      getWidget: async () => {
+        throw new Error('no host in the mock');
+      },
+      getModel: async () => {
+        throw new Error('no host in the mock');
+      }
+    },
+    experimental: {
+      invoke: async () => {
+        throw new Error('no invoke in the mock');
+      }
+    }
+  };
 }

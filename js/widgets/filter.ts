@@ -1,9 +1,12 @@
-/** The filter-builder widget (anywidget ESM). State: see FilterBuilderState in wire.ts. */
+/**
+ * The filter-builder widget, in anywidget's module form: `export default { render }` (no named
+ * `render` export, which anywidget warns about). State: FilterBuilderState in wire.ts.
+ */
+import type { AnyWidget, RenderProps } from '@anywidget/types';
+
 import { el } from '../shared/format';
 import { injectStyle } from '../shared/theme';
-import type { FilterBuilderState, Model } from '../shared/wire';
-
-type M = Model<FilterBuilderState>;
+import type { FilterBuilderState } from '../shared/wire';
 
 function debounce(fn: () => void, ms: number): () => void {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -26,7 +29,7 @@ function toggle(list: string[], value: string): string[] {
   return list.includes(value) ? list.filter(v => v !== value) : [...list, value];
 }
 
-export function render({ model, el: root }: { model: M; el: HTMLElement }): () => void {
+function render({ model, el: root }: RenderProps<FilterBuilderState>): () => void {
   injectStyle(root);
   const box = el('div', { class: 'diffract-w diffract-filter' });
   root.appendChild(box);
@@ -144,7 +147,7 @@ export function render({ model, el: root }: { model: M; el: HTMLElement }): () =
     more.textContent = n > rows.length ? `showing ${rows.length} of ${n}` : '';
   };
   update();
-  const keys = ['available_models', 'available_types', 'model_ids', 'names', 'param_types', 'uids', 'error', 'count', 'total', 'preview', 'filter_json'];
+  const keys: (keyof FilterBuilderState)[] = ['available_models', 'available_types', 'model_ids', 'names', 'param_types', 'uids', 'error', 'count', 'total', 'preview', 'filter_json'];
   for (const k of keys) {
     model.on(`change:${k}`, update);
   }
@@ -155,4 +158,4 @@ export function render({ model, el: root }: { model: M; el: HTMLElement }): () =
   };
 }
 
-export default { render };
+export default { render } satisfies AnyWidget<FilterBuilderState>;

@@ -1,9 +1,12 @@
-/** The progress widget of a chunked computation (anywidget ESM). */
+/**
+ * The progress widget of a chunked computation, in anywidget's module form:
+ * `export default { render }`. State: ProgressState in wire.ts.
+ */
+import type { AnyWidget, RenderProps } from '@anywidget/types';
+
 import { el, fmtSeconds } from '../shared/format';
 import { injectStyle } from '../shared/theme';
-import type { Model, ProgressState } from '../shared/wire';
-
-type M = Model<ProgressState>;
+import type { ProgressState } from '../shared/wire';
 
 const LABELS: Record<string, string> = {
   waiting: 'waiting',
@@ -14,7 +17,7 @@ const LABELS: Record<string, string> = {
   error: 'failed'
 };
 
-export function render({ model, el: root }: { model: M; el: HTMLElement }): () => void {
+function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   injectStyle(root);
   const box = el('div', { class: 'diffract-w diffract-progress' });
   root.appendChild(box);
@@ -78,7 +81,7 @@ export function render({ model, el: root }: { model: M; el: HTMLElement }): () =
     msg.textContent = model.get('message');
   };
   update();
-  const keys = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'field', 'param', 'elapsed', 'eta', 'failures', 'message', 'cancellable', 'cancel_requested', 'fields'];
+  const keys: (keyof ProgressState)[] = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'field', 'param', 'elapsed', 'eta', 'failures', 'message', 'cancellable', 'cancel_requested', 'fields'];
   for (const k of keys) {
     model.on(`change:${k}`, update);
   }
@@ -89,4 +92,4 @@ export function render({ model, el: root }: { model: M; el: HTMLElement }): () =
   };
 }
 
-export default { render };
+export default { render } satisfies AnyWidget<ProgressState>;
