@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { MockModel, setupDom } from './mock';
+import { MockModel, renderProps, setupDom } from './mock';
 setupDom();
 
-import { openStoreCode, relativePath } from '../lab/api';
+import { openStoreCode, relativePath } from '../lab/cellcode';
 import { plotText } from '../shared/format';
 import filter from '../widgets/filter';
 import progress from '../widgets/progress';
@@ -33,7 +33,7 @@ function filterState(): FilterBuilderState {
 test('filter builder renders the choices, the count and the preview', () => {
   const model = new MockModel(filterState());
   const el = document.createElement('div');
-  filter.render({ model: model as any, el });
+  filter.render(renderProps(model, el));
   assert.equal(el.querySelector('.diffract-count')!.textContent, '16 of 16 slices');
   assert.equal(el.querySelectorAll('.diffract-model-chip').length, 2);
   assert.equal(el.querySelectorAll('.diffract-type-chip').length, 2);
@@ -43,7 +43,7 @@ test('filter builder renders the choices, the count and the preview', () => {
 test('filter builder sends choices and shows the kernel answer', async () => {
   const model = new MockModel(filterState());
   const el = document.createElement('div');
-  const cleanup = filter.render({ model: model as any, el });
+  const cleanup = filter.render(renderProps(model, el));
   (el.querySelector('.diffract-model-chip[data-value="m2"]') as HTMLElement).click();
   assert.deepEqual(model.state.model_ids, ['m2']);
   const names = el.querySelector('.diffract-names') as HTMLInputElement;
@@ -90,7 +90,7 @@ function progressState(): ProgressState {
 test('progress shows chunks, field, time and failures; Cancel asks the kernel', () => {
   const model = new MockModel(progressState());
   const el = document.createElement('div');
-  progress.render({ model: model as any, el });
+  progress.render(renderProps(model, el));
   const box = el.querySelector('.diffract-progress') as HTMLElement;
   assert.equal(box.dataset.status, 'running');
   assert.equal(el.querySelector('.diffract-chunks')!.textContent, '2/8');
@@ -110,7 +110,7 @@ test('progress shows chunks, field, time and failures; Cancel asks the kernel', 
 test('a blocking apply shows no usable Cancel', () => {
   const model = new MockModel({ ...progressState(), cancellable: false });
   const el = document.createElement('div');
-  progress.render({ model: model as any, el });
+  progress.render(renderProps(model, el));
   assert.ok((el.querySelector('.diffract-cancel') as HTMLButtonElement).disabled);
 });
 

@@ -1,0 +1,300 @@
+/**
+ * The sidebar's model: what the "Weight runs" panel shows, read from the diffract server
+ * extension. It polls the store list, caches store summaries (by stamp) and field series (by
+ * store stamp, model and field), and tells the views what changed through Lumino signals.
+ * No DOM here: the views (storelist.ts, detail.ts, chart.ts) render from it.
+ */
+import type { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import type { FieldReply, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
+import type { RequestFn } from './api';
+import { LruCache } from './cache';
+import { errorMessage, messageOf, mismatchMessage } from './messages';
+import type { FieldState, RunsModelOptions, Selection, VersionState } from './types';
+
+export type { FieldState, RunsModelOptions, Selection, VersionState } from './types';
+
+/** How often the store list is re-read while the panel is visible. */
+export const POLL_MS = 3000;
+/** Field series kept in memory (least recently used dropped first). */
+export const FIELD_CACHE_SIZE = 64;
+/** Fields a freshly selected model shows first, in this order of preference. */
+const PREFERRED_FIELDS = ['pl_alpha', 'stable_rank', 'frob_norm', 'spectral_norm'];
+
+/** The field a model shows when it is selected. */
+export function pickField(fields: readonly string[]): string {
+  for (const f of PREFERRED_FIELDS) {
+    if (fields.includes(f)) {
+      return f;
+    }
+  }
+  return fields.find(f => f !== 'esd') ?? fields[0] ?? '';
+}
+
+export class RunsModel implements IDisposable {
+  private readonly _request: RequestFn;
+  private readonly _isActive: () => boolean;
+  private readonly _pollMs: number;
+  private readonly _client: string;
+  private _stores: StoreEntry[] = [];
+  private readonly _details = new Map<string, StoreReply>();
+  private readonly _expanded = new Set<string>();
+  private readonly _fieldCache = new LruCache<FieldReply>(FIELD_CACHE_SIZE);
+  private _selection: Selection | null = null;
+  private _field: FieldState | null = null;
+  private _error: string | null = null;
+  private _version: VersionState | null = null;
+  private _timer: ReturnType<typeof setInterval> | undefined;
+  private _inflight: Promise<void> | null = null;
+  private _queued: Promise<void> | null = null;
+  private _disposed = false;
+  private readonly _changed = new Signal<this, void>(this);
+  private readonly _selectionChanged = new Signal<this, Selection | null>(this);
+  private readonly _fieldChanged = new Signal<this, FieldState | null>(this);
+  private readonly _errorChanged = new Signal<this, string | null>(this);
+  private readonly _versionChanged = new Signal<this, VersionState>(this);
+
+  constructor(options: RunsModelOptions) {
+    this._request = options.request;
+    this._client = options.version;
+    this._isActive = options.isActive ?? (() => true);
+    this._pollMs = options.pollMs ?? POLL_MS;
+  }
+
+  /** The store list, an expanded store's summary, or which stores are expanded changed. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+  get selectionChanged(): ISignal<this, Selection | null> {
+    return this._selectionChanged;
+  }
+  /** The selected field's data arrived (from the server or the cache), or was cleared. */
+  get fieldChanged(): ISignal<this, FieldState | null> {
+    return this._fieldChanged;
+  }
+  /** A request failed (the message says what to do), or the next one succeeded (null). */
+  get errorChanged(): ISignal<this, string | null> {
+    return this._errorChanged;
+  }
+  get versionChanged(): ISignal<this, VersionState> {
+    return this._versionChanged;
+  }
+
+  get stores(): readonly StoreEntry[] {
+    return this._stores;
+  }
+  get selection(): Selection | null {
+    return this._selection;
+  }
+  get field(): FieldState | null {
+    return this._field;
+  }
+  get error(): string | null {
+    return this._error;
+  }
+  get version(): VersionState | null {
+    return this._version;
+  }
+  get polling(): boolean {
+    return this._timer !== undefined;
+  }
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /** The summary of a store, once it was expanded (and loaded). */
+  detail(path: string): StoreReply | undefined {
+    return this._details.get(path);
+  }
+  isExpanded(path: string): boolean {
+    return this._expanded.has(path);
+  }
+  /** The selected model's entry in its store's summary. */
+  selectedModel(): ModelEntry | undefined {
+    const sel = this._selection;
+    return sel ? this._details.get(sel.store)?.models.find(m => m.model_id === sel.model) : undefined;
+  }
+
+  /** Check the server's version, read the stores, then poll every `pollMs` while active. */
+  start(): void {
+    if (this._timer !== undefined || this._disposed) {
+      return;
+    }
+    void this.checkVersion();
+    void this.refresh(true);
+    this._timer = setInterval(() => {
+      if (this._isActive()) {
+        void this.refresh(false);
+      }
+    }, this._pollMs);
+  }
+
+  stop(): void {
+    clearInterval(this._timer);
+    this._timer = undefined;
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this.stop();
+    Signal.clearData(this);
+  }
+
+  async checkVersion(): Promise<void> {
+    try {
+      const reply = await this._request<VersionReply>('version');
+      this._version = { client: this._client, server: reply.version, mismatch: mismatchMessage(this._client, reply.version) };
+      this._versionChanged.emit(this._version);
+    } catch (e) {
+      this.setError(e);
+    }
+  }
+
+  /**
+   * Re-read the store list and re-read the expanded stores whose stamp changed (all of them when
+   * `force`). One refresh runs at a time: a second call shares it, a forced one runs after it.
+   */
+  refresh(force = false): Promise<void> {
+    if (this._inflight) {
+      if (!force) {
+        return this._inflight;
+      }
+      this._queued ??= this._inflight.then(() => {
+        this._queued = null;
+        return this.refresh(true);
+      });
+      return this._queued;
+    }
+    const run = this._refresh(force).finally(() => {
+      this._inflight = null;
+    });
+    this._inflight = run;
+    return run;
+  }
+
+  /** Expand a store (reading its summary) or collapse it. */
+  async toggle(path: string): Promise<void> {
+    if (this._expanded.delete(path)) {
+      this._changed.emit();
+      return;
+    }
+    this._expanded.add(path);
+    try {
+      await this._loadStore(path);
+      this.setError(null);
+    } catch (e) {
+      this.setError(e);
+    }
+    this._changed.emit();
+  }
+
+  /** Select a model of an expanded store; keeps the field shown if the model has it. */
+  async select(store: string, modelId: string): Promise<void> {
+    const entry = this._details.get(store)?.models.find(m => m.model_id === modelId);
+    if (!entry) {
+      return;
+    }
+    const prev = this._selection;
+    const field = prev && prev.store === store && entry.fields.includes(prev.field) ? prev.field : pickField(entry.fields);
+    this._setSelection({ store, model: modelId, field });
+    await this._loadField();
+  }
+
+  async selectField(field: string): Promise<void> {
+    const sel = this._selection;
+    if (!sel || sel.field === field) {
+      return;
+    }
+    this._setSelection({ ...sel, field });
+    await this._loadField();
+  }
+
+  private setError(e: unknown): void {
+    const message = e === null ? null : errorMessage(e);
+    if (message !== this._error) {
+      this._error = message;
+      this._errorChanged.emit(message);
+    }
+  }
+
+  private _setSelection(sel: Selection | null): void {
+    this._selection = sel;
+    this._selectionChanged.emit(sel);
+  }
+
+  private async _refresh(force: boolean): Promise<void> {
+    let reply: StoresReply;
+    try {
+      reply = await this._request<StoresReply>('stores');
+    } catch (e) {
+      this.setError(e);
+      return;
+    }
+    if (this._disposed) {
+      return;
+    }
+    const old = new Map(this._stores.map(s => [s.path, s.stamp]));
+    const listChanged = reply.stores.length !== this._stores.length || reply.stores.some(s => old.get(s.path) !== s.stamp);
+    this._stores = reply.stores;
+    const present = new Set(reply.stores.map(s => s.path));
+    for (const path of [...this._details.keys()]) {
+      if (!present.has(path)) {
+        this._details.delete(path);
+      }
+    }
+    const stale = reply.stores.filter(s => this._expanded.has(s.path) && (force || this._details.get(s.path)?.stamp !== s.stamp));
+    const loads = await Promise.allSettled(stale.map(s => this._loadStore(s.path)));
+    const failed = loads.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    this.setError(failed ? failed.reason : null);
+    if (force || listChanged || stale.length) {
+      this._changed.emit();
+    }
+    const sel = this._selection;
+    if (sel && (!present.has(sel.store) || stale.some(s => s.path === sel.store))) {
+      if (!this.selectedModel()) {
+        this._setSelection(null);
+      }
+      await this._loadField();
+    }
+  }
+
+  private async _loadStore(path: string): Promise<void> {
+    const reply = await this._request<StoreReply>('store', { path });
+    this._details.set(path, reply);
+  }
+
+  /** Fetch (or take from the cache) the selected field and publish it, unless the selection moved on. */
+  private async _loadField(): Promise<void> {
+    const sel = this._selection;
+    if (!sel || !sel.field) {
+      if (this._field) {
+        this._field = null;
+        this._fieldChanged.emit(null);
+      }
+      return;
+    }
+    const key = [sel.store, this._details.get(sel.store)?.stamp ?? '', sel.model, sel.field].join('\n');
+    let state: FieldState;
+    try {
+      let reply = this._fieldCache.get(key);
+      if (!reply) {
+        reply = await this._request<FieldReply>('field', { path: sel.store, field: sel.field, model: sel.model });
+        this._fieldCache.set(key, reply);
+      }
+      const entry = reply.models.find(m => m.model_id === sel.model);
+      const points = (entry?.points ?? []).filter(p => typeof p.value === 'number');
+      state = { selection: sel, points, value: entry?.value ?? null, error: null };
+    } catch (e) {
+      state = { selection: sel, points: [], value: null, error: `Cannot read ${sel.field}: ${messageOf(e)}` };
+    }
+    if (this._selection !== sel || this._disposed) {
+      return; // a newer selection (or field) won while this one was loading
+    }
+    this._field = state;
+    this._fieldChanged.emit(state);
+  }
+}

@@ -1,0 +1,120 @@
+/** The store list of the sidebar: stores, their models (a table) and sampling manifests. */
+import { fmtTime } from '../shared/format';
+import type { ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
+import { h } from './dom';
+import type { RunsModel } from './model';
+
+const EMPTY_HTML =
+  '<p><b>No diffract stores under this folder yet.</b></p>' +
+  '<p>Create one from a notebook:</p>' +
+  '<pre>from diffract import Session\nsession = Session()   # ./.diffract\nsession.models.add(model, "my-model")\nsession.compute.apply("pl_alpha")</pre>' +
+  '<p>or from a terminal: <code>diffract analyze</code>. Stores appear here by themselves.</p>';
+
+export class StoreListView {
+  readonly node = h('div', 'diffract-stores');
+  /** The search box's text: stores, models and fields containing it (case-insensitive). */
+  query = '';
+
+  constructor(private readonly model: RunsModel) {}
+
+  render(): void {
+    this.node.replaceChildren();
+    const stores = this.model.stores;
+    if (!stores.length) {
+      const empty = h('div', 'diffract-empty');
+      empty.innerHTML = EMPTY_HTML;
+      this.node.append(empty);
+      return;
+    }
+    let shown = 0;
+    for (const s of stores) {
+      const item = this.storeItem(s);
+      if (item) {
+        this.node.append(item);
+        shown++;
+      }
+    }
+    if (!shown) {
+      this.node.append(h('div', 'diffract-empty', `Nothing matches "${this.query}".`));
+    }
+  }
+
+  private matches(text: string): boolean {
+    const q = this.query.trim().toLowerCase();
+    return !q || text.toLowerCase().includes(q);
+  }
+
+  /** One store (null when the search hides it). */
+  private storeItem(s: StoreEntry): HTMLElement | null {
+    const d = this.model.detail(s.path);
+    const models = d ? d.models.filter(m => this.matches(`${s.path} ${m.model_id} ${m.fields.join(' ')}`)) : [];
+    if (!this.matches(s.path || s.name) && !models.length) {
+      return null;
+    }
+    const item = h('div', 'diffract-store');
+    item.dataset.path = s.path;
+    const row = h('div', 'diffract-store-row');
+    const open = this.model.isExpanded(s.path);
+    row.append(h('span', 'diffract-caret', open ? '▾' : '▸'), h('span', 'diffract-store-name', s.path || '(server root)'));
+    row.append(h('span', 'diffract-muted', ` · ${d ? d.models.length + ' models' : s.segments + ' segments'} · ${fmtTime(s.updated)}`));
+    row.title = `updated ${fmtTime(s.updated)}`;
+    row.addEventListener('click', () => void this.model.toggle(s.path));
+    item.append(row);
+    if (open && d) {
+      this.appendStoreDetail(item, s, d, models);
+    }
+    return item;
+  }
+
+  private appendStoreDetail(item: HTMLElement, s: StoreEntry, d: StoreReply, matching: ModelEntry[]): void {
+    if (!d.models.length) {
+      item.append(h('div', 'diffract-empty diffract-indent', 'No models in this store yet: session.models.add(model, "id")'));
+    }
+    const table = h('table', 'diffract-models');
+    const head = h('tr');
+    for (const c of ['model', 'slices', 'fields', 'added']) {
+      head.append(h('th', '', c));
+    }
+    table.append(head);
+    // models matching the search; all of them when only the store's path matches
+    const rows = matching.length ? matching : this.matches(s.path) ? d.models : [];
+    for (const m of rows) {
+      table.append(this.modelRow(s.path, m));
+    }
+    item.append(table);
+    if (d.manifests && d.manifests.length) {
+      const box = h('div', 'diffract-manifests diffract-indent');
+      box.append(h('div', 'diffract-muted', 'Sampling manifests'));
+      for (const man of d.manifests) {
+        const line = h(
+          'div',
+          'diffract-manifest',
+          `${man.label || man.identity.slice(0, 12)} · ${man.mode} · ${man.n_selected}/${man.n_eligible} selected` +
+            (man.teacher_id ? ` · teacher ${man.teacher_id}` : '')
+        );
+        line.dataset.identity = man.identity;
+        line.title = man.models.length ? `materialized: ${man.models.join(', ')}` : 'no materialized models';
+        box.append(line);
+      }
+      item.append(box);
+    }
+  }
+
+  private modelRow(store: string, m: ModelEntry): HTMLTableRowElement {
+    const tr = h('tr', 'diffract-model');
+    tr.dataset.model = m.model_id;
+    const sel = this.model.selection;
+    if (sel && sel.store === store && sel.model === m.model_id) {
+      tr.classList.add('diffract-selected');
+    }
+    tr.append(
+      h('td', 'diffract-model-id', m.model_id),
+      h('td', '', String(m.slices)),
+      h('td', '', String(m.fields.length)),
+      h('td', 'diffract-muted', fmtTime(m.added))
+    );
+    tr.title = m.fields.join(', ') || 'no fields computed yet';
+    tr.addEventListener('click', () => void this.model.select(store, m.model_id));
+    return tr;
+  }
+}

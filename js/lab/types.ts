@@ -1,0 +1,36 @@
+/** The sidebar model's state, as the views read it. */
+import type { FieldPoint } from '../shared/wire';
+import type { RequestFn } from './api';
+
+export interface Selection {
+  readonly store: string;
+  readonly model: string;
+  readonly field: string;
+}
+
+/** The selected field, ready to plot: its per-layer numbers, or its model-level value, or why not. */
+export interface FieldState {
+  readonly selection: Selection;
+  /** Per-layer points with a numeric value, in layer order. */
+  readonly points: FieldPoint[];
+  /** The model-level value when the field has one (and no per-layer numbers). */
+  readonly value: number | null;
+  readonly error: string | null;
+}
+
+export interface VersionState {
+  readonly client: string;
+  readonly server: string;
+  /** What to do about a mismatch, or null when both sides run the same version. */
+  readonly mismatch: string | null;
+}
+
+export interface RunsModelOptions {
+  /** The server call (api.ts `requestAPI` in JupyterLab, a fake in tests). */
+  request: RequestFn;
+  /** The front end's own version (package.json). */
+  version: string;
+  /** Polls only while this says yes (the panel is visible). */
+  isActive?: () => boolean;
+  pollMs?: number;
+}
