@@ -9,6 +9,7 @@ from typing import Any
 from diffract._core.owners import cross_owner, is_model_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo
 from diffract._errors import FieldNotComputedError, InvalidArgumentError, UnknownModelError
+from diffract.run.plan import cross_pairs
 from diffract.session.checks import check_field_names, check_reference
 from diffract.session.export import KEY_COLUMNS, to_format
 from diffract.session.selection import Namespace
@@ -39,7 +40,11 @@ class _Table:
 def _param_rows(table: _Table, store: Store, slices: list[SliceInfo]) -> None:
     """One row per slice: its per-parameter fields, and cross fields against the reference."""
     param_fields, cross_fields, reference = table.of("param"), table.of("cross"), table.reference
-    ref_names = {s.name for s in store.slices(reference)} if cross_fields else set()
+    paired = (
+        {s.uid for s, _ in cross_pairs(slices, reference, store.slices(reference))}
+        if cross_fields and reference
+        else set()
+    )
     for s in slices:
         is_ref = bool(cross_fields) and s.model_id == reference
         if is_ref and not param_fields:
@@ -52,7 +57,7 @@ def _param_rows(table: _Table, store: Store, slices: list[SliceInfo]) -> None:
         }
         for f in param_fields:
             row[f] = table.value(store, (s.uid, f), f)
-        table.compared |= not is_ref and s.name in ref_names
+        table.compared |= s.uid in paired
         for f in cross_fields:
             row[f] = table.value(store, (cross_owner(s.uid, reference or ""), f), f, skip=is_ref)
         if cross_fields:
