@@ -106,11 +106,11 @@ class KernelRegistry:
             return
         with self._lock:
             while self._pending:
-                family = self._pending[0]
-                kernels = family_kernels(family)  # an ImportError leaves it pending
-                self._pending.pop(0)
-                for k in kernels:
+                # an ImportError leaves the family pending; it leaves the list only once
+                # its kernels are in, so no thread sees a half-loaded registry
+                for k in family_kernels(self._pending[0]):
                     self._add(k, replace=False)
+                self._pending.pop(0)
 
     # --- registration ----------------------------------------------------------------------
     def copy(self) -> KernelRegistry:
