@@ -64,9 +64,18 @@ def _is_number(v: Any) -> bool:
 
 def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list[dict[str, Any]]:
     """``scope.results.export_metrics(*fields)`` as rows, or ``[]`` while nothing is stored.
-    Cross-model fields (drift against a checkpoint) need ``reference``; the reference
-    model's own rows are left out when only cross fields are asked for (with per-parameter
-    fields they stay, their cross columns None)."""
+
+    The reference model's own rows are left out when only cross fields are asked for (with
+    per-parameter fields they stay, their cross columns None).
+
+    Args:
+        scope: the session or scope to read.
+        *fields: the fields to export.
+        reference: the reference model, needed by cross-model fields.
+
+    Returns:
+        One dict per slice (the ``"list"`` export format).
+    """
     from diffract._errors import FieldNotComputedError
 
     try:
@@ -126,7 +135,21 @@ def layers_spec(
     kind: str = "line",
     reference: str | None = None,
 ) -> dict[str, Any]:
-    """Traces and layout of :func:`layers`."""
+    """Traces and layout of :func:`layers`.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        field: a per-parameter scalar field.
+        models: the model ids to draw; default: every model of the scope.
+        kind: ``"line"`` (one line per model) or ``"bar"`` (grouped bars).
+        reference: the reference model of cross-model fields (drift against a checkpoint).
+
+    Returns:
+        ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format).
+
+    Raises:
+        ValueError: ``kind`` is neither ``"line"`` nor ``"bar"``.
+    """
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
     rows = field_rows(scope, field, reference=reference)
@@ -158,7 +181,17 @@ def layers_spec(
 def heatmap_spec(
     scope: Scope, field: str, *, models: list[str] | None = None, reference: str | None = None
 ) -> dict[str, Any]:
-    """Traces and layout of :func:`heatmap`: rows are models (or checkpoints), columns layers."""
+    """Traces and layout of :func:`heatmap`: rows are models (or checkpoints), columns layers.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        field: a per-parameter scalar field.
+        models: the model ids to draw; default: every model of the scope.
+        reference: the reference model of cross-model fields (drift against a checkpoint).
+
+    Returns:
+        ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format).
+    """
     rows = field_rows(scope, field, reference=reference)
     by_model = _by_model(rows, field, models)
     ids = list(by_model)
@@ -200,7 +233,18 @@ def scatter_spec(
     models: list[str] | None = None,
     reference: str | None = None,
 ) -> dict[str, Any]:
-    """Traces and layout of :func:`scatter`."""
+    """Traces and layout of :func:`scatter`.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        x: the per-parameter field on the x axis.
+        y: the per-parameter field on the y axis.
+        models: the model ids to draw; default: every model of the scope.
+        reference: the reference model of cross-model fields (drift against a checkpoint).
+
+    Returns:
+        ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format).
+    """
     rows = field_rows(scope, x, y, reference=reference)
     data = []
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -238,8 +282,22 @@ def scatter_spec(
 def esd_spec(
     scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60
 ) -> dict[str, Any]:
-    """Traces and layout of :func:`esd`. Reads the stored ``esd`` (eigenvalues) and, when
-    present, ``pl_alpha`` and ``pl_esd_xmin`` of the slice."""
+    """Traces and layout of :func:`esd`.
+
+    Reads the stored ``esd`` (eigenvalues) and, when present, ``pl_alpha`` and ``pl_esd_xmin``
+    of the slice.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        slice: the slice's uid, or its name (with ``model_id`` when several models
+            have it).
+        model_id: the model of a slice given by name.
+        bins: number of histogram bins (log-spaced).
+
+    Returns:
+        ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format).
+        Without a stored ``esd`` the traces are empty and the title says so.
+    """
     import numpy as np
 
     from diffract._errors import FieldNotComputedError
@@ -303,7 +361,16 @@ def esd_spec(
 
 
 def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
-    """The slice of the scope with uid ``key``, or named ``key`` (in ``model_id``)."""
+    """The slice of the scope with uid ``key``, or named ``key`` (in ``model_id``).
+
+    Args:
+        scope: the session or scope to look in.
+        key: a uid or a parameter name.
+        model_id: the model of a slice given by name.
+
+    Returns:
+        The slice's :class:`~diffract.SliceInfo`.
+    """
     return scope.models.slice(key, model_id)
 
 
@@ -330,29 +397,74 @@ def layers(
     kind: str = "line",
     reference: str | None = None,
 ) -> Any:
-    """``field`` across depth for each model of the scope (``kind="line"`` or ``"bar"``);
-    ``reference=`` for cross-model fields."""
+    """``field`` across depth for each model of the scope, as lines or bars.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        field: a per-parameter scalar field.
+        models: the model ids to draw; default: every model of the scope.
+        kind: ``"line"`` (one line per model) or ``"bar"`` (grouped bars).
+        reference: the reference model of cross-model fields (drift against a checkpoint).
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
+
+    Raises:
+        ValueError: ``kind`` is neither ``"line"`` nor ``"bar"``.
+    """
     return _figure(layers_spec(scope, field, models=models, kind=kind, reference=reference))
 
 
 def heatmap(
     scope: Scope, field: str, *, models: list[str] | None = None, reference: str | None = None
 ) -> Any:
-    """``field`` as a layer x model heatmap (models may be checkpoints of one network);
-    ``reference=`` for cross-model fields such as drift from the first checkpoint."""
+    """``field`` as a layer x model heatmap (models may be checkpoints of one network).
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        field: a per-parameter scalar field.
+        models: the model ids to draw; default: every model of the scope.
+        reference: the reference model of cross-model fields (drift against a checkpoint).
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
+    """
     return _figure(heatmap_spec(scope, field, models=models, reference=reference))
 
 
 def esd(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> Any:
-    """The eigenvalue spectrum of one slice (uid, or name + ``model_id``) on log-log axes,
-    with the stored power-law fit (``pl_alpha``, ``pl_esd_xmin``) when computed."""
+    """The eigenvalue spectrum of one slice on log-log axes.
+
+    With the stored power-law fit (``pl_alpha``, ``pl_esd_xmin``) when it is computed.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        slice: the slice's uid, or its name (with ``model_id`` when several models
+            have it).
+        model_id: the model of a slice given by name.
+        bins: number of histogram bins (log-spaced).
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
+    """
     return _figure(esd_spec(scope, slice, model_id=model_id, bins=bins))
 
 
 def scatter(
     scope: Scope, x: str, y: str, *, models: list[str] | None = None, reference: str | None = None
 ) -> Any:
-    """Per-parameter field ``y`` against field ``x``, one colour per model."""
+    """Per-parameter field ``y`` against field ``x``, one colour per model.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        x: the per-parameter field on the x axis.
+        y: the per-parameter field on the y axis.
+        models: the model ids to draw; default: every model of the scope.
+        reference: the reference model of cross-model fields (drift against a checkpoint).
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
+    """
     return _figure(scatter_spec(scope, x, y, models=models, reference=reference))
 
 

@@ -21,7 +21,14 @@ from diffract._core.dtypes import NON_NUMPY_FLOATS
 
 @dataclass(frozen=True, eq=False)
 class LazyArray:
-    """A tensor of a checkpoint file, loaded only when ``load()`` is called."""
+    """A tensor of a checkpoint file, loaded only when :meth:`load` is called.
+
+    Attributes:
+        shape: the tensor's shape (known without reading it).
+        dtype: its dtype name as stored (``float32``, ``bfloat16``, ``float8_e4m3fn``...).
+        loader: reads the tensor and returns it as a NumPy array.
+        source: where it comes from (``path::name``), for messages.
+    """
 
     shape: tuple[int, ...]
     dtype: str
@@ -39,7 +46,11 @@ class LazyArray:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def load(self) -> np.ndarray:
-        """Read the tensor now (memory-mapped where the format allows)."""
+        """Read the tensor now (memory-mapped where the format allows).
+
+        Returns:
+            The tensor as a NumPy array.
+        """
         return self.loader()
 
     def __repr__(self) -> str:

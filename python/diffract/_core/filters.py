@@ -57,8 +57,18 @@ def compile_pattern(entry: str, what: str) -> re.Pattern[str] | str:
 
 @dataclass(frozen=True)
 class Filter:
-    """One ``filter(...)`` call. ``None`` means "no constraint" for that criterion; an empty
-    list matches nothing."""
+    """One ``filter(...)`` call: up to four criteria, ANDed together.
+
+    Entries of one criterion are ORed; an entry starting with ``re:`` is a regular expression
+    that must match the whole string. Build one with :meth:`make` (which validates).
+
+    Attributes:
+        model_ids: model ids to keep; ``None`` means "no constraint", an empty tuple matches
+            nothing.
+        param_names: parameter names (dotted) to keep.
+        param_types: parameter types (``ParameterType`` values) to keep.
+        param_ids: slice uids to keep (exact, no regular expressions).
+    """
 
     model_ids: tuple[str, ...] | None = None
     param_names: tuple[str, ...] | None = None
@@ -74,7 +84,21 @@ class Filter:
         param_types: Sequence[ParameterType | str] | ParameterType | str | None = None,
         param_ids: Sequence[str] | str | None = None,
     ) -> Filter:
-        """Validate and normalise the arguments of ``session.filter(...)``."""
+        """Validate and normalise the arguments of ``session.filter(...)``.
+
+        Args:
+            model_ids: one model id or several; ``re:`` entries are regular expressions.
+            param_names: one parameter name or several; ``re:`` entries are regular expressions.
+            param_types: parameter types, as ``ParameterType`` or their names.
+            param_ids: slice uids.
+
+        Returns:
+            The filter, with its patterns compiled.
+
+        Raises:
+            FilterError: an argument is not a string or a list of strings, a type name is
+                invalid, or a regular expression does not compile.
+        """
         types = _as_list(param_types, "param_types")
         if types is not None:
             norm = []
@@ -121,7 +145,14 @@ class Filter:
         return all(getattr(self, c) is None for c in CRITERIA)
 
     def matches(self, s: SliceInfo) -> bool:
-        """Whether a slice passes every criterion of this clause."""
+        """Whether a slice passes every criterion of this clause.
+
+        Args:
+            s: the slice.
+
+        Returns:
+            True when the slice matches.
+        """
         compiled = self._compile()
         values = {
             "model_ids": s.model_id,
@@ -139,7 +170,14 @@ class Filter:
         return True
 
     def matches_model(self, model_id: str) -> bool:
-        """Whether a model id passes the ``model_ids`` criterion."""
+        """Whether a model id passes the ``model_ids`` criterion.
+
+        Args:
+            model_id: the model id.
+
+        Returns:
+            True when the criterion is unset or the id matches it.
+        """
         entry = self._compile().get("model_ids")
         if entry is None:
             return True
@@ -147,12 +185,27 @@ class Filter:
         return model_id in exact or any(r.fullmatch(model_id) for r in regexes)
 
     def to_dict(self) -> dict[str, list[str]]:
-        """The set criteria as a JSON-ready dict (unset ones are left out)."""
+        """The set criteria as a JSON-ready dict (unset ones are left out).
+
+        Returns:
+            ``{criterion: [entries]}`` for each criterion that is set.
+        """
         return {c: list(getattr(self, c)) for c in CRITERIA if getattr(self, c) is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Filter:
-        """The inverse of :meth:`to_dict`; unknown keys or bad values raise FilterError."""
+        """The inverse of :meth:`to_dict`.
+
+        Args:
+            data: ``{criterion: entries}`` with keys among ``model_ids``, ``param_names``,
+                ``param_types`` and ``param_ids``.
+
+        Returns:
+            The filter.
+
+        Raises:
+            FilterError: ``data`` is not a dict, has unknown keys or bad values.
+        """
         if not isinstance(data, dict):
             raise FilterError(f"a filter must be a JSON object, got {type(data).__name__}")
         unknown = sorted(set(data) - set(CRITERIA))
@@ -163,12 +216,24 @@ class Filter:
 
 @dataclass(frozen=True)
 class FilterChain:
-    """Clauses from chained ``.filter(...)`` calls; a slice must match all of them."""
+    """Clauses from chained ``.filter(...)`` calls; a slice must match all of them.
+
+    Attributes:
+        clauses: the :class:`Filter` clauses, in the order they were added (empty: everything
+            matches).
+    """
 
     clauses: tuple[Filter, ...] = ()
 
     def and_(self, f: Filter) -> FilterChain:
-        """A chain with ``f`` added as one more clause (an empty ``f`` changes nothing)."""
+        """A chain with ``f`` added as one more clause (an empty ``f`` changes nothing).
+
+        Args:
+            f: the clause to add.
+
+        Returns:
+            A new chain (this one is unchanged).
+        """
         if f.is_empty:
             return self
         return FilterChain((*self.clauses, f))
@@ -179,26 +244,61 @@ class FilterChain:
         return not self.clauses
 
     def matches(self, s: SliceInfo) -> bool:
-        """Whether a slice passes every clause."""
+        """Whether a slice passes every clause.
+
+        Args:
+            s: the slice.
+
+        Returns:
+            True when every clause matches.
+        """
         return all(c.matches(s) for c in self.clauses)
 
     def matches_model(self, model_id: str) -> bool:
-        """Whether a model id passes the ``model_ids`` criterion of every clause."""
+        """Whether a model id passes the ``model_ids`` criterion of every clause.
+
+        Args:
+            model_id: the model id.
+
+        Returns:
+            True when every clause accepts the model.
+        """
         return all(c.matches_model(model_id) for c in self.clauses)
 
     def select(self, slices: Iterable[SliceInfo]) -> list[SliceInfo]:
-        """The slices that match, in their order."""
+        """The slices that match, in their order.
+
+        Args:
+            slices: the slices to filter.
+
+        Returns:
+            The matching slices.
+        """
         return [s for s in slices if self.matches(s)]
 
     def to_json(self) -> str:
-        """Canonical JSON: a list of clause objects (``[]`` selects everything)."""
+        """Canonical JSON: a list of clause objects (``[]`` selects everything).
+
+        Returns:
+            The JSON text (sorted keys, no spaces).
+        """
         return json.dumps(
             [c.to_dict() for c in self.clauses], sort_keys=True, separators=(",", ":")
         )
 
     @classmethod
     def from_json(cls, text: str | bytes | bytearray | list[Any] | dict[str, Any]) -> FilterChain:
-        """A chain from its JSON (a list of clauses, or one clause), as text or parsed."""
+        """A chain from its JSON (a list of clauses, or one clause), as text or parsed.
+
+        Args:
+            text: JSON text (``str`` or UTF-8 bytes), or the parsed list or dict.
+
+        Returns:
+            The chain.
+
+        Raises:
+            FilterError: the text is not valid JSON, or a clause is not a valid filter.
+        """
         if isinstance(text, (bytes, bytearray)):
             try:
                 text = bytes(text).decode("utf-8")
@@ -224,7 +324,11 @@ class FilterChain:
         return chain
 
     def key(self) -> str:
-        """A short stable hash of the chain (names per-scope aggregates in the store)."""
+        """A short stable hash of the chain (names per-scope aggregates in the store).
+
+        Returns:
+            Eight hex digits of BLAKE2b over :meth:`to_json`.
+        """
         import hashlib
 
         return hashlib.blake2b(self.to_json().encode(), digest_size=4).hexdigest()

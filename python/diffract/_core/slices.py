@@ -20,6 +20,10 @@ class ParameterType:
 
     Instances are interned: ``ParameterType.from_string("dense") is ParameterType.DENSE``.
     They compare equal to their string value, so filters accept either form.
+    ``ParameterType("dense")`` is ``ParameterType.from_string("dense")``.
+
+    Attributes:
+        value: the lower-case name (``"dense"``).
     """
 
     __slots__ = ("value",)
@@ -38,7 +42,18 @@ class ParameterType:
 
     @classmethod
     def from_string(cls, value: str | ParameterType) -> ParameterType:
-        """The type named ``value`` (lower-cased); custom names create a new type."""
+        """The type named ``value`` (lower-cased); custom names create a new type.
+
+        Args:
+            value: a type name (lower-case letters, digits, ``_`` or ``-``), or a type.
+
+        Returns:
+            The interned type.
+
+        Raises:
+            TypeError: ``value`` is neither a string nor a ParameterType.
+            ValueError: the name has characters other than those allowed.
+        """
         if isinstance(value, ParameterType):
             return value
         if not isinstance(value, str):
@@ -59,12 +74,20 @@ class ParameterType:
 
     @classmethod
     def builtin(cls) -> tuple[ParameterType, ...]:
-        """The built-in types, in a fixed order."""
+        """The built-in types, in a fixed order.
+
+        Returns:
+            DENSE, EMBEDDING, CONV, NORM, BIAS, OTHER.
+        """
         return (cls.DENSE, cls.EMBEDDING, cls.CONV, cls.NORM, cls.BIAS, cls.OTHER)
 
     @classmethod
     def known(cls) -> tuple[ParameterType, ...]:
-        """Every type created so far in this process (built-in first)."""
+        """Every type created so far in this process (built-in first).
+
+        Returns:
+            The built-in types, then the custom ones in creation order.
+        """
         builtin = cls.builtin()
         return builtin + tuple(t for t in cls._interned.values() if t not in builtin)
 
@@ -135,7 +158,18 @@ def make_uid(model_id: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class SliceInfo:
-    """Identity and shape of one stored weight slice (no array data)."""
+    """Identity and shape of one stored weight slice (no array data).
+
+    Attributes:
+        model_id: the model the slice belongs to.
+        name: its dotted parameter name (``encoder.layer.0.weight``).
+        uid: stable id derived from ``model_id`` and ``name``.
+        type: its :class:`ParameterType`.
+        shape: its shape.
+        dtype: its dtype name as stored (``float32``, ``bfloat16``...).
+        index: its position in the model.
+        meta: extra facts from extraction (``layout`` ...); not part of equality.
+    """
 
     model_id: str
     name: str
@@ -171,7 +205,11 @@ class SliceInfo:
         return len(self.shape)
 
     def to_row(self) -> dict[str, Any]:
-        """The slice as a table row: model_id, name, uid, type, shape, dtype."""
+        """The slice as a table row.
+
+        Returns:
+            ``{"model_id", "name", "uid", "type", "shape", "dtype"}`` with JSON-ready values.
+        """
         return {
             "model_id": self.model_id,
             "name": self.name,

@@ -47,7 +47,15 @@ def _torch_tensor_type() -> type | None:
 
 def is_array(element: Any) -> bool:
     """True for a NumPy or JAX array (as ``equinox.is_array``), and also for a PyTorch tensor
-    or a lazily loaded tensor from a checkpoint file (diffract's ``LazyArray``)."""
+    or a lazily loaded tensor from a checkpoint file (diffract's ``LazyArray``).
+
+    Args:
+        element: any pytree leaf.
+
+    Returns:
+        Whether ``element`` is an array. Frameworks the user has not imported are not checked
+        (and not imported).
+    """
     if isinstance(element, (np.ndarray, np.generic)):
         return True
     from diffract._core.arrays import LazyArray
@@ -67,7 +75,14 @@ def _dtype_name(element: Any) -> str | None:
 
 def is_inexact_array(element: Any) -> bool:
     """True for an array (see :func:`is_array`) of a floating or complex dtype
-    (bf16, fp16 and fp8 included)."""
+    (bf16, fp16 and fp8 included).
+
+    Args:
+        element: any pytree leaf.
+
+    Returns:
+        Whether ``element`` is an array with an inexact dtype.
+    """
     if not is_array(element):
         return False
     name = _dtype_name(element)
@@ -220,8 +235,25 @@ def filter(  # mirrors equinox.filter
     replace: Any = None,
     is_leaf: IsLeaf = None,
 ) -> Any:
-    """Keep the leaves of ``pytree`` that satisfy ``filter_spec``; replace the rest with
-    ``replace``. ``inverse=True`` keeps the falsey ones instead. As ``equinox.filter``."""
+    """Keep the leaves of ``pytree`` that satisfy ``filter_spec``; replace the rest.
+
+    As ``equinox.filter``.
+
+    Args:
+        pytree: any pytree.
+        filter_spec: a prefix tree of ``pytree`` whose leaves are ``bool`` (keep or drop the
+            whole subtree) or a predicate ``leaf -> bool`` (mapped over the subtree's leaves).
+        inverse: keep the leaves for which ``filter_spec`` is falsey instead.
+        replace: what dropped leaves become.
+        is_leaf: treat the nodes it is true for as leaves.
+
+    Returns:
+        A pytree of the same structure, with ``replace`` where a leaf was dropped.
+
+    Raises:
+        ValueError: ``filter_spec`` holds something other than booleans and callables, or is
+            not a prefix of ``pytree``.
+    """
     inverse = bool(inverse)
     filter_tree = tree_map(_make_filter_tree(is_leaf), filter_spec, pytree)
     return tree_map(lambda mask, x: x if bool(mask) != inverse else replace, filter_tree, pytree)
@@ -234,7 +266,22 @@ def partition(
     is_leaf: IsLeaf = None,
 ) -> tuple[Any, Any]:
     """Split ``pytree`` into (kept, rest), each with ``replace`` in the other's places.
-    ``combine(kept, rest)`` gives ``pytree`` back. As ``equinox.partition``."""
+
+    ``combine(kept, rest)`` gives ``pytree`` back. As ``equinox.partition``.
+
+    Args:
+        pytree: any pytree.
+        filter_spec: a prefix tree of booleans and predicates, as for :func:`filter`.
+        replace: what fills the holes in each half.
+        is_leaf: treat the nodes it is true for as leaves.
+
+    Returns:
+        ``(kept, rest)``: the leaves ``filter_spec`` selects, and the others.
+
+    Raises:
+        ValueError: ``filter_spec`` holds something other than booleans and callables, or is
+            not a prefix of ``pytree``.
+    """
     filter_tree = tree_map(_make_filter_tree(is_leaf), filter_spec, pytree)
     left = tree_map(lambda mask, x: x if mask else replace, filter_tree, pytree)
     right = tree_map(lambda mask, x: replace if mask else x, filter_tree, pytree)
@@ -250,7 +297,20 @@ def _first_not_none(*args: Any) -> Any:
 
 def combine(*pytrees: Any, is_leaf: IsLeaf = None) -> Any:
     """Merge pytrees of the same structure, taking at each leaf the first non-None value.
-    Undoes :func:`partition`. As ``equinox.combine``."""
+
+    Undoes :func:`partition`. As ``equinox.combine``.
+
+    Args:
+        *pytrees: pytrees of one structure, with ``None`` in the places they leave to the others.
+        is_leaf: treat the nodes it is true for as leaves (``None`` always is one).
+
+    Returns:
+        The merged pytree.
+
+    Raises:
+        TypeError: no pytree was given.
+        ValueError: the pytrees' structures differ.
+    """
     if not pytrees:
         raise TypeError("combine() needs at least one pytree")
 

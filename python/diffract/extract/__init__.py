@@ -31,7 +31,21 @@ from diffract._errors import ExtractionError
 
 @dataclass
 class ModelTree:
-    """What an extractor returns: the pytree, known slice types, and provenance."""
+    """What an extractor returns: the pytree, known slice types, and provenance.
+
+    Attributes:
+        tree: the pytree of array leaves.
+        types: dotted name -> :class:`~diffract.ParameterType` known from module classes
+            (other leaves get a type from their name and shape).
+        framework: the framework it came from (``"torch"``, ``"flax.nnx"``, ``"numpy"``...).
+        source: a file path or a description of the object.
+        file_backed: True when leaves read from a file that stays on disk.
+        kernel_layout: ``"in_out"`` when ``kernel`` leaves follow the Flax/Keras layout.
+        skipped: leaves left out on purpose, with the reason (tied aliases, buffers, running
+            statistics, optimizer state...).
+        layouts: per-leaf layout (dotted name -> ``"in_out"`` / ``"out_in"``), over the
+            name-based rule.
+    """
 
     tree: Any
     types: dict[str, ParameterType] = field(default_factory=dict)
@@ -74,6 +88,16 @@ def is_kernel_leaf(leaf_name: str) -> bool:
 
 @dataclass
 class Extracted:
+    """The result of :func:`extract`: the kept leaves and what was left out.
+
+    Attributes:
+        leaves: the named leaves, in natural name order.
+        skipped: dotted name -> why the leaf is not a weight slice.
+        framework: the framework the model came from.
+        source: a file path or a description of the object.
+        file_backed: True when leaves read from a file that stays on disk.
+    """
+
     leaves: list[ExtractedLeaf]
     skipped: dict[str, str]
     framework: str
@@ -83,7 +107,13 @@ class Extracted:
 
 @dataclass(frozen=True)
 class Extractor:
-    """A named rule: ``applies(obj)`` is cheap; ``extract(obj)`` builds the ModelTree."""
+    """A named rule: ``applies(obj)`` is cheap; ``extract(obj)`` builds the ModelTree.
+
+    Attributes:
+        name: the extractor's name (also the ``framework`` of what it extracts).
+        applies: whether this extractor handles an object.
+        extract: the object's :class:`ModelTree`.
+    """
 
     name: str
     applies: Callable[[Any], bool]
@@ -98,7 +128,18 @@ def register_extractor(
 ) -> Extractor:
     """Register a custom extractor; it is tried before the built-in ones.
 
-    ``extract`` may return a :class:`ModelTree` or any pytree of arrays.
+    Registering a name again replaces the earlier extractor of that name.
+
+    Args:
+        name: the extractor's name.
+        applies: ``applies(obj) -> bool``, cheap; an exception counts as False.
+        extract: ``extract(obj)``, returning a :class:`ModelTree` or any pytree of arrays.
+
+    Returns:
+        The registered extractor.
+
+    Raises:
+        TypeError: ``applies`` or ``extract`` is not callable.
     """
     if not callable(applies) or not callable(extract):
         raise TypeError(
@@ -116,6 +157,11 @@ def register_extractor(
 
 
 def unregister_extractor(name: str) -> None:
+    """Remove the custom extractor named ``name`` (nothing happens if there is none).
+
+    Args:
+        name: the name it was registered under.
+    """
     _USER[:] = [e for e in _USER if e.name != name]
 
 
@@ -133,12 +179,26 @@ def _builtin() -> list[Extractor]:
 
 
 def extractors() -> list[Extractor]:
-    """User extractors first, then the built-in ones, in the order they are tried."""
+    """The extractors in the order they are tried.
+
+    Returns:
+        The user extractors (newest first), then the built-in ones.
+    """
     return [*_USER, *_builtin()]
 
 
 def model_tree(model: Any) -> ModelTree:
-    """The :class:`ModelTree` of ``model`` from the first extractor that applies."""
+    """The :class:`ModelTree` of ``model`` from the first extractor that applies.
+
+    Args:
+        model: a model object, state dict, pytree of arrays or checkpoint path.
+
+    Returns:
+        Its model tree.
+
+    Raises:
+        ExtractionError: no extractor applies; the message lists what is supported.
+    """
     for ex in extractors():
         try:
             ok = ex.applies(model)
@@ -207,7 +267,20 @@ def natural_key(name: str) -> tuple:
 
 
 def extract(model: Any, filter_spec: Any = None) -> Extracted:
-    """Named weight slices of ``model``: ``partition(tree, filter_spec)`` keeps leaves."""
+    """Named weight slices of ``model``: ``partition(tree, filter_spec)`` keeps leaves.
+
+    Args:
+        model: a model object, state dict, pytree of arrays or checkpoint path.
+        filter_spec: a predicate ``leaf -> bool``, a bool, or a prefix tree of them (as for
+            :func:`~diffract.partition`); default: inexact arrays with ``ndim >= 1``.
+
+    Returns:
+        The kept leaves with their names, types and layouts, and the skipped ones with reasons.
+
+    Raises:
+        ExtractionError: no extractor applies, ``filter_spec`` does not fit the pytree, or a
+            kept leaf cannot be a weight slice.
+    """
     mt = model_tree(model)
     spec = default_filter_spec if filter_spec is None else filter_spec
     try:

@@ -102,8 +102,17 @@ _SNAP_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:12px;co
 
 
 def parse_names(text: str) -> tuple[str, ...] | None:
-    """The names box: one ``re:`` pattern, or exact names separated by commas (or one entry
-    per line, which also allows ``re:`` patterns containing commas)."""
+    """The names box as a criterion.
+
+    One ``re:`` pattern, or exact names separated by commas (or one entry per line, which
+    also allows ``re:`` patterns containing commas).
+
+    Args:
+        text: the box's text.
+
+    Returns:
+        The entries, or None for an empty box (no constraint).
+    """
     text = text.strip()
     if not text:
         return None
@@ -132,7 +141,20 @@ def parse_uids(text: str) -> tuple[str, ...] | None:
 
 
 class FilterBuilder(anywidget.AnyWidget):
-    """Build a filter interactively; ``.scope`` is the matching Scope (see the module doc)."""
+    """Build a filter interactively; ``.scope`` is the matching Scope (see the module doc).
+
+    The synced traits (``model_ids``, ``names``, ``param_types``, ``uids``) are what the front
+    end edits; ``count``, ``preview`` and ``filter_json`` follow them.
+
+    Args:
+        source: the session or scope the filter narrows.
+        filter: a clause to start from (a Filter, its dict, or JSON).
+        preview_limit: how many matching slices the preview lists.
+        **kwargs: passed to ``anywidget.AnyWidget``.
+
+    Raises:
+        FilterError: ``filter`` is not a valid clause.
+    """
 
     _esm = _esm("filter")
 
@@ -171,7 +193,12 @@ class FilterBuilder(anywidget.AnyWidget):
 
     # --- the filter as data ------------------------------------------------------------------
     def criteria(self) -> dict[str, tuple[str, ...] | None]:
-        """The choices as ``filter(...)`` keyword arguments (``None``: no constraint)."""
+        """The choices as ``filter(...)`` keyword arguments.
+
+        Returns:
+            ``{"model_ids", "param_names", "param_types", "param_ids"}``; ``None`` means no
+            constraint.
+        """
         return {
             "model_ids": tuple(self.model_ids) or None,
             "param_names": parse_names(self.names),
@@ -192,7 +219,16 @@ class FilterBuilder(anywidget.AnyWidget):
         return self._scope
 
     def set_filter(self, value: Filter | FilterChain | dict | str) -> None:
-        """Load a clause (a Filter, its dict, or JSON of a clause or one-clause chain)."""
+        """Load a clause into the builder (the front end shows it at once).
+
+        Args:
+            value: a Filter, its dict, or JSON of a clause or of a chain that adds one clause to
+                the builder's base scope.
+
+        Raises:
+            FilterError: the value is not a valid filter, or a chain adds several clauses.
+            TypeError: the value is none of the accepted kinds.
+        """
         if isinstance(value, str):
             value = json.loads(value)
         if isinstance(value, list):
@@ -278,8 +314,11 @@ class FilterBuilder(anywidget.AnyWidget):
 
     # --- static fallback -------------------------------------------------------------------------
     def snapshot_html(self) -> str:
-        """A static HTML view of the filter (the first 10 matches and the count), for
-        notebooks viewed without a running kernel."""
+        """A static HTML view of the filter, for notebooks viewed without a running kernel.
+
+        Returns:
+            HTML with the filter's JSON, the match count and the first 10 matches.
+        """
         rows = "".join(
             f"<tr><td>{html.escape(r['model_id'])}</td><td>{html.escape(r['name'])}</td><td>{html.escape(r['type'])}</td><td>{html.escape(r['shape'])}</td></tr>"
             for r in self.preview[:10]
@@ -309,6 +348,11 @@ class ProgressWidget(anywidget.AnyWidget):
 
     ``callback`` receives the engine's ProgressEvents; ``cancel_event`` is set when the user
     clicks Cancel (``cancel_requested``) or calls :meth:`cancel`.
+
+    Args:
+        fields: the fields being computed (shown in the title).
+        cancel: the event the run watches; default: a new one (``cancel_event``).
+        **kwargs: passed to ``anywidget.AnyWidget``.
     """
 
     _esm = _esm("progress")
@@ -352,7 +396,11 @@ class ProgressWidget(anywidget.AnyWidget):
             self.message = "cancelling after the slice in progress…"
 
     def callback(self, ev: ProgressEvent) -> None:
-        """Feed one ProgressEvent (thread-safe enough: trait sets are atomic messages)."""
+        """Feed one ProgressEvent (thread-safe enough: trait sets are atomic messages).
+
+        Args:
+            ev: the engine's event; ``kernel`` events are throttled by ``throttle`` seconds.
+        """
         self.events += 1
         now = time.monotonic()
         if ev.stage == "kernel" and now - self._last_sent < self.throttle:
@@ -376,7 +424,12 @@ class ProgressWidget(anywidget.AnyWidget):
             notify_panels()
 
     def finish(self, report: RunReport | None = None, error: BaseException | None = None) -> None:
-        """Mark the run finished (done, cancelled or error)."""
+        """Mark the run finished (done, cancelled or error).
+
+        Args:
+            report: the run's report, for its summary, failures and elapsed time.
+            error: the exception the run ended with, if any.
+        """
         with self.hold_sync():
             if error is not None:
                 self.status = "error"
@@ -394,8 +447,12 @@ class ProgressWidget(anywidget.AnyWidget):
         notify_panels(force=True)
 
     def snapshot_html(self) -> str:
-        """A static one-line HTML summary of the run's progress, for notebooks viewed
-        without a running kernel."""
+        """A static one-line HTML summary of the run's progress, for notebooks viewed without a
+        running kernel.
+
+        Returns:
+            HTML with the status, chunk and slice counts, times and failures.
+        """
         eta = "" if self.eta is None else f", ETA {self.eta:.1f}s"
         return (
             f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>diffract {html.escape(', '.join(self.fields))}</b>: "
@@ -412,7 +469,18 @@ class ProgressWidget(anywidget.AnyWidget):
 def notebook_progress(
     fields: Sequence[str], cancel: threading.Event | None = None
 ) -> tuple[Any, Any]:
-    """The ``(callback, finish)`` pair a blocking ``compute.apply`` uses in a notebook."""
+    """The ``(callback, finish)`` pair a blocking ``compute.apply`` uses in a notebook.
+
+    Displays a :class:`ProgressWidget`; its Cancel button is enabled only when the run is
+    not on the main thread (a blocking cell cannot receive the click).
+
+    Args:
+        fields: the fields being computed.
+        cancel: the event that cancels the run, if it can be cancelled.
+
+    Returns:
+        ``(callback, finish)``: feed events to the first, call the second when the run ends.
+    """
     from IPython.display import display
 
     widget = ProgressWidget(fields, cancel=cancel)
@@ -434,7 +502,15 @@ _RUNNING: weakref.WeakKeyDictionary[Any, ProgressRun] = weakref.WeakKeyDictionar
 
 
 class ProgressRun:
-    """One computation running in a worker thread, shown as its :class:`ProgressWidget`."""
+    """One computation running in a worker thread, shown as its :class:`ProgressWidget`.
+
+    Made by :func:`run_with_progress`; ``await run`` waits without blocking the notebook.
+
+    Args:
+        scope: the scope to compute on.
+        fields: the fields to compute.
+        apply_kwargs: keyword arguments of ``scope.compute.apply``.
+    """
 
     def __init__(self, scope: Scope, fields: Sequence[str], apply_kwargs: dict[str, Any]) -> None:
         self.scope = scope
@@ -452,7 +528,11 @@ class ProgressRun:
         )
 
     def start(self) -> ProgressRun:
-        """Start the run in its worker thread (the cell returns at once); returns self."""
+        """Start the run in its worker thread (the cell returns at once).
+
+        Returns:
+            This run.
+        """
         self.widget.status = "running"
         self._thread.start()
         return self
@@ -479,18 +559,39 @@ class ProgressRun:
         self.widget.cancel()
 
     def done(self) -> bool:
-        """Whether the run has ended (finished, cancelled or failed)."""
+        """Whether the run has ended.
+
+        Returns:
+            True once it finished, was cancelled or failed.
+        """
         return self._done.is_set()
 
     def wait(self, timeout: float | None = None) -> RunReport | None:
-        """Block until the run ends; returns the report (raises the run's error)."""
+        """Block until the run ends.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            The run's report.
+
+        Raises:
+            TimeoutError: the run is still going after ``timeout`` seconds.
+            BaseException: the run's own error, when it failed.
+        """
         if not self._done.wait(timeout):
             raise TimeoutError(f"the run of {self.fields} is still going after {timeout}s")
         return self.result()
 
     def result(self) -> RunReport | None:
-        """The run's report once it has ended (None before); raises the run's error if it
-        failed."""
+        """The run's report once it has ended.
+
+        Returns:
+            The report, or None while the run is still going.
+
+        Raises:
+            BaseException: the run's own error, when it failed.
+        """
         if self.error is not None:
             raise self.error
         return self.report
@@ -523,8 +624,22 @@ def run_with_progress(
     """Start ``scope.compute.apply(*fields, **apply_kwargs)`` in a worker thread.
 
     Returns a :class:`ProgressRun` at once; as a cell's last expression it shows the progress
-    widget (``display=True`` shows it right away). Do not write to the same session from other
-    cells until the run is done (``run.wait()``, ``await run``, or watch the widget).
+    widget. Do not write to the same session from other cells until the run is done
+    (``run.wait()``, ``await run``, or watch the widget).
+
+    Args:
+        scope: the session or scope to compute on.
+        *fields: the fields to compute.
+        display: show the widget right away.
+        **apply_kwargs: passed to ``scope.compute.apply``.
+
+    Returns:
+        The started run.
+
+    Raises:
+        ValueError: no field was named.
+        UnknownFieldError: a field is not produced by any registered kernel.
+        RuntimeError: another run is still going on this session.
     """
     scope = _as_scope(scope)
     if not fields:
@@ -555,7 +670,11 @@ _PANELS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def notify_panels(*, force: bool = False) -> None:
-    """Ask every live panel to re-read the store (called as chunks are committed)."""
+    """Ask every live panel to re-read the store (called as chunks are committed).
+
+    Args:
+        force: re-read even if the panel read the store a moment ago.
+    """
     for panel in list(_PANELS):
         try:
             panel._on_store_changed(force=force)

@@ -19,8 +19,17 @@ _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
 
 
 def reader_scope(scope: Any) -> Any:
-    """A scope over the same data for reading from any thread: persistent stores get their
-    own read-only handle (no lock, no shared state with a writer in this kernel)."""
+    """A scope over the same data for reading from any thread.
+
+    Persistent stores get their own read-only handle (no lock, no shared state with a writer in
+    this kernel); other stores are read through ``scope`` itself.
+
+    Args:
+        scope: the scope to read.
+
+    Returns:
+        A scope with the same filter chain.
+    """
     from diffract.session import Scope, Session
 
     session = scope.session
@@ -36,11 +45,24 @@ def reader_scope(scope: Any) -> Any:
 class FieldPanel(ipw.VBox):
     """A Plotly FigureWidget of stored fields that updates in place as values land.
 
-    ``kind``: ``"line"`` / ``"bar"`` (a field across depth, one trace per model),
-    ``"heatmap"`` (layer x model or checkpoint), ``"esd"`` (one slice's spectrum with its
-    power-law fit; pass ``slice=``), ``"scatter"`` (two fields: ``fields=(x, y)``).
-    ``live=True`` refreshes when a run of this kernel commits a chunk; ``poll=seconds``
-    also re-reads the store on a timer (for a writer in another process).
+    Args:
+        source: the session or scope whose stored fields are drawn.
+        fields: the field (or, for ``kind="scatter"``, the two fields ``(x, y)``); an esd
+            panel reads ``esd``.
+        kind: ``"line"`` / ``"bar"`` (a field across depth, one trace per model),
+            ``"heatmap"`` (layer x model or checkpoint), ``"esd"`` (one slice's spectrum with
+            its power-law fit; pass ``slice=``), ``"scatter"`` (two fields).
+        models: the model ids to draw; default: every model of the scope.
+        slice: the uid or name of the slice an esd panel shows.
+        model_id: the model of a slice given by name.
+        reference: the reference model of cross-model fields (drift from a checkpoint).
+        live: refresh when a run of this kernel commits a chunk.
+        poll: also re-read the store every ``poll`` seconds (for a writer in another process).
+        height: the figure's height in pixels.
+
+    Raises:
+        ValueError: an unknown ``kind``, or fields that do not fit it.
+        UnknownFieldError: a field no registered kernel produces.
     """
 
     def __init__(
@@ -104,7 +126,11 @@ class FieldPanel(ipw.VBox):
 
     # --- data --------------------------------------------------------------------------------
     def build_spec(self) -> dict[str, Any]:
-        """The figure description from the store, as :mod:`diffract.viz` builds it."""
+        """The figure description from the store, as :mod:`diffract.viz` builds it.
+
+        Returns:
+            ``{"data": traces, "layout": layout}`` as plain dicts.
+        """
         r = self._reader
         if self.kind in ("line", "bar"):
             return viz.layers_spec(
@@ -119,7 +145,11 @@ class FieldPanel(ipw.VBox):
         return viz.esd_spec(r, self.slice, model_id=self.slice_model)
 
     def refresh(self) -> bool:
-        """Re-read the store and update the figure in place; True when something changed."""
+        """Re-read the store and update the figure in place.
+
+        Returns:
+            True when something changed.
+        """
         with self._lock:
             self._last = time.monotonic()
             spec = self.build_spec()
@@ -158,8 +188,11 @@ class FieldPanel(ipw.VBox):
                 fig.layout.barmode = layout["barmode"]
 
     def n_values(self) -> int:
-        """How many values the panel shows now (heatmap cells with a value, points of
-        non-line traces): what a test or a caller checks after an update."""
+        """How many values the panel shows now: what a test or a caller checks after an update.
+
+        Returns:
+            Heatmap cells with a value plus the points of non-line traces.
+        """
         n = 0
         for d in self.spec["data"]:
             if d["type"] == "heatmap":
@@ -219,7 +252,11 @@ class FieldPanel(ipw.VBox):
             self.refresh()
 
     def watch(self, interval: float = 1.0) -> None:
-        """Re-read the store every ``interval`` seconds in a daemon thread (stop with stop())."""
+        """Re-read the store every ``interval`` seconds in a daemon thread (stop with :meth:`stop`).
+
+        Args:
+            interval: seconds between two reads.
+        """
         self._poll_stop.clear()
 
         def loop() -> None:
@@ -237,7 +274,11 @@ class FieldPanel(ipw.VBox):
         _PANELS.discard(self)
 
     def state(self) -> dict[str, Any]:
-        """A plain description of what the panel shows (for tests and snapshots)."""
+        """A plain description of what the panel shows (for tests and snapshots).
+
+        Returns:
+            ``{"kind", "fields", "traces": [{"name", "type", "x", "y"}], "n_values"}``.
+        """
         return {
             "kind": self.kind,
             "fields": list(self.fields),
@@ -255,8 +296,12 @@ class FieldPanel(ipw.VBox):
 
     # --- static fallback -----------------------------------------------------------------------
     def snapshot_html(self) -> str:
-        """A static HTML table of what the panel shows, for notebooks viewed without a
-        running kernel (nbviewer, exported HTML); the widget's fallback view."""
+        """A static HTML summary of what the panel shows, for notebooks viewed without a running
+        kernel (nbviewer, exported HTML); the widget's fallback view.
+
+        Returns:
+            HTML with the status line and, per trace, its count, range and a sparkline.
+        """
         parts = [
             f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>{html.escape(self.status.value and _strip(self.status.value))}</b>"
         ]
