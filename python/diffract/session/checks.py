@@ -6,7 +6,7 @@ Each raises :class:`diffract.InvalidArgumentError` naming the argument and what 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -14,6 +14,10 @@ from diffract._core.jsonable import to_jsonable
 from diffract._errors import InvalidArgumentError
 
 
+@overload
+def check_flag(value: Any, name: str, *, allow_none: Literal[False] = False) -> bool: ...
+@overload
+def check_flag(value: Any, name: str, *, allow_none: bool) -> bool | None: ...
 def check_flag(value: Any, name: str, *, allow_none: bool = False) -> bool | None:
     """``value`` as a bool flag: ``replace="no"`` is not False.
 
@@ -68,7 +72,8 @@ def check_meta(meta: Any) -> dict[str, Any]:
         raise InvalidArgumentError(
             f"meta must be a dict of JSON-ready values, got {type(meta).__name__}: {meta!r}"
         )
-    return to_jsonable(meta, where="meta", nonfinite="keep")
+    out: dict[str, Any] = to_jsonable(meta, where="meta", nonfinite="keep")
+    return out
 
 
 def check_reference(reference: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -191,7 +191,7 @@ class Compute(Namespace):
         session._cancel = cancel
         callback, finish = progress_callback(progress, fields, cancel)
         runner = Runner(
-            _StoreView(self._store, session._references),
+            cast(Store, _StoreView(self._store, session._references)),  # a Store by delegation
             session.registry,
             options=merged_opts,
             kernel_options=merged_kopts,

@@ -36,7 +36,8 @@ def read_weights(store: Store, references: ReferenceReader, s: SliceInfo) -> np.
     """
     if s.meta.get("external"):
         return references.read(s)
-    return store.weights(s.uid)
+    stored: np.ndarray = store.weights(s.uid)
+    return stored
 
 
 def add_model(
@@ -253,14 +254,7 @@ class Models(Namespace):
         Returns:
             The ids, sorted as strings (zero-pad numeric suffixes to keep them in order).
         """
-        self._store.refresh()
-        scope = self._scope
-        chain = scope._chain
-        return [
-            m
-            for m in self._store.models()
-            if chain.matches_model(m) and (chain.is_empty or scope._has_slices(m))
-        ]
+        return self._scope._model_ids()
 
     def info(self, model_id: str) -> dict[str, Any]:
         """What was recorded when the model was added.
@@ -276,7 +270,8 @@ class Models(Namespace):
             UnknownModelError: no such model is stored.
         """
         self._require(model_id)
-        return self._store.models()[model_id]
+        info: dict[str, Any] = self._store.models()[model_id]
+        return info
 
     def slices(self) -> list[SliceInfo]:
         """The slices of this scope.

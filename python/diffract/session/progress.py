@@ -45,7 +45,10 @@ def progress_callback(
     if progress is None:
         if in_notebook():
             try:
-                return frontend("notebook_progress")(fields, cancel=cancel)
+                widget: tuple[ProgressCallback, Finish] = frontend("notebook_progress")(
+                    fields, cancel=cancel
+                )
+                return widget
             except ImportError:
                 pass
         if not sys.stderr.isatty():

@@ -129,7 +129,7 @@ class Results(Namespace):
         check_reference(reference)
         store = self._store
         store.refresh()
-        levels = {f: self._session.registry.producer(f).level for f in fields}
+        levels: dict[str, str] = {f: self._session.registry.producer(f).level for f in fields}
         table = _Table(fields, levels, reference, found=dict.fromkeys(fields, False))
         cross_fields = table.of("cross")
         if cross_fields and not reference:
@@ -239,10 +239,10 @@ class Results(Namespace):
     def _get_model_level(self, field: str, uid_or_name: str, model_id: str | None) -> Any:
         scope = self._scope
         store = self._store
-        ids = scope.models.ids()
+        ids = scope._model_ids()
         if is_model_owner(uid_or_name):
             owner = uid_or_name
-            m = parse_owner(owner).model_id
+            m = parse_owner(owner).model_id or ""
             if m not in ids:
                 raise UnknownModelError(
                     f"no model {m!r} in this scope (owner {owner!r}); models: {ids}"

@@ -59,12 +59,24 @@ class Selection:
         store = self._session.store
         store.refresh()
         if self._chain.is_empty:
-            return store.slices()
+            out: list[SliceInfo] = store.slices()
+            return out
         out = []
         for m in store.models():
             if self._chain.matches_model(m):
                 out.extend(s for s in store.slices(m) if self._chain.matches(s))
         return out
+
+    def _model_ids(self) -> list[str]:
+        """The stored models with a slice in the selection (all of them when unfiltered)."""
+        store = self._session.store
+        store.refresh()
+        chain = self._chain
+        return [
+            m
+            for m in store.models()
+            if chain.matches_model(m) and (chain.is_empty or self._has_slices(m))
+        ]
 
     def _has_slices(self, model_id: str) -> bool:
         return any(self._chain.matches(s) for s in self._session.store.slices(model_id))
@@ -124,7 +136,7 @@ class Namespace:
         scope: the scope (or session) the namespace belongs to.
     """
 
-    def __init__(self, scope: Any) -> None:
+    def __init__(self, scope: Selection) -> None:
         self._scope = scope
 
     @property
@@ -156,8 +168,8 @@ class Accessor(Generic[N]):
     @overload
     def __get__(self, obj: None, owner: type) -> type[N]: ...
     @overload
-    def __get__(self, obj: object, owner: type) -> N: ...
-    def __get__(self, obj: object | None, owner: type) -> type[N] | N:
+    def __get__(self, obj: Selection, owner: type) -> N: ...
+    def __get__(self, obj: Selection | None, owner: type) -> type[N] | N:
         if obj is None:
             return self._cls
         ns = self._cls(obj)

@@ -139,7 +139,7 @@ class Session(Scope):
         from diffract._errors import ConfigError
         from diffract.store import make_cache, open_backend
 
-        readonly = bool(check_flag(readonly, "readonly"))
+        readonly = check_flag(readonly, "readonly")
         self.config = resolve(
             profile=profile,
             path=path,
