@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import sys
 import warnings
@@ -29,13 +28,6 @@ def _mlp(seed: int = 0) -> dict[str, np.ndarray]:
         "layers.1.weight": rng.normal(size=(6, 12)).astype(np.float32),
         "layers.1.bias": rng.normal(size=6).astype(np.float32),
     }
-
-
-@pytest.fixture
-def no_diffract_env(monkeypatch):
-    for key in list(os.environ):
-        if key.startswith("DIFFRACT_"):
-            monkeypatch.delenv(key)
 
 
 # --- 1. project profiles without a path --------------------------------------------------------
@@ -189,21 +181,14 @@ def test_empty_environment_variables_count_as_unset(tmp_path):
 
 # --- magics --------------------------------------------------------------------------------------
 
-IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 
 @pytest.fixture
-def ip(in_tmp, no_diffract_env):
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "diffract")
-    shell.user_ns["mlp"] = _mlp
-    yield shell
-    magics = shell.magics_manager.registry.get("DiffractMagics")
-    if magics is not None and magics.session is not None:
-        magics.session.close()
-        magics.session = None
+def ip(fresh_shell):
+    """A new shell per test (conftest.fresh_shell: no DIFFRACT_* variables, fresh folder)."""
+    fresh_shell.user_ns["mlp"] = _mlp
+    return fresh_shell
 
 
 def _magics(shell):
@@ -422,7 +407,6 @@ def test_open_without_profile_uses_the_configured_one(ip, in_tmp):
 
 
 def test_line_panel_of_an_array_field_says_it_needs_a_scalar_field():
-    pytest.importorskip("ipywidgets")
     from diffract.widgets import FieldPanel
 
     s = Session(profile="ram")

@@ -7,26 +7,17 @@ import os
 import sys
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
-
-pytest.importorskip("IPython")
-
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 
 
 @pytest.fixture
-def ip(in_tmp):
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "diffract")
-    sys.path.insert(0, str(Path(__file__).parent))
-    shell.run_cell("from _ui_helpers import mlp")
-    yield shell
-    magics = shell.magics_manager.registry.get("DiffractMagics")
-    if magics is not None and magics.session is not None:
-        magics.session.close()
-        magics.session = None
-    sys.path.remove(str(Path(__file__).parent))
+def ip(fresh_shell):
+    """A new shell per test (conftest.fresh_shell: no DIFFRACT_* variables, fresh folder)."""
+    fresh_shell.run_cell("from _ui_helpers import mlp")
+    return fresh_shell
 
 
 def test_open_add_compute_export(ip, in_tmp, capsys):
@@ -98,8 +89,6 @@ def test_help_documents_every_subcommand(ip):
 
 @pytest.mark.slow
 def test_magics_and_widgets_in_a_real_kernel(in_tmp):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     cells = [
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from _ui_helpers import mlp",
         "%load_ext diffract",
