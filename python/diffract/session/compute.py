@@ -19,7 +19,7 @@ from diffract.run.runner import Runner, check_kernel_options_shape, validate_opt
 from diffract.session._frontends import frontend
 from diffract.session.checks import check_field_names, check_flag
 from diffract.session.models import read_weights
-from diffract.session.progress import progress_callback
+from diffract.session.progress import Finish, progress_callback
 from diffract.session.selection import Namespace, SessionLike
 from diffract.store import Batch, Store
 
@@ -113,6 +113,18 @@ def _check_run_args(progress: Any, cancel: Any, kernel_options: Any) -> None:
     check_kernel_options_shape(kernel_options)
 
 
+def _budget_and_workers(
+    session: SessionLike, memory_budget: int | str | None, workers: int | None
+) -> tuple[int, int]:
+    """The run's memory budget and worker count: given ones checked, else the session's."""
+    budget = (
+        parse_bytes(memory_budget, "memory_budget")
+        if memory_budget is not None
+        else session.memory_budget
+    )
+    return budget, check_workers(workers) if workers is not None else session.workers
+
+
 def _run_options(
     session: SessionLike,
     fields: Sequence[str],
@@ -179,12 +191,7 @@ class Compute(Namespace):
         for f in fields:
             session.registry.producer(f)  # unknown field: clear error before any work
         _check_run_args(progress, cancel, kernel_options)
-        budget = (
-            parse_bytes(memory_budget, "memory_budget")
-            if memory_budget is not None
-            else session.memory_budget
-        )
-        n_workers = check_workers(workers) if workers is not None else session.workers
+        budget, n_workers = _budget_and_workers(session, memory_budget, workers)
         merged_opts, merged_kopts = _run_options(session, fields, options, kernel_options)
         self._store.refresh()
         cancel = cancel or threading.Event()
@@ -202,24 +209,24 @@ class Compute(Namespace):
             call_counter=session.kernel_calls,
             executor=executor if executor is not None else session.executor,
         )
+        session.last_report = self._run(runner, fields, finish)
+        return session.last_report
+
+    def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
+        """Run on the scope's selection (read once); then close the progress and the run."""
+        scope = self._scope
         try:
-            report = self._run(runner, fields)
+            selected = scope._slices()
+            return runner.run(
+                fields,
+                selected,
+                scope_key=None if scope._chain.is_empty else scope._chain.key(),
+                model_slices={m: self._store.slices(m) for m in {s.model_id for s in selected}},
+            )
         finally:
             if finish is not None:
                 finish()
-            session._cancel = None
-        session.last_report = report
-        return report
-
-    def _run(self, runner: Runner, fields: Sequence[str]) -> RunReport:
-        scope = self._scope
-        selected = scope._slices()  # one read of the selection per apply
-        return runner.run(
-            fields,
-            selected,
-            scope_key=None if scope._chain.is_empty else scope._chain.key(),
-            model_slices={m: self._store.slices(m) for m in {s.model_id for s in selected}},
-        )
+            self._session._cancel = None
 
     def apply_async(self, *fields: str, display: bool = False, **options: Any) -> Any:
         """Start ``apply`` in a worker thread and return at once with a run handle.
