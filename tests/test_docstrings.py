@@ -112,6 +112,16 @@ SECTIONED: dict[str, list[str]] = {
         "extractors",
         "model_tree",
         "extract",
+        "is_kernel_leaf",
+        "is_weight_dtype",
+        "default_filter_spec",
+        "natural_key",
+        "nest_dotted",
+    ],
+    "diffract.extract.safetensors": [
+        "decode_raw",
+        "read_safetensors_header",
+        "safetensors_leaves",
     ],
     "diffract.widgets": [
         "FilterBuilder",

@@ -82,7 +82,14 @@ _KERNEL_LEAF = re.compile(r"(?:^|_)kernel$")
 
 
 def is_kernel_leaf(leaf_name: str) -> bool:
-    """True for the leaf names stored (in, out) by Flax and Keras."""
+    """True for the leaf names stored (in, out) by Flax and Keras.
+
+    Args:
+        leaf_name: the last component of a leaf's key path.
+
+    Returns:
+        Whether it is ``kernel`` or ends in ``_kernel``.
+    """
     return bool(_KERNEL_LEAF.search(str(leaf_name)))
 
 
@@ -225,9 +232,18 @@ _WEIGHT_DTYPE_PREFIXES = ("bool", "int", "uint", "float", "bfloat", "half", "dou
 
 
 def is_weight_dtype(dtype: str) -> bool:
-    """True for the dtypes a weight slice may have: bool, (unsigned) integers and real
-    floating point (float16/32/64, bfloat16, float8 variants). Complex, object, string,
-    bytes, datetime/timedelta, void and structured dtypes are not weights."""
+    """True for the dtypes a weight slice may have.
+
+    Bool, (unsigned) integers and real floating point (float16/32/64, bfloat16, float8
+    variants). Complex, object, string, bytes, datetime/timedelta, void and structured dtypes
+    are not weights.
+
+    Args:
+        dtype: a dtype name (NumPy's, or PyTorch's with or without ``torch.``).
+
+    Returns:
+        Whether a slice may have this dtype.
+    """
     name = dtype.replace("torch.", "").strip()
     try:
         kind = np.dtype(name).kind
@@ -254,7 +270,14 @@ def _dtype_problem(name: str, dtype: str) -> str:
 
 
 def default_filter_spec(leaf: Any) -> bool:
-    """The default extraction predicate: inexact (floating) arrays with ndim >= 1."""
+    """The default extraction predicate: inexact (floating) arrays with ndim >= 1.
+
+    Args:
+        leaf: a pytree leaf.
+
+    Returns:
+        Whether :func:`extract` keeps the leaf by default.
+    """
     return is_inexact_array(leaf) and len(shape_of(leaf)) >= 1
 
 
@@ -262,7 +285,14 @@ _NUM = re.compile(r"(\d+)")
 
 
 def natural_key(name: str) -> tuple:
-    """Sort key that orders ``layer.2`` before ``layer.10``."""
+    """Sort key that orders ``layer.2`` before ``layer.10``.
+
+    Args:
+        name: a dotted name.
+
+    Returns:
+        The name split into text and integer parts.
+    """
     return tuple(int(p) if p.isdigit() else p for p in _NUM.split(name))
 
 
@@ -346,8 +376,17 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
 
 
 def nest_dotted(flat: dict[str, Any]) -> dict[str, Any]:
-    """``{"a.b.c": x}`` -> ``{"a": {"b": {"c": x}}}``; falls back to the flat dict when a
-    name is both a leaf and a prefix of another (so no name is ever lost)."""
+    """``{"a.b.c": x}`` -> ``{"a": {"b": {"c": x}}}``.
+
+    Falls back to the flat dict when a name is both a leaf and a prefix of another (so no
+    name is ever lost).
+
+    Args:
+        flat: dotted name -> value.
+
+    Returns:
+        The nested dict, or a flat copy of ``flat`` when it cannot be nested.
+    """
     root: dict[str, Any] = {}
     for name, value in flat.items():
         parts = name.split(".")

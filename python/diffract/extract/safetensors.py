@@ -66,7 +66,16 @@ _FP8 = {
 
 
 def decode_raw(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Decode little-endian raw bytes (a uint8 view) of ``dtype`` into a NumPy array."""
+    """Decode little-endian raw bytes (a uint8 view) of ``dtype`` into a NumPy array.
+
+    Args:
+        raw: the tensor's bytes as a uint8 array.
+        dtype: its dtype name; bfloat16 becomes float32, float8 is decoded through a table.
+        shape: its shape.
+
+    Returns:
+        The tensor (a view of ``raw`` where the dtype is NumPy's own).
+    """
     if dtype == "bfloat16":
         bits = raw.view("<u2").astype(np.uint32) << 16
         return bits.view(np.float32).reshape(shape)
@@ -76,7 +85,17 @@ def decode_raw(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarra
 
 
 def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any], int]:
-    """(header dict, data offset) of a safetensors file; a clear error if it is not one."""
+    """The header of a safetensors file, checked.
+
+    Args:
+        path: the file.
+
+    Returns:
+        ``(header, data_offset)``: the parsed JSON header and where the tensor data begins.
+
+    Raises:
+        ExtractionError: the file is missing or is not a safetensors file.
+    """
     path = os.fspath(path)
     try:
         size = os.path.getsize(path)
@@ -102,7 +121,18 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any
 
 
 def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
-    """Every tensor of a safetensors file as a LazyArray reading a memory map of its bytes."""
+    """Every tensor of a safetensors file as a LazyArray reading a memory map of its bytes.
+
+    Args:
+        path: the file.
+
+    Returns:
+        Tensor name -> its lazy array (nothing is read until ``load()``).
+
+    Raises:
+        ExtractionError: the file is not a valid safetensors file (bad header, an unknown
+            dtype, offsets outside the data).
+    """
     path = os.fspath(path)
     header, offset = read_safetensors_header(path)
     size = os.path.getsize(path)
