@@ -21,6 +21,7 @@ from diffract import (
     ExtractionError,
     FilterChain,
     FilterError,
+    KernelFailureWarning,
     Session,
 )
 from diffract._errors import InvalidArgumentError, OptionValueError
@@ -184,11 +185,18 @@ def test_good_option_values_still_accepted(ram):
         ("pl_alpha", {"fit_evals_thresh": np.float64(1e-6), "fit_method": "clauset"}),
         ("esd_max", {"spectrum_threads": np.int64(1)}),
     ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for field, opts in ok:
-            ram.compute.erase(field)
-            ram.compute.apply(field, **opts, progress=False)
+    for field, opts in ok:
+        ram.compute.erase(field)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = ram.compute.apply(field, **opts, progress=False)
+        # accepted means the kernel ran with it: no failure, a value for each matrix
+        assert report.failures == [], (field, opts, report.failures)
+        assert not [w for w in caught if issubclass(w.category, KernelFailureWarning)]
+        assert report.computed >= 2, (field, opts, report)
+        for name in ("a", "b"):
+            value = ram.results.get(field, name)
+            assert value is not None and np.all(np.isfinite(value)), (field, opts, name, value)
 
 
 def test_kernel_options_values_are_checked(ram):
@@ -213,7 +221,8 @@ def test_configure_checks_values_and_keeps_nothing_bad(ram):
     assert ram.compute.configure(fit_method="clauset") == {"fit_method": "clauset"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ram.compute.apply("pl_alpha", progress=False)
+        report = ram.compute.apply("pl_alpha", progress=False)
+    assert report.failures == [] and report.computed >= 2
 
 
 def test_custom_kernel_option_kinds_follow_default_and_annotation():
