@@ -3,6 +3,7 @@ unreachable Redis warns and the session goes on uncached. Values never go throug
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import socket
 import subprocess
@@ -24,7 +25,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
+def redis_server(tmp_path_factory):
+    """One redis-server for the module, with enough databases for one per test."""
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.fail(
@@ -45,6 +47,8 @@ def redis_url(tmp_path_factory):
             "no",
             "--dir",
             str(workdir),
+            "--databases",
+            "1000",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -61,9 +65,21 @@ def redis_url(tmp_path_factory):
     else:
         proc.kill()
         pytest.fail("redis-server did not start")
-    yield f"redis://127.0.0.1:{port}/0"
+    yield port, itertools.count(1)
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """A database of its own for each test (empty at the start), so that no test sees the
+    keys another left behind, in whatever order they run."""
+    import redis
+
+    port, numbers = redis_server
+    url = f"redis://127.0.0.1:{port}/{next(numbers)}"
+    assert redis.Redis.from_url(url).dbsize() == 0
+    return url
 
 
 def test_codec_round_trips_without_pickle():
