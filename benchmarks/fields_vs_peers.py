@@ -114,22 +114,17 @@ def run_ww(model):
 
 
 def make_ours(weights, **opts):
-    try:
-        from diffract.session import Session
+    from diffract.session import Session
 
-        def go():
-            s = Session(profile="ram")
-            s.models.add(weights, model_id="m")
-            rep = s.compute.apply(*FIELDS, progress=False, **opts)
-            assert not rep.failures, rep.failures[:3]
-            return s.results.export_metrics(*FIELDS, export_format="list")
+    def go():
+        s = Session(profile="ram")
+        s.models.add(weights, model_id="m")
+        rep = s.compute.apply(*FIELDS, progress=False, **opts)
+        assert not rep.failures, rep.failures[:3]
+        return s.results.export_metrics(*FIELDS, export_format="list")
 
-        go()
-        return go, "Session(profile='ram')"
-    except ImportError:
-        from _fieldrun import run_fields
-
-        return (lambda: run_fields(weights, FIELDS, **opts)), "test runner"
+    go()
+    return go, "Session(profile='ram')"
 
 
 def _bare(w):

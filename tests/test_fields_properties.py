@@ -6,10 +6,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _fieldrun import run_fields
+from _engine_fields import FieldSession
+
+
+@pytest.fixture(scope="module")
+def fs():
+    """The module's engine session."""
+    s = FieldSession()
+    yield s
+    s.close()
+
 
 INVARIANT = [
     "weights_svals",
@@ -57,29 +67,29 @@ def _close(a, b, rtol):
 
 @SET
 @given(matrices())
-def test_transpose_invariance(w):
-    a = run_fields({"w": w}, INVARIANT, precision="float64")["w"]
-    b = run_fields({"w": w.T.copy()}, INVARIANT, precision="float64")["w"]
+def test_transpose_invariance(fs, w):
+    r = fs.run_fields({"a": w, "b": w.T.copy()}, INVARIANT, precision="float64")
+    a, b = r["a"], r["b"]
     for f in INVARIANT:
         _close(a[f], b[f], 1e-7)
 
 
 @SET
 @given(matrices(), st.integers(0, 1000))
-def test_orthogonal_rotation_invariance(w, seed):
+def test_orthogonal_rotation_invariance(fs, w, seed):
     rng = np.random.default_rng(seed)
     q1 = np.linalg.qr(rng.standard_normal((w.shape[0],) * 2))[0]
     q2 = np.linalg.qr(rng.standard_normal((w.shape[1],) * 2))[0]
     fields = [f for f in INVARIANT if f not in ("weights_std", "mp_esd_max")]
-    a = run_fields({"w": w}, fields, precision="float64")["w"]
-    b = run_fields({"w": q1 @ w @ q2}, fields, precision="float64")["w"]
+    r = fs.run_fields({"a": w, "b": q1 @ w @ q2}, fields, precision="float64")
+    a, b = r["a"], r["b"]
     for f in fields:
         _close(a[f], b[f], 1e-6)
 
 
 @SET
 @given(matrices(), st.floats(0.05, 20.0))
-def test_scaling_laws(w, c):
+def test_scaling_laws(fs, w, c):
     fields = [
         "frob_norm",
         "spectral_norm",
@@ -97,8 +107,8 @@ def test_scaling_laws(w, c):
         "pl_log_alpha_norm",
     ]
     # fit_evals_thresh is an absolute cut (WeightWatcher's EVALS_THRESH) and so not scale-free
-    a = run_fields({"w": w}, fields, precision="float64", fit_evals_thresh=0.0)["w"]
-    b = run_fields({"w": c * w}, fields, precision="float64", fit_evals_thresh=0.0)["w"]
+    r = fs.run_fields({"a": w, "b": c * w}, fields, precision="float64", fit_evals_thresh=0.0)
+    a, b = r["a"], r["b"]
     for f in ("frob_norm", "spectral_norm", "nuclear_norm"):
         assert math.isclose(b[f], c * a[f], rel_tol=1e-9)
     np.testing.assert_allclose(b["esd"], c * c * a["esd"], rtol=1e-7, atol=1e-12 * b["esd"][-1])
@@ -126,11 +136,11 @@ def test_scaling_laws(w, c):
 
 @SET
 @given(matrices())
-def test_float32_path_close_to_float64(w):
+def test_float32_path_close_to_float64(fs, w):
     w32 = w.astype(np.float32)
     fields = ["weights_svals", "pl_alpha", "pl_ks", "stable_rank", "spectrum_path"]
-    a = run_fields({"w": w32}, fields, precision="float32")["w"]
-    b = run_fields({"w": w32}, fields, precision="float64")["w"]
+    a = fs.run_fields({"w": w32}, fields, precision="float32")["w"]
+    b = fs.run_fields({"w": w32}, fields, precision="float64")["w"]
     np.testing.assert_allclose(a["weights_svals"], b["weights_svals"], rtol=1e-5)
     if a["spectrum_path"] == "float32":
         assert math.isclose(a["pl_alpha"], b["pl_alpha"], rel_tol=1e-4)
@@ -140,9 +150,11 @@ def test_float32_path_close_to_float64(w):
 @given(
     st.integers(2, 6), st.integers(2, 6), st.integers(1, 3), st.integers(1, 3), st.integers(0, 99)
 )
-def test_conv_pools_kernel_positions(o, i, kh, kw, seed):
+def test_conv_pools_kernel_positions(fs, o, i, kh, kw, seed):
     w = np.random.default_rng(seed).standard_normal((o, i, kh, kw))
-    r = run_fields({"c": w}, ["weights_svals", "num_evals", "frob_norm"], precision="float64")["c"]
+    r = fs.run_fields({"c": w}, ["weights_svals", "num_evals", "frob_norm"], precision="float64")[
+        "c"
+    ]
     want = np.concatenate(
         [np.linalg.svd(w[:, :, a, b], compute_uv=False) for a in range(kh) for b in range(kw)]
     )

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from _fieldrun import run_fields
+from _engine_fields import FieldSession
 from diffract.kernels import _linalg
+
+
+@pytest.fixture(scope="module")
+def fs():
+    """The module's engine session."""
+    s = FieldSession()
+    yield s
+    s.close()
 
 
 def prescribed(s, n, seed=0):
@@ -34,15 +42,15 @@ def _count_eigh(monkeypatch):
 
 
 @pytest.mark.parametrize("shape", [(640, 64), (64, 640), (300, 200)])
-def test_float32_path_taken_and_exact_when_well_conditioned(shape):
+def test_float32_path_taken_and_exact_when_well_conditioned(fs, shape):
     m = min(shape)
     s = np.linspace(1.0, 1.3, m)[::-1]
     w = prescribed(s, max(shape), seed=3).astype(np.float32)
     if shape[0] < shape[1]:
         w = np.ascontiguousarray(w.T)
-    r = run_fields({"w": w}, ["weights_svals", "spectrum_path", "hard_rank", "min_weights_sval"])[
-        "w"
-    ]
+    r = fs.run_fields(
+        {"w": w}, ["weights_svals", "spectrum_path", "hard_rank", "min_weights_sval"]
+    )["w"]
     assert r["spectrum_path"] == "float32"
     want = np.linalg.svd(w.astype(np.float64), compute_uv=False)
     np.testing.assert_allclose(r["weights_svals"], want, rtol=1e-5)
@@ -78,11 +86,11 @@ def test_gram_product_made_once_whatever_the_path(monkeypatch, shape):
     np.testing.assert_allclose(svals, want, rtol=1e-9)
 
 
-def test_rank_type_fields_recheck_rank_deficient():
+def test_rank_type_fields_recheck_rank_deficient(fs):
     rng = np.random.default_rng(5)
     b = rng.standard_normal((120, 30)).astype(np.float32)
     w = np.concatenate([b, b], axis=1)  # duplicated columns: rank 30 exactly, also in float32
-    r = run_fields({"w": w}, ["hard_rank", "rank_loss", "spectrum_path", "weak_rank_loss"])["w"]
+    r = fs.run_fields({"w": w}, ["hard_rank", "rank_loss", "spectrum_path", "weak_rank_loss"])["w"]
     assert r["spectrum_path"] == "svd"
     assert r["hard_rank"] == np.linalg.matrix_rank(w.astype(np.float64)) == 30
     assert r["rank_loss"] == 30 and r["weak_rank_loss"] == 30
