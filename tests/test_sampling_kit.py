@@ -247,9 +247,9 @@ def _ram_store():
 def test_store_materialize_and_manifest_documents():
     store = _ram_store()
     models = {"t": bert_like()}
-    from diffract.sampling.kit import _store_add
+    from diffract.session.models import add_model
 
-    _store_add(store, "t", models["t"], {})
+    add_model(store, models["t"], "t")
     cands = candidates_from_model(store, "t", num_heads=HEADS)
     assert cands == candidates_from_model(models, "t", num_heads=HEADS)
     m = sample_replacement_candidates(cands, policy=SparseSamplingPolicy(replacement_cap=4))
@@ -277,9 +277,10 @@ def test_store_writes_go_through_the_checks_of_models_add():
     from diffract import Session
     from diffract._errors import DuplicateModelError, InvalidArgumentError
     from diffract.sampling.kit import _store_add
+    from diffract.session.models import add_model
 
     store = _ram_store()
-    _store_add(store, "t", bert_like(), {})
+    add_model(store, bert_like(), "t")
     with pytest.raises(DuplicateModelError, match="'t' is already stored"):
         _store_add(store, "t", bert_like(seed=1), {})
     np.testing.assert_array_equal(
