@@ -284,7 +284,7 @@ def default_filter_spec(leaf: Any) -> bool:
 _NUM = re.compile(r"(\d+)")
 
 
-def natural_key(name: str) -> tuple:
+def natural_key(name: str) -> tuple[int | str, ...]:
     """Sort key that orders ``layer.2`` before ``layer.10``.
 
     Args:

@@ -80,7 +80,8 @@ def decode_raw(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarra
         bits = raw.view("<u2").astype(np.uint32) << 16
         return bits.view(np.float32).reshape(shape)
     if dtype in _FP8:
-        return _FP8[dtype]()[raw].reshape(shape)
+        decoded: np.ndarray = _FP8[dtype]()[raw]
+        return decoded.reshape(shape)
     return raw.view(np.dtype(dtype).newbyteorder("<")).reshape(shape)
 
 
@@ -188,7 +189,9 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
                 "the data (corrupt or hand-edited file?)"
             )
 
-        def load(start=start, end=end, dtype=dtype, shape=shape) -> np.ndarray:
+        def load(
+            start: int = start, end: int = end, dtype: str = dtype, shape: tuple[int, ...] = shape
+        ) -> np.ndarray:
             if end == start:  # a zero-element tensor (checked above)
                 return np.zeros(shape, dtype=np.float32 if dtype in NON_NUMPY_FLOATS else dtype)
             raw = np.memmap(
