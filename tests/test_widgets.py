@@ -9,9 +9,6 @@ import time
 
 import pytest
 
-pytest.importorskip("anywidget")
-pytest.importorskip("plotly")
-
 from _ui_helpers import mlp
 from diffract import Filter, FilterChain, FilterError, Session
 from diffract.widgets import (
@@ -163,19 +160,29 @@ def test_progress_widget_follows_events(session):
     assert "done" in data["text/html"]
 
 
-def test_cancel_click_stops_after_the_current_chunk_and_keeps_fields(disk_session):
+def _click_cancel_after(monkeypatch, chunks: int) -> None:
+    """Make the widget's Cancel click arrive when ``chunks`` chunks are done (from the run's
+    own progress event, so the moment does not depend on how fast this machine is)."""
+    real = ProgressWidget.callback
+
+    def callback(self, ev):
+        real(self, ev)
+        if ev.stage == "chunk" and ev.chunks_done == chunks:
+            self.set_state({"cancel_requested": True})  # what the Cancel button sends
+
+    monkeypatch.setattr(ProgressWidget, "callback", callback)
+
+
+def test_cancel_click_stops_after_the_current_chunk_and_keeps_fields(disk_session, monkeypatch):
     s = disk_session
     fields = ("pl_alpha", "stable_rank")
+    _click_cancel_after(monkeypatch, 2)
     run = run_with_progress(s, *fields, memory_budget=20_000)  # one slice per chunk
     w = run.widget
-    deadline = time.monotonic() + 30
-    while w.chunks_done < 2 and not run.done() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    w.set_state({"cancel_requested": True})  # what the Cancel button sends
     report = run.wait(60)
     assert report.cancelled and w.status == "cancelled"
     done_chunks = report.chunks
-    assert 0 < done_chunks < w.chunks_total
+    assert done_chunks == 2 < w.chunks_total  # stopped right after the chunk in progress
     # every finished field stays stored, nothing else was written
     stored = s.results.export_metrics(*fields, export_format="list")
     have = [r for r in stored if r["pl_alpha"] is not None]
@@ -185,14 +192,23 @@ def test_cancel_click_stops_after_the_current_chunk_and_keeps_fields(disk_sessio
     assert report2.reused >= len(have)
 
 
-def test_run_with_progress_reports_errors_and_refuses_a_second_run(disk_session):
+def test_run_with_progress_reports_errors_and_refuses_a_second_run(disk_session, monkeypatch):
+    started, release = threading.Event(), threading.Event()
+    real = ProgressWidget.callback
+
+    def callback(self, ev):  # the first run waits in its first progress event until released
+        started.set()
+        assert release.wait(30)
+        real(self, ev)
+
+    monkeypatch.setattr(ProgressWidget, "callback", callback)
     run = run_with_progress(disk_session, "frob_norm")
-    with pytest.raises(RuntimeError, match="still going"):
-        for _ in range(1000):  # race-free: only assert while the first is running
-            if run.done():
-                raise RuntimeError("still going (finished too fast to check)")
-            run_with_progress(disk_session, "frob_norm")
-    run.wait(30)
+    assert started.wait(30) and not run.done()
+    with pytest.raises(RuntimeError, match=r"a run of \['frob_norm'\] is still going"):
+        run_with_progress(disk_session, "frob_norm")
+    release.set()
+    assert run.wait(30).ok
+    run_with_progress(disk_session, "stable_rank").wait(30)  # once done, the next may start
     with pytest.raises(Exception, match="frob_nrom"):
         run_with_progress(disk_session, "frob_nrom")
 
@@ -225,13 +241,18 @@ def test_panel_updates_in_place_when_a_field_lands(disk_session):
     s.filter(model_ids="m2").compute.apply("frob_norm", progress=False)
     p.refresh()
     assert [t["name"] for t in p.state()["traces"]] == ["m1", "m2"]
+    assert p.rebuilds == 2  # a new trace: rebuilt
     # the m1 trace object lives on (updated, not rebuilt from scratch) once the set is stable
-    rebuilds = p.rebuilds
-    s.compute.erase("frob_norm")
+    fig_trace, rebuilds, updates = p.figure.data[0], p.rebuilds, p.updates
+    n_m1 = len(fig_trace.y)
+    s.filter(model_ids="m1", param_names="layers.0.weight").compute.erase("frob_norm")
+    assert p.refresh() is True
+    assert len(p.figure.data[0].y) == n_m1 - 1  # the new values are shown...
     s.compute.apply("frob_norm", progress=False)
-    p.refresh()
-    assert p.rebuilds == rebuilds
-    assert p.figure.data[0] is not fig_trace or p.updates >= 1
+    assert p.refresh() is True
+    assert len(p.figure.data[0].y) == n_m1
+    assert p.rebuilds == rebuilds and p.updates == updates + 2
+    assert p.figure.data[0] is fig_trace  # ...by the same trace object
     assert p.refresh() is False  # nothing new: no message sent
     hover = p.figure.data[0].customdata[0]
     assert list(hover[:3]) == ["m1", "layers.0.weight", "dense"]
@@ -290,8 +311,20 @@ def test_notebook_progress_pair_without_a_blocking_cancel():
     from diffract.widgets import notebook_progress
 
     cb, finish = notebook_progress(["frob_norm"])
-    assert callable(cb) and callable(finish)
+    w = cb.__self__
+    assert isinstance(w, ProgressWidget) and w.fields == ["frob_norm"]
+    # a blocking apply in the kernel's main thread cannot receive a click: no Cancel button
+    assert w.cancellable is False and "Interrupt the kernel" in w.message
     finish()
+    assert w.status == "done"
+    # from a worker thread with a cancel event the button works
+    pair = []
+    worker = threading.Thread(
+        target=lambda: pair.append(notebook_progress(["x"], threading.Event()))
+    )
+    worker.start()
+    worker.join(30)
+    assert pair[0][0].__self__.cancellable is True
 
 
 def test_widget_bundles_are_built():
@@ -305,4 +338,6 @@ def test_widget_bundles_are_built():
         assert "render" in text and "http" not in text.split("//#")[0].replace(
             "http://www.w3.org", ""
         )
-    assert threading.active_count() >= 1
+    # the widgets load these bundles, not the "bundle was not built" stand-in
+    assert FilterBuilder._esm == widgets.STATIC / "filter.js"
+    assert ProgressWidget._esm == widgets.STATIC / "progress.js"
