@@ -51,7 +51,9 @@ __all__ = [
     "run_with_progress",
 ]
 
-STATIC = Path(__file__).parent / "static"
+#: the built widget bundles: python/diffract/static (where the wheel's build puts them), one
+#: level above this package since widgets became a package
+STATIC = Path(__file__).resolve().parents[1] / "static"
 _MISSING = """export default { render({ el }) {
   el.innerHTML = '<div style="color:var(--jp-warn-color1,#b36b00)">diffract: the widget bundle %s.js was not '
     + 'built. Reinstall diffract-lab (pip install .) or run <code>npm run build</code>.</div>';
@@ -126,6 +128,14 @@ def parse_names(text: str) -> tuple[str, ...] | None:
 
 
 def format_names(names: Sequence[str] | None) -> str:
+    """The names box's text for a criterion (the inverse of :func:`parse_names`).
+
+    Args:
+        names: the criterion's entries (``None``: no constraint).
+
+    Returns:
+        One entry as is, entries with commas or ``re:`` one per line, others comma-separated.
+    """
     if not names:
         return ""
     if len(names) == 1:
@@ -136,6 +146,14 @@ def format_names(names: Sequence[str] | None) -> str:
 
 
 def parse_uids(text: str) -> tuple[str, ...] | None:
+    """The uids box as a criterion: uids separated by commas, spaces or new lines.
+
+    Args:
+        text: the box's text.
+
+    Returns:
+        The uids without repeats, in order, or None for an empty box (no constraint).
+    """
     parts = [p for p in text.replace(",", " ").split() if p]
     return tuple(dict.fromkeys(parts)) or None
 
