@@ -339,5 +339,6 @@ def test_widget_bundles_are_built():
             "http://www.w3.org", ""
         )
     # the widgets load these bundles, not the "bundle was not built" stand-in
-    assert FilterBuilder._esm == widgets.STATIC / "filter.js"
-    assert ProgressWidget._esm == widgets.STATIC / "progress.js"
+    # (anywidget wraps a bundle's Path in FileContents, whose str() is the file's text)
+    assert str(FilterBuilder._esm) == (widgets.STATIC / "filter.js").read_text()
+    assert str(ProgressWidget._esm) == (widgets.STATIC / "progress.js").read_text()
