@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.diffract-installed
 
-.PHONY: install system-deps lab analyze test test-python test-js test-ui chromium js lint docs clean
+.PHONY: install system-deps lab analyze test test-python test-js test-ui chromium js lint docs mutation clean
 
 LAB_PORT ?= 8888
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
@@ -92,6 +92,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check python tests benchmarks scripts
 	cd python && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
 	$(PY) scripts/mypy_gate.py
+
+## hand-made mutants of the kernels and the store's segment log, each run against the tests
+## that should kill it on a temporary copy of the package (scripts/mutation_check.py); fails
+## when fewer than 90% are killed
+mutation: $(STAMP)
+	$(PY) scripts/mutation_check.py
 
 clean:
 	rm -rf $(VENV) .diffract build dist node_modules lib tsconfig.tsbuildinfo python/diffract/labextension python/diffract/static ui-tests/node_modules ui-tests/test-results

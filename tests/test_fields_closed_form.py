@@ -216,6 +216,9 @@ def test_marchenko_pastur_random_matrix(fs, n, m):
         r["mp_esd_max"], r["weights_std"] ** 2 * (1 + 1 / math.sqrt(q)) ** 2, rel_tol=1e-12
     )
     assert math.isclose(r["mp_esd_max"], sigma**2 * (1 + 1 / math.sqrt(q)) ** 2, rel_tol=0.01)
+    assert math.isclose(
+        r["mp_esd_min"], r["weights_std"] ** 2 * (1 - 1 / math.sqrt(q)) ** 2, rel_tol=1e-12
+    )
     assert math.isclose(r["esd_max"], r["mp_esd_max"], rel_tol=0.03)  # edge ~ N^-2/3 fluctuation
     assert r["mp_ks"] < 0.02
     assert r["tw_esd_bound"] > r["mp_esd_max"]
