@@ -275,19 +275,19 @@ def test_store_writes_go_through_the_checks_of_models_add():
     stored, or meta JSON cannot hold, is refused (nothing written), and a materialized
     model's info has the session's shape (provenance under ``"meta"``)."""
     from diffract import Session
-    from diffract._errors import DuplicateModelError, InvalidArgumentError
-    from diffract.sampling.kit import _store_add
+    from diffract import DuplicateModelError, InvalidArgumentError
+    from diffract.sampling.sources import store_add
     from diffract.session.models import add_model
 
     store = _ram_store()
     add_model(store, bert_like(), "t")
     with pytest.raises(DuplicateModelError, match="'t' is already stored"):
-        _store_add(store, "t", bert_like(seed=1), {})
+        store_add(store, "t", bert_like(seed=1), {})
     np.testing.assert_array_equal(
         store.weights(store.slices("t")[0].uid), bert_like()[store.slices("t")[0].name]
     )
     with pytest.raises(InvalidArgumentError, match=r"meta\['when'\] is not JSON-serializable"):
-        _store_add(store, "u", bert_like(), {"when": object()})
+        store_add(store, "u", bert_like(), {"when": object()})
     assert "u" not in store.models()
 
     m = sample_replacement_candidates(candidates_from_model(store, "t", num_heads=HEADS))

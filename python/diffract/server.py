@@ -16,57 +16,37 @@ root (the store folder itself or anything inside it) are refused (403); a folder
 a store is 404. Stores are opened read-only
 (no lock is taken), so a kernel may be writing to the same store meanwhile.
 
-This module stays light: Jupyter Server and the store reader are imported when used.
+This module stays light: Jupyter Server is imported when used; finding and reading stores
+is :mod:`diffract.store.reader`'s job.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
-if TYPE_CHECKING:
-    from diffract._core.wire import ModelEntry, StoreEntry
-
-from diffract.store._folder import STORE_MARKER
-from diffract.store._sqlite import is_sqlite_file
+from diffract.store import STORE_MARKER
+from diffract.store import reader as _reader
+from diffract.store.reader import NotAStore, find_stores, is_sqlite_store, store_stamp
 
 API_VERSION = 1
-#: SQLite stores are single files named like the profile's default (``.diffract.sqlite``)
-SQLITE_SUFFIX = ".diffract.sqlite"
-#: folder names never searched for stores
-SKIP_DIRS = frozenset(
-    {
-        "node_modules",
-        ".git",
-        ".hg",
-        ".venv",
-        "venv",
-        "env",
-        "__pycache__",
-        ".ipynb_checkpoints",
-        "site-packages",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".hypothesis",
-        ".tox",
-        ".yarn",
-    }
+#: the keys of a manifest row in a store summary (``ManifestEntry`` of the wire)
+MANIFEST_KEYS = (
+    "identity",
+    "label",
+    "teacher_id",
+    "mode",
+    "n_eligible",
+    "n_selected",
+    "n_excluded",
+    "models",
 )
-MAX_DEPTH = 6
-MAX_DIRS = 5000
 
 
 class PathRefused(Exception):
     """A request path that leaves the server root (HTTP 403)."""
-
-
-class NotAStore(Exception):
-    """A request path that is not a store (HTTP 404)."""
 
 
 def _version() -> str:
@@ -76,91 +56,8 @@ def _version() -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# finding and reading stores (no Jupyter imports: shared with %diffract runs)
+# request paths (finding and reading stores: diffract.store.reader, shared with %diffract runs)
 # ------------------------------------------------------------------------------------------
-
-
-def _is_sqlite_store(path: Path) -> bool:
-    return path.name.endswith(SQLITE_SUFFIX) and is_sqlite_file(path)
-
-
-def store_stamp(store: Path) -> dict[str, Any]:
-    """How many files a store has and when it last changed, from the file system only
-    (cheap enough to poll; the sidebar re-reads a store when its stamp changes)."""
-    files = 0
-    last = 0.0
-    newest = ""
-    if store.is_file():  # SQLite: the database and its write-ahead log
-        for p in (store, store.with_name(store.name + "-wal")):
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            files += 1
-            last = max(last, st.st_mtime)
-        return {"segments": files, "updated": last, "stamp": f"{files}:{last:.6f}"}
-    stack = [(store, 0)]
-    seen = 0
-    while stack and seen < 20000:
-        folder, depth = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                for e in it:
-                    seen += 1
-                    if e.name.startswith((".tmp", "writer.lock")):
-                        continue
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if e.is_dir(follow_symlinks=False):
-                        if depth < 2:
-                            stack.append((Path(e.path), depth + 1))
-                        continue
-                    files += 1
-                    if st.st_mtime >= last:
-                        last, newest = st.st_mtime, e.name
-        except OSError:
-            continue
-    return {"segments": files, "updated": last, "stamp": f"{files}:{newest}:{last:.6f}"}
-
-
-def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[StoreEntry]:
-    """Stores under ``root`` (never following symlinks), as ``{"path", "name", ...}``."""
-    root = Path(root).resolve()
-    found: list[Any] = []
-    visited = 0
-    stack: list[tuple[Path, int]] = [(root, 0)]
-    while stack and visited < MAX_DIRS:
-        folder, depth = stack.pop()
-        visited += 1
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        if any(e.name == STORE_MARKER and e.is_file(follow_symlinks=False) for e in entries):
-            rel = folder.relative_to(root).as_posix()
-            info = {
-                "path": "" if rel == "." else rel,
-                "name": folder.name if rel != "." else root.name,
-            }
-            info.update(store_stamp(folder))
-            found.append(info)
-            continue  # a store holds no other stores
-        if depth >= max_depth:
-            continue
-        for e in entries:
-            if e.is_file(follow_symlinks=False) and _is_sqlite_store(Path(e.path)):
-                rel = Path(e.path).relative_to(root).as_posix()
-                found.append({"path": rel, "name": e.name, **store_stamp(Path(e.path))})
-        for e in sorted(entries, key=lambda e: e.name, reverse=True):
-            if not e.is_dir(follow_symlinks=False) or e.name in SKIP_DIRS:
-                continue
-            if e.name.startswith(".") and not (Path(e.path) / STORE_MARKER).is_file():
-                continue
-            stack.append((Path(e.path), depth + 1))
-    found.sort(key=lambda s: s["path"])
-    return found
 
 
 def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
@@ -180,7 +77,7 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
     target = root_real.joinpath(*parts).resolve()
     if not target.is_relative_to(root_real):
         raise PathRefused(f"{rel!r} leaves the server root")
-    if not ((target / STORE_MARKER).is_file() or _is_sqlite_store(target)):
+    if not ((target / STORE_MARKER).is_file() or is_sqlite_store(target)):
         raise NotAStore(f"no diffract store at {rel!r} (a store folder holds {STORE_MARKER})")
     escape = _link_leaving_root(target, root_real)
     if escape is not None:
@@ -214,140 +111,14 @@ def _link_leaving_root(store: Path, root_real: Path) -> str | None:
     return None
 
 
-class StoreReader:
-    """A read-only store kept open between requests; ``refresh`` replays new segments only."""
+class StoreReader(_reader.StoreReader):
+    """The sidebar's store reader: :class:`diffract.store.reader.StoreReader`, whose summaries
+    also list the sampling manifests saved in the store."""
 
-    _cache: ClassVar[dict[Path, StoreReader]] = {}
-    _cache_lock = threading.Lock()
+    def manifests(self, store: Any) -> list[dict[str, Any]]:
+        from diffract.sampling import list_manifests
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self._store: Any = None
-
-    @classmethod
-    def get(cls, path: Path) -> StoreReader:
-        with cls._cache_lock:
-            reader = cls._cache.get(path)
-            if reader is None:
-                if len(cls._cache) > 32:
-                    cls._cache.clear()
-                reader = cls._cache[path] = cls(path)
-            return reader
-
-    def _open(self) -> Any:
-        from diffract.store import open_path
-
-        last: Exception | None = None
-        for attempt in range(3):  # a writer may be renaming a segment into place right now
-            try:
-                if self._store is None:
-                    self._store = open_path(self.path, readonly=True)
-                else:
-                    self._store.refresh()
-                return self._store
-            except Exception as exc:
-                last = exc
-                self._store = None
-                time.sleep(0.05 * (attempt + 1))
-        raise RuntimeError(f"cannot read the store: {last}")
-
-    def summary(self) -> dict[str, Any]:
-        with self.lock:
-            store = self._open()
-            models = store.models()
-            slices_by_model: dict[str, int] = {}
-            uid_model: dict[str, str] = {}
-            for s in store.slices():
-                slices_by_model[s.model_id] = slices_by_model.get(s.model_id, 0) + 1
-                uid_model[s.uid] = s.model_id
-            fields_by_model: dict[str, set[str]] = {m: set() for m in models}
-            levels: dict[str, str] = {}
-            for owner, fname in store.keys():
-                if owner.startswith("@"):
-                    m = owner[1:].split("[", 1)[0]
-                    levels.setdefault(fname, "model")
-                else:
-                    uid, _, ref = owner.partition("@")
-                    m = uid_model.get(uid)
-                    levels[fname] = "cross" if ref else "param"
-                if m in fields_by_model:
-                    fields_by_model[m].add(fname)
-            out_models: list[ModelEntry] = []
-            for m, meta in models.items():
-                out_models.append(
-                    {
-                        "model_id": m,
-                        "slices": slices_by_model.get(m, 0),
-                        "fields": sorted(fields_by_model.get(m, ())),
-                        "framework": meta.get("framework"),
-                        "added": meta.get("added"),
-                    }
-                )
-            from diffract.sampling.kit import list_manifests
-
-            manifests = [
-                {
-                    k: row[k]
-                    for k in (
-                        "identity",
-                        "label",
-                        "teacher_id",
-                        "mode",
-                        "n_eligible",
-                        "n_selected",
-                        "n_excluded",
-                        "models",
-                    )
-                }
-                for row in list_manifests(store)
-            ]
-            return {
-                "models": out_models,
-                "fields": sorted(levels),
-                "levels": levels,
-                "manifests": manifests,
-            }
-
-    def field(self, field: str, model: str | None = None) -> dict[str, Any]:
-        with self.lock:
-            store = self._open()
-            models = list(store.models())
-            if model is not None:
-                if model not in models:
-                    raise NotAStore(f"no model {model!r} in this store")
-                models = [model]
-            out = []
-            for m in models:
-                points = []
-                for s in store.slices(m):
-                    if not store.has((s.uid, field)):
-                        continue
-                    points.append(
-                        {
-                            "name": s.name,
-                            "uid": s.uid,
-                            "type": s.type.value,
-                            "index": s.index,
-                            "value": _jsonable(store.get((s.uid, field))),
-                        }
-                    )
-                agg = store.get((f"@{m}", field)) if store.has((f"@{m}", field)) else None
-                if points or agg is not None:
-                    out.append({"model_id": m, "points": points, "value": _jsonable(agg)})
-            return {"field": field, "models": out}
-
-
-def _jsonable(v: Any) -> Any:
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    if isinstance(v, float):
-        return v if v == v and v not in (float("inf"), float("-inf")) else None
-    if hasattr(v, "ndim"):
-        if getattr(v, "ndim", 0) == 0:
-            return _jsonable(v.item())
-        return None  # arrays (spectra) are not sent; ask the kernel for them
-    return str(v)
+        return [{k: row[k] for k in MANIFEST_KEYS} for row in list_manifests(store)]
 
 
 # ------------------------------------------------------------------------------------------

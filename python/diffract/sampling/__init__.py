@@ -18,18 +18,18 @@ The core is pure Python: importing this module imports neither numpy nor torch.
 
 from __future__ import annotations
 
-from diffract.sampling.kit import DOCUMENT_KIND as DOCUMENT_KIND
-from diffract.sampling.kit import NAMING_SCHEMES as NAMING_SCHEMES
-from diffract.sampling.kit import ModelLayout as ModelLayout
-from diffract.sampling.kit import NamingScheme as NamingScheme
-from diffract.sampling.kit import candidates_from_model as candidates_from_model
-from diffract.sampling.kit import export_manifest as export_manifest
-from diffract.sampling.kit import list_manifests as list_manifests
-from diffract.sampling.kit import load_manifest as load_manifest
-from diffract.sampling.kit import materialize as materialize
-from diffract.sampling.kit import model_layout as model_layout
-from diffract.sampling.kit import save_manifest as save_manifest
-from diffract.sampling.kit import slice_block as slice_block
+from diffract.sampling.layout import NAMING_SCHEMES as NAMING_SCHEMES
+from diffract.sampling.layout import ModelLayout as ModelLayout
+from diffract.sampling.layout import NamingScheme as NamingScheme
+from diffract.sampling.layout import model_layout as model_layout
+from diffract.sampling.library import candidates_from_model as candidates_from_model
+from diffract.sampling.library import slice_block as slice_block
+from diffract.sampling.manifests import DOCUMENT_KIND as DOCUMENT_KIND
+from diffract.sampling.manifests import export_manifest as export_manifest
+from diffract.sampling.manifests import list_manifests as list_manifests
+from diffract.sampling.manifests import load_manifest as load_manifest
+from diffract.sampling.manifests import save_manifest as save_manifest
+from diffract.sampling.materialize import materialize as materialize
 from diffract.sampling.records import EXCLUSION_REASONS as EXCLUSION_REASONS
 from diffract.sampling.records import MODES as MODES
 from diffract.sampling.records import REASON_DUPLICATE as REASON_DUPLICATE

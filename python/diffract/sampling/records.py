@@ -1,7 +1,7 @@
 """Sparse sampling of replacement candidates (the pure core of :mod:`diffract.sampling`).
 
 Standard library only: no numpy, no torch. The kit connection (candidates from a stored
-model, materializing selected candidates, persisting manifests) is in ``_sampling_kit``.
+model, materializing selected candidates, persisting manifests) is in the sampling package's layout, library, sources, materialize and manifests modules.
 
 Vocabulary (also in ``docs/sampling.md``):
 
