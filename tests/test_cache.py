@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from diffract import Session
-from diffract.store import LRUCache, RedisCache
-from diffract.store._cache import CacheWarning
-from diffract.store._codec import CodecError, decode, encode
+from diffract.store import CacheWarning, CodecError, LRUCache, RedisCache
+from diffract.store import decode_value as decode
+from diffract.store import encode_value as encode
 
 
 def free_port() -> int:

@@ -20,10 +20,10 @@ import pytest
 
 from _store_helpers import make_slices
 from diffract import StoreCorruptError
-from diffract.store import Batch, open_backend
-from diffract.store import _hdf5 as hdf5_mod
-from diffract.store import _zarr as zarr_mod
-from diffract.store._codec import CodecError, decode, encode
+from diffract.store import Batch, CodecError, HDF5Store, open_backend
+from diffract.store import decode_value as decode
+from diffract.store import encode_value as encode
+from diffract.store import log as store_log
 
 KINDS = {
     "hdf5": ("hdf5", "store", {}),
@@ -254,9 +254,8 @@ def test_all_zero_arrays_still_read_back(kind, tmp_path):
 
 @pytest.fixture
 def compact_soon(monkeypatch):
-    monkeypatch.setattr(hdf5_mod, "COMPACT_EVERY", 2)
-    monkeypatch.setattr(hdf5_mod, "COPY_LIMIT", 0)  # arrays stay where they were written
-    monkeypatch.setattr(zarr_mod, "COMPACT_EVERY", 2)
+    monkeypatch.setattr(store_log, "COMPACT_EVERY", 2)  # one constant: HDF5 and Zarr
+    monkeypatch.setattr(HDF5Store, "COPY_LIMIT", 0)  # arrays stay where they were written
 
 
 @pytest.mark.parametrize("kind", ["hdf5", "zarr"])

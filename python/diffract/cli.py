@@ -264,8 +264,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_store_copy(args: argparse.Namespace) -> int:
-    from diffract.store import BACKENDS, open_backend, open_path
-    from diffract.store._copy import copy_store
+    from diffract.store import BACKENDS, copy_store, open_backend, open_path
 
     backend = args.backend or _backend_for(args.dst)
     if backend not in BACKENDS or backend == "ram":
@@ -290,7 +289,7 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 def _check_copy_target(src: str, dst: str) -> None:
     """Refuse a copy whose target is the source, lies inside it or inside any other store's
     folder (its files would mix with that store's), or contains the source."""
-    from diffract.store._folder import STORE_MARKER
+    from diffract.store import STORE_MARKER
 
     if "://" in src or "://" in dst:
         return

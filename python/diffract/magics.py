@@ -257,7 +257,7 @@ class DiffractMagics(Magics):
         return FilterBuilder(self._session())
 
     def _cmd_runs(self, args: argparse.Namespace) -> Any:
-        from diffract.server import find_stores
+        from diffract.store.reader import find_stores
 
         root = Path(args.path)
         if not root.is_dir():
@@ -266,7 +266,7 @@ class DiffractMagics(Magics):
         return RunsTable(root, stores)
 
     def _cmd_export(self, args: argparse.Namespace) -> None:
-        from diffract.store._lock import atomic_write_text
+        from diffract.store import atomic_write_text
 
         scope = self._scope(args)
         out = Path(args.to)
@@ -417,7 +417,7 @@ class RunsTable:
     """
 
     def __init__(self, root: Path, stores: Sequence[Mapping[str, Any]]) -> None:
-        from diffract.server import StoreReader
+        from diffract.store.reader import StoreReader
 
         self.root = root
         self.stores = []

@@ -7,118 +7,79 @@
 * ``hybrid``: metadata in SQLite, arrays in HDF5 files or a Zarr group.
 
 Every backend commits a :class:`Batch` atomically and passes the same conformance suite
-(``tests/test_store_conformance.py``).
+(``tests/test_store_conformance.py``). HDF5 and Zarr share one crash-safe segment log
+(:mod:`diffract.store.log`); backends are looked up by name in :mod:`diffract.store.registry`;
+:mod:`diffract.store.reader` summarises stores for the server, the CLI and panels. The
+backend classes (``HDF5Store``, ``ZarrStore``, ``SQLiteStore``, ``HybridStore``) are imported
+when first used.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-from diffract._core.config import BACKENDS, PROFILES
-from diffract._errors import ConfigError, StoreCorruptError, StoreError
-from diffract.store._base import LAYOUT_VERSION, Batch, RamStore, Store, StoreState
-from diffract.store._cache import LRUCache, NoCache, RedisCache, make_cache
+from diffract._core.config import BACKENDS as BACKENDS
+from diffract._core.config import PROFILES as PROFILES
+from diffract.store._base import LAYOUT_VERSION as LAYOUT_VERSION
+from diffract.store._base import Batch as Batch
+from diffract.store._base import RamStore as RamStore
+from diffract.store._base import Store as Store
+from diffract.store._base import StoreState as StoreState
+from diffract.store._cache import CacheWarning as CacheWarning
+from diffract.store._cache import LRUCache as LRUCache
+from diffract.store._cache import NoCache as NoCache
+from diffract.store._cache import RedisCache as RedisCache
+from diffract.store._cache import make_cache as make_cache
+from diffract.store._codec import CodecError as CodecError
+from diffract.store._codec import decode as decode_value
+from diffract.store._codec import encode as encode_value
+from diffract.store._copy import copy_store as copy_store
+from diffract.store._folder import STORE_MARKER as STORE_MARKER
+from diffract.store._folder import is_sqlite_file as is_sqlite_file
+from diffract.store._lock import atomic_write_text as atomic_write_text
+from diffract.store.registry import detect_backend as detect_backend
+from diffract.store.registry import open_backend as open_backend
+from diffract.store.registry import open_path as open_path
+from diffract.store.registry import open_store as open_store
 
 __all__ = [
     "BACKENDS",
     "LAYOUT_VERSION",
     "PROFILES",
+    "STORE_MARKER",
     "Batch",
+    "CacheWarning",
+    "CodecError",
+    "HDF5Store",
+    "HybridStore",
     "LRUCache",
     "NoCache",
     "RamStore",
     "RedisCache",
+    "SQLiteStore",
     "Store",
     "StoreState",
+    "ZarrStore",
+    "atomic_write_text",
+    "copy_store",
+    "decode_value",
     "detect_backend",
+    "encode_value",
+    "is_sqlite_file",
     "make_cache",
+    "open_backend",
     "open_path",
     "open_store",
 ]
 
-
-def open_backend(
-    backend: str,
-    path: str | os.PathLike[str] | None,
-    *,
-    readonly: bool = False,
-    lock_timeout: float = 0.0,
-    cache: Any = None,
-    arrays: str = "hdf5",
-) -> Store:
-    """Open (or create) a store of ``backend`` at ``path``."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}; valid backends are {list(BACKENDS)}")
-    if backend == "ram":
-        if path is not None:
-            raise ConfigError(
-                "the ram backend keeps nothing on disk; drop path= or choose another backend"
-            )
-        return RamStore(cache=cache)
-    if path is None:
-        raise ConfigError(f"the {backend} backend needs a path")
-    if backend == "hdf5":
-        from diffract.store._hdf5 import HDF5Store
-
-        return HDF5Store(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
-    if backend == "sqlite":
-        from diffract.store._sqlite import SQLiteStore
-
-        return SQLiteStore(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
-    if backend == "hybrid":
-        from diffract.store._sqlite import HybridStore
-
-        return HybridStore(
-            path, readonly=readonly, lock_timeout=lock_timeout, cache=cache, arrays=arrays
-        )
-    from diffract.store._zarr import ZarrStore
-
-    return ZarrStore(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
+_LAZY = {"HDF5Store": "hdf5", "ZarrStore": "zarr", "SQLiteStore": "sqlite", "HybridStore": "hybrid"}
 
 
-def open_store(
-    profile: str = "local",
-    path: str | os.PathLike[str] | None = None,
-    *,
-    readonly: bool = False,
-    lock_timeout: float = 0.0,
-    cache: Any = None,
-) -> Store:
-    """Open (or create) the store of a built-in ``profile``; ``path`` overrides its location."""
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; valid profiles are {sorted(PROFILES)}")
-    backend, default = PROFILES[profile]
-    if backend != "ram" and path is None:
-        path = Path.cwd() / default
-    return open_backend(backend, path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
+def __getattr__(name: str) -> Any:
+    """The backend classes, imported on first use (their modules load numpy-only code, but
+    ``import diffract.store`` stays as small as the RAM store needs)."""
+    if name in _LAZY:
+        from diffract.store.registry import backend_entry
 
-
-def detect_backend(path: str | os.PathLike[str]) -> str:
-    """The backend of an existing store at ``path`` (file magic, or the folder's marker)."""
-    raw = os.fspath(path)
-    if "://" in raw and not raw.startswith("file://"):
-        return "zarr"
-    p = Path(raw).expanduser()
-    if not p.exists():
-        raise StoreError(f"no diffract store at {p}")
-    if p.is_file():
-        from diffract.store._sqlite import is_sqlite_file
-
-        if is_sqlite_file(p):
-            return "sqlite"
-        raise StoreCorruptError(
-            f"{p}: not a diffract store (a file that is not an SQLite database)"
-        )
-    from diffract.store._folder import read_marker
-
-    info = read_marker(p)
-    if info is None:
-        raise StoreCorruptError(f"{p}: not a diffract store (no diffract-store.json)")
-    return str(info.get("backend", "hdf5"))
-
-
-def open_path(path: str | os.PathLike[str], *, readonly: bool = True, cache: Any = None) -> Store:
-    """Open an existing store whatever its backend (read-only by default)."""
-    return open_backend(detect_backend(path), path, readonly=readonly, cache=cache)
+        return backend_entry(_LAZY[name]).store_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from diffract._core.arrays import storable_error
+from diffract._core.owners import owner_model_ids
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import StoreCorruptError, StoreError, UnknownModelError
 
@@ -87,35 +88,6 @@ class Batch:
         )
 
 
-def first_missing_seq(names: list[str]) -> int | None:
-    """The first sequence number missing from the live records ``names`` (sorted), or None.
-
-    Names are ``<12-digit seq>.<ext>`` or ``<seq>-c.<ext>`` (a compaction). Live records
-    start at the newest compaction (or at 1) and each commit takes the next number, so a
-    hole means a record was lost (a crash can only lose the one being written: the last).
-    """
-    if not names:
-        return None
-    expected = int(names[0][:12]) if names[0][12:14] == "-c" else 1
-    for n in names:
-        if int(n[:12]) != expected:
-            return expected
-        expected += 1
-    return None
-
-
-def owner_model_ids(owner: str, slice_models: dict[str, str]) -> set[str]:
-    """Model ids an owner key belongs to (dropping a model drops all of them)."""
-    if owner.startswith("@"):
-        return {owner[1:].split("[", 1)[0]}
-    uid, _, ref = owner.partition("@")
-    out = {ref} if ref else set()
-    m = slice_models.get(uid)
-    if m is not None:
-        out.add(m)
-    return out
-
-
 def slice_to_json(s: SliceInfo) -> str:
     return json.dumps(
         {
@@ -167,14 +139,8 @@ class StoreState:
             self.weight_refs.pop(uid, None)
         if model_id in self.models:
             del self.models[model_id]
-        uid_set = set(uids)
-        dead = [
-            k
-            for k in self.values
-            if (k[0].startswith("@") and k[0][1:].split("[", 1)[0] == model_id)
-            or k[0].partition("@")[0] in uid_set
-            or k[0].partition("@")[2] == model_id
-        ]
+        slice_models = dict.fromkeys(uids, model_id)
+        dead = [k for k in self.values if model_id in owner_model_ids(k[0], slice_models)]
         for k in dead:
             del self.values[k]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,27 @@ from diffract.store._base import LAYOUT_VERSION
 from diffract.store._lock import atomic_write_text
 
 STORE_MARKER = "diffract-store.json"
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` is a URL of a remote file system (``file://`` is a local path)."""
+    return "://" in path and not path.startswith("file://")
+
+
+def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` starts with SQLite's magic bytes.
+
+    Args:
+        path: a file path.
+
+    Returns:
+        True for an SQLite database file; False for anything else or an unreadable file.
+    """
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def read_marker(path: Path) -> dict[str, Any] | None:

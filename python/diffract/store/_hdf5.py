@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +36,15 @@ from diffract.store._base import (
     Batch,
     Key,
     StaleRefError,
-    Store,
     StoreState,
-    first_missing_seq,
-    locked,
     slice_from_json,
     slice_to_json,
 )
 from diffract.store._folder import open_store_folder, write_marker_if_missing
 from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store.log import RecordVanished, SegmentLog
 
 SEGMENT_FORMAT = "diffract-segment"
-_SEG_NAME = re.compile(r"^(\d{12})(-c)?\.h5$")
-#: compact after this many segments since the last compaction
-COMPACT_EVERY = 32
-#: arrays up to this size are copied into a compaction; larger ones are referenced
-COPY_LIMIT = 4 * 1024**2
-
-
-class _Vanished(Exception):
-    """A segment disappeared while being read (a writer compacted meanwhile)."""
 
 
 _SEP = "\x1f"
@@ -100,11 +89,27 @@ class ArrayRef:
         return f"{self.file.name}/{self.dataset}"
 
 
-class HDF5Store(Store):
-    """Folder of immutable HDF5 segments (see the module docstring)."""
+class HDF5Store(SegmentLog):
+    """Folder of immutable HDF5 segments (see the module docstring).
+
+    Args:
+        path: the store folder (created by a writer when missing).
+        readonly: open for reading only (no lock is taken, nothing is deleted).
+        lock_timeout: seconds a writer waits for another process's writer lock.
+        cache: the value cache (see :func:`diffract.store.make_cache`).
+
+    Raises:
+        StoreCorruptError: the folder is damaged or not an HDF5 diffract store.
+        StoreLockedError: another process holds the writer lock.
+    """
 
     backend = "hdf5"
     persistent = True
+    record_suffix = ".h5"
+    record_kind = "segment"
+    records_word = "segments"
+    #: arrays up to this many bytes are copied into a compaction; larger ones are referenced
+    COPY_LIMIT = 4 * 1024**2
 
     def __init__(
         self,
@@ -114,13 +119,11 @@ class HDF5Store(Store):
         lock_timeout: float = 0.0,
         cache: Any = None,
     ) -> None:
-        super().__init__(readonly=readonly, cache=cache)
+        super().__init__(readonly=readonly, cache=cache, lock_timeout=lock_timeout)
         self.root = Path(path).expanduser().resolve()
         self.path = str(self.root)
         self.segments_dir = self.root / "segments"
         self._lock = WriterLock(self.root / "writer.lock", str(self.root))
-        self._lock_timeout = lock_timeout
-        self._seen: list[str] = []
         info = open_store_folder(self.root, "hdf5", create=not readonly)
         if info and not self.segments_dir.is_dir():
             # segments/ is made before the marker: a store without it is damaged, not new
@@ -136,158 +139,62 @@ class HDF5Store(Store):
             for stale in self.segments_dir.glob(".tmp-*"):
                 stale.unlink(missing_ok=True)
         self.store_id = info.get("store_id", "")
-        try:
-            self.refresh()
-            if not readonly:
-                self._collect_garbage()
-        except BaseException:
-            self.close()  # a damaged store: refused, and the lock is not kept
-            raise
-
-    def close(self) -> None:
-        self._lock.release()
+        self._start()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
             self.close()
 
-    # --- reading segments ----------------------------------------------------------------
-    def _segment_files(self) -> list[str]:
+    # --- the log's steps -------------------------------------------------------------------
+    def _list_names(self) -> list[str]:
         if not self.segments_dir.exists():
             return []
-        return sorted(p.name for p in self.segments_dir.iterdir() if _SEG_NAME.match(p.name))
+        return [p.name for p in self.segments_dir.iterdir()]
 
-    def _live_segments(self) -> list[str]:
-        """Segments from the last compaction on (a compaction supersedes all before it)."""
-        names = self._segment_files()
-        starts = [i for i, n in enumerate(names) if n.endswith("-c.h5")]
-        return names[starts[-1] :] if starts else names
+    def _record_path(self, name: str) -> str:
+        return str(self.segments_dir / name)
 
-    @locked
-    def refresh(self) -> None:
-        """Replay segments committed since the last look (by this or another process).
+    def _data_seq(self, ref: Any) -> int | None:
+        return int(ref.file.name[:12]) if isinstance(ref, ArrayRef) else None
 
-        A rebuild (after a compaction) replays into a new state that replaces the current
-        one only when complete: an error leaves what was read before in place. A segment
-        missing in the middle of the live sequence is damage (:class:`StoreCorruptError`).
-        """
-        rebuild, vanished = False, str(self.segments_dir)
-        for attempt in range(5):
-            names = self._live_segments()
-            gap = first_missing_seq(names)
-            if gap is not None:
-                if attempt < 2:  # a listing that raced a compaction: look again
-                    time.sleep(0.01)
-                    continue
-                raise StoreCorruptError(
-                    f"{self.segments_dir / f'{gap:012d}.h5'}: missing segment (sequence number "
-                    f"{gap}; found {names[0]} to {names[-1]}); the store is damaged and its "
-                    "later segments cannot be replayed without it"
-                )
-            if rebuild or names[: len(self._seen)] != self._seen:  # compacted: rebuild
-                state, seen = StoreState(), []
-                try:
-                    for name in names:
-                        self._replay(self.segments_dir / name, state)
-                        seen.append(name)
-                except _Vanished as exc:
-                    vanished, rebuild = str(exc), True
-                    continue
-                self._state, self._seen = state, seen
-                return
-            try:
-                for name in names[len(self._seen) :]:
-                    self._replay(self.segments_dir / name, self._state)
-                    self._seen.append(name)
-                return
-            except _Vanished as exc:
-                vanished, rebuild = str(exc), True
-        raise StoreError(f"{vanished}: segments keep vanishing while reading; retry")
+    def _data_seqs(self) -> list[int]:
+        # a segment holds its own data: it is deleted with its data (see _delete_record)
+        return [int(n[:12]) for n in self._record_names()]
 
-    def _replay(self, file: Path, state: StoreState) -> None:
-        h5py = _h5py()
+    def _data_path(self, seq: int) -> str:
+        return self._record_path(self._name(seq))
+
+    def _delete_data(self, seq: int) -> None:
+        for compaction in (False, True):
+            (self.segments_dir / self._name(seq, compaction=compaction)).unlink(missing_ok=True)
+
+    def _delete_record(self, name: str) -> None:
+        """Nothing to do: a segment is deleted with its data, unless its data is referenced."""
+
+    def _read_record(self, name: str, state: StoreState) -> None:
+        file = self.segments_dir / name
         try:
-            with h5py.File(file, "r") as f:
-                if f.attrs.get("format") != SEGMENT_FORMAT:
-                    raise StoreCorruptError(
-                        f"{file}: not a diffract segment (format attribute missing)"
-                    )
-                if int(f.attrs.get("layout_version", -1)) != LAYOUT_VERSION:
-                    raise StoreCorruptError(
-                        f"{file}: segment layout version {f.attrs.get('layout_version')} "
-                        f"(this diffract reads {LAYOUT_VERSION})"
-                    )
-                remove = (
-                    [s.decode() if isinstance(s, bytes) else s for s in f["remove_models"][()]]
-                    if "remove_models" in f
-                    else []
-                )
-                add_models = {}
-                if "models" in f:
-                    for m in f["models"]:
-                        add_models[_from_h5(m)] = json.loads(f["models"][m].attrs["meta"])
-                slices, refs = [], {}
-                if "slices" in f:
-                    for link, g in f["slices"].items():
-                        s = slice_from_json(g.attrs["info"])
-                        slices.append(s)
-                        uid = _from_h5(link)
-                        if "weights" in g:
-                            refs[uid] = ArrayRef(file, f"slices/{link}/weights")
-                        elif "weights_ref" in g.attrs:
-                            fname, _, ds = str(g.attrs["weights_ref"]).partition(":")
-                            refs[uid] = ArrayRef(self.segments_dir / fname, ds)
-                values: dict[Key, Any] = {}
-                if "fields" in f:
-                    for link, g in f["fields"].items():
-                        fname = _from_h5(link)
-                        owners = [
-                            o.decode() if isinstance(o, bytes) else o for o in g["owners"][()]
-                        ]
-                        kind = g.attrs.get("kind", "float")
-                        raw = g["values"][()]
-                        for o, v in zip(owners, raw, strict=True):
-                            values[(o, fname)] = _scalar(v, kind)
-                if "arrays" in f:
-                    for flink, g in f["arrays"].items():
-                        for olink in g:
-                            values[(_from_h5(olink), _from_h5(flink))] = ArrayRef(
-                                file, f"arrays/{flink}/{olink}"
-                            )
-                if "array_refs" in f:
-                    for e in f["array_refs"][()]:
-                        o, fn, where = (e.decode() if isinstance(e, bytes) else e).split(_SEP)
-                        fname, _, ds = where.partition(":")
-                        values[(o, fn)] = ArrayRef(self.segments_dir / fname, ds)
-                erase = []
-                if "erase" in f:
-                    for e in f["erase"][()]:
-                        o, _, fn = (e.decode() if isinstance(e, bytes) else e).partition(_SEP)
-                        erase.append((o, fn))
-                docs = {}
-                if "documents" in f:
-                    for kind, g in f["documents"].items():
-                        for name, ds in g.items():
-                            docs[(_from_h5(kind), _from_h5(name))] = (
-                                ds[()].decode() if isinstance(ds[()], bytes) else str(ds[()])
-                            )
+            with _h5py().File(file, "r") as f:
+                _check_segment(f, file)
+                contents = _segment_contents(f, file, self.segments_dir)
         except StoreCorruptError:
             raise
         except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
             if not file.exists():
-                raise _Vanished(str(file)) from None
+                raise RecordVanished(str(file)) from None
             raise StoreCorruptError(
                 f"{file}: unreadable store segment ({type(exc).__name__}: {exc})"
             ) from None
-        state.apply(
-            add_models=add_models,
-            slices=slices,
-            weight_refs=refs,
-            values=values,
-            erase=erase,
-            remove_models=remove,
-            documents=docs,
-        )
+        state.apply(**contents)
+
+    def _write_record(self, name: str, batch: Batch) -> None:
+        self._write_segment(name, lambda f, str_dt: _fill_batch(f, batch, str_dt))
+
+    def _write_compaction(self, name: str, state: StoreState) -> None:
+        """Weights (and arrays over ``COPY_LIMIT``) are referenced, not copied, so a
+        compaction costs about the size of the field values."""
+        limit = self.COPY_LIMIT
+        self._write_segment(name, lambda f, str_dt: _fill_state(f, state, str_dt, limit))
 
     def _read_array(self, ref: ArrayRef) -> np.ndarray:
         h5py = _h5py()
@@ -299,12 +206,7 @@ class HDF5Store(Store):
                 raise StaleRefError(str(ref.file)) from None
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
 
-    # --- writing -------------------------------------------------------------------------
-    def _next_seq(self) -> int:
-        names = self._segment_files()
-        return int(names[-1][:12]) + 1 if names else 1
-
-    def _write_segment(self, name: str, fill) -> None:
+    def _write_segment(self, name: str, fill: Callable[[Any, Any], None]) -> None:
         """Write a segment through a temporary file, fsync, and rename it into place."""
         h5py = _h5py()
         final = self.segments_dir / name
@@ -325,117 +227,157 @@ class HDF5Store(Store):
             tmp.unlink(missing_ok=True)
             raise
 
-    @locked
-    def compact(self) -> None:
-        """Write the live state as one compaction segment, then delete what it supersedes.
 
-        Weights (and arrays over COPY_LIMIT) are referenced, not copied, so compaction costs
-        about the size of the field values. Readers that listed the old segments see them
-        vanish, rebuild from the compaction, and go on.
-        """
-        self._lock.acquire(self._lock_timeout)
-        self.refresh()
-        seq = self._next_seq()
-        state = self._state
+# --- reading a segment ------------------------------------------------------------------------
 
-        def fill(f, str_dt):
-            for m, meta in state.models.items():
-                f.require_group("models").create_group(_h5name(m)).attrs["meta"] = json.dumps(
-                    meta, sort_keys=True, default=str
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _key(entry: Any) -> Key:
+    """An ``owner<SEP>field`` entry as a key."""
+    owner, _, fld = _text(entry).partition(_SEP)
+    return (owner, fld)
+
+
+def _check_segment(f: Any, file: Path) -> None:
+    if f.attrs.get("format") != SEGMENT_FORMAT:
+        raise StoreCorruptError(f"{file}: not a diffract segment (format attribute missing)")
+    if int(f.attrs.get("layout_version", -1)) != LAYOUT_VERSION:
+        raise StoreCorruptError(
+            f"{file}: segment layout version {f.attrs.get('layout_version')} "
+            f"(this diffract reads {LAYOUT_VERSION})"
+        )
+
+
+def _where(segments_dir: Path, where: str) -> ArrayRef:
+    """An array referenced as ``<segment file>:<dataset>`` (in a compaction)."""
+    fname, _, ds = where.partition(":")
+    return ArrayRef(segments_dir / fname, ds)
+
+
+def _segment_contents(f: Any, file: Path, segments_dir: Path) -> dict[str, Any]:
+    """What an open segment holds, as keyword arguments of :meth:`StoreState.apply`."""
+    add_models = {
+        _from_h5(m): json.loads(f["models"][m].attrs["meta"]) for m in f.get("models", ())
+    }
+    slices, refs = [], {}
+    for link, g in f.get("slices", {}).items():
+        slices.append(slice_from_json(g.attrs["info"]))
+        if "weights" in g:
+            refs[_from_h5(link)] = ArrayRef(file, f"slices/{link}/weights")
+        elif "weights_ref" in g.attrs:
+            refs[_from_h5(link)] = _where(segments_dir, str(g.attrs["weights_ref"]))
+    docs = {
+        (_from_h5(kind), _from_h5(name)): _text(ds[()])
+        for kind, g in f.get("documents", {}).items()
+        for name, ds in g.items()
+    }
+    erase = [_key(e) for e in f["erase"][()]] if "erase" in f else []
+    remove = [_text(s) for s in f["remove_models"][()]] if "remove_models" in f else []
+    return {
+        "add_models": add_models,
+        "slices": slices,
+        "weight_refs": refs,
+        "values": _segment_values(f, file, segments_dir),
+        "erase": erase,
+        "remove_models": remove,
+        "documents": docs,
+    }
+
+
+def _segment_values(f: Any, file: Path, segments_dir: Path) -> dict[Key, Any]:
+    values: dict[Key, Any] = {}
+    for link, g in f.get("fields", {}).items():
+        fname = _from_h5(link)
+        kind = g.attrs.get("kind", "float")
+        for o, v in zip(g["owners"][()], g["values"][()], strict=True):
+            values[(_text(o), fname)] = _scalar(v, kind)
+    for flink, g in f.get("arrays", {}).items():
+        for olink in g:
+            values[(_from_h5(olink), _from_h5(flink))] = ArrayRef(file, f"arrays/{flink}/{olink}")
+    if "array_refs" in f:
+        for e in f["array_refs"][()]:
+            o, fn, where = _text(e).split(_SEP)
+            values[(o, fn)] = _where(segments_dir, where)
+    return values
+
+
+# --- writing a segment ------------------------------------------------------------------------
+
+
+def _write_models(f: Any, models: dict[str, dict[str, Any]]) -> None:
+    for m, meta in models.items():
+        f.require_group("models").create_group(_h5name(m)).attrs["meta"] = json.dumps(
+            meta, sort_keys=True, default=str
+        )
+
+
+def _write_documents(f: Any, documents: dict[tuple[str, str], str], str_dt: Any) -> None:
+    for (kind, name), text in documents.items():
+        f.require_group("documents").require_group(_h5name(kind)).create_dataset(
+            _h5name(name), data=text, dtype=str_dt
+        )
+
+
+def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> None:
+    """Write one batch into the open segment ``f``."""
+    if batch.remove_models:
+        f.create_dataset(
+            "remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt
+        )
+    _write_models(f, batch.add_models)
+    for s in batch.slices:
+        g = f.require_group("slices").create_group(_h5name(s.uid))
+        g.attrs["info"] = slice_to_json(s)
+        if s.uid in batch.weights:
+            arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
+            g.create_dataset("weights", data=arr, chunks=None)
+            del arr
+    _write_fields(f, batch.fields, str_dt)
+    if batch.erase:
+        f.create_dataset(
+            "erase",
+            data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object),
+            dtype=str_dt,
+        )
+    _write_documents(f, batch.documents, str_dt)
+
+
+def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> None:
+    """Write the live ``state`` into the open compaction segment ``f``: arrays up to
+    ``copy_limit`` bytes copied, larger ones and all weights referenced where they are."""
+    _write_models(f, state.models)
+    for uid, sl in state.slices.items():
+        g = f.require_group("slices").create_group(_h5name(uid))
+        g.attrs["info"] = slice_to_json(sl)
+        ref = state.weight_refs.get(uid)
+        if isinstance(ref, ArrayRef):
+            g.attrs["weights_ref"] = f"{ref.file.name}:{ref.dataset}"
+    scalars: dict[Key, Any] = {}
+    refs = []
+    for key, v in state.values.items():
+        if not isinstance(v, ArrayRef):
+            scalars[key] = v
+            continue
+        if not v.file.exists():
+            raise StoreCorruptError(
+                f"{v.file}: missing segment (the value {key!r} lives in it); "
+                "the store is damaged, nothing was compacted"
+            )
+        with h5py_file(v.file) as src:
+            ds = src[v.dataset]
+            if ds.nbytes <= copy_limit:
+                f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
+                    _h5name(key[0]), data=ds[()]
                 )
-            for uid, sl in state.slices.items():
-                g = f.require_group("slices").create_group(_h5name(uid))
-                g.attrs["info"] = slice_to_json(sl)
-                ref = state.weight_refs.get(uid)
-                if isinstance(ref, ArrayRef):
-                    g.attrs["weights_ref"] = f"{ref.file.name}:{ref.dataset}"
-            scalars: dict[Key, Any] = {}
-            refs = []
-            for key, v in state.values.items():
-                if isinstance(v, ArrayRef):
-                    if not v.file.exists():
-                        raise StoreCorruptError(
-                            f"{v.file}: missing segment (the value {key!r} lives in it); "
-                            "the store is damaged, nothing was compacted"
-                        )
-                    with h5py_file(v.file) as src:
-                        ds = src[v.dataset]
-                        if ds.nbytes <= COPY_LIMIT:
-                            f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
-                                _h5name(key[0]), data=ds[()]
-                            )
-                        else:
-                            refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.file.name}:{v.dataset}")
-                else:
-                    scalars[key] = v
-            _write_fields(f, scalars, str_dt)
-            if refs:
-                f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
-            for (kind, name), text in state.documents.items():
-                f.require_group("documents").require_group(_h5name(kind)).create_dataset(
-                    _h5name(name), data=text, dtype=str_dt
-                )
-
-        self._write_segment(f"{seq:012d}-c.h5", fill)
-        self.refresh()
-        self._collect_garbage()
-
-    def _collect_garbage(self) -> None:
-        """Delete segments that nothing live refers to and that a reader can no longer need.
-
-        Files superseded by the newest compaction are kept until the next one: a reader
-        whose snapshot predates the newest compaction still finds every file it lists, so
-        concurrent readers keep reading a consistent snapshot without errors.
-        """
-        compactions = [n for n in self._segment_files() if n.endswith("-c.h5")]
-        if len(compactions) < 2:
-            return
-        cutoff = compactions[-2]
-        referenced = {
-            r.file.name for r in self._state.weight_refs.values() if isinstance(r, ArrayRef)
-        }
-        referenced |= {v.file.name for v in self._state.values.values() if isinstance(v, ArrayRef)}
-        for name in self._segment_files():
-            if name < cutoff and name not in referenced:
-                (self.segments_dir / name).unlink(missing_ok=True)
-
-    def _commit(self, batch: Batch) -> None:
-        self._lock.acquire(self._lock_timeout)  # released by close() / a finished ``with``
-        self.refresh()
-        seq = self._next_seq()
-
-        def fill(f, str_dt):
-            if batch.remove_models:
-                f.create_dataset(
-                    "remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt
-                )
-            for m, meta in batch.add_models.items():
-                f.require_group("models").create_group(_h5name(m)).attrs["meta"] = json.dumps(
-                    meta, sort_keys=True, default=str
-                )
-            for s in batch.slices:
-                g = f.require_group("slices").create_group(_h5name(s.uid))
-                g.attrs["info"] = slice_to_json(s)
-                if s.uid in batch.weights:
-                    arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
-                    g.create_dataset("weights", data=arr, chunks=None)
-                    del arr
-            _write_fields(f, batch.fields, str_dt)
-            if batch.erase:
-                f.create_dataset(
-                    "erase",
-                    data=np.array([f"{o}{_SEP}{fn}" for o, fn in batch.erase], dtype=object),
-                    dtype=str_dt,
-                )
-            for (kind, name), text in batch.documents.items():
-                f.require_group("documents").require_group(_h5name(kind)).create_dataset(
-                    _h5name(name), data=text, dtype=str_dt
-                )
-
-        self._write_segment(f"{seq:012d}.h5", fill)
-        self.refresh()
-        if len(self._seen) > COMPACT_EVERY:
-            self.compact()
+            else:
+                refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.file.name}:{v.dataset}")
+    _write_fields(f, scalars, str_dt)
+    if refs:
+        f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
+    _write_documents(f, state.documents, str_dt)
 
 
 def h5py_file(path: Path):

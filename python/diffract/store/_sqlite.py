@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from diffract._core.arrays import to_numpy
+from diffract._core.owners import owner_model_ids
 from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._base import (
     LAYOUT_VERSION,
@@ -30,12 +31,16 @@ from diffract.store._base import (
     Store,
     StoreState,
     locked,
-    owner_model_ids,
     slice_from_json,
     slice_to_json,
 )
 from diffract.store._codec import CodecError, decode, encode
-from diffract.store._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
+from diffract.store._folder import (
+    STORE_MARKER,
+    is_sqlite_file,
+    open_store_folder,
+    write_marker_if_missing,
+)
 from diffract.store._lock import WriterLock, fsync_dir
 
 _SCHEMA = """
@@ -65,14 +70,6 @@ class RowRef:
 
     def cache_key(self) -> str:
         return f"{self.table}/{self.vid}"
-
-
-def is_sqlite_file(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 class SQLiteStore(Store):

@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import json
 import os
-import re
 import time
 import zlib
 from pathlib import Path
@@ -34,19 +33,14 @@ from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
     StaleRefError,
-    Store,
     StoreState,
-    first_missing_seq,
-    locked,
     slice_from_json,
     slice_to_json,
 )
-from diffract.store._folder import STORE_MARKER, check_version
+from diffract.store._folder import STORE_MARKER, check_version, is_url
 from diffract.store._lock import WriterLock, atomic_write_text, fsync_dir
+from diffract.store.log import RecordVanished, SegmentLog
 
-_COMMIT = re.compile(r"^(\d{12})(-c)?\.json$")
-#: write a compaction record after this many commit records
-COMPACT_EVERY = 64
 #: array attribute: CRC-32 of the array's little-endian C-order bytes, checked on read
 CRC_ATTR = "diffract_crc32"
 
@@ -109,15 +103,26 @@ class ZarrRef:
         return self.path
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
+class ZarrStore(SegmentLog):
+    """A Zarr store on a local folder or an fsspec URL (see the module docstring).
 
+    Args:
+        path: a folder or a URL (``memory://``, ``s3://``, ...).
+        readonly: open for reading only (no lock is taken, nothing is deleted).
+        lock_timeout: seconds a writer waits for another process's writer lock (local
+            folders only: on object stores the caller makes sure there is one writer).
+        cache: the value cache (see :func:`diffract.store.make_cache`).
 
-class ZarrStore(Store):
-    """See the module docstring."""
+    Raises:
+        StoreCorruptError: the location is damaged or not a Zarr diffract store.
+        StoreLockedError: another process holds the writer lock.
+    """
 
     backend = "zarr"
     persistent = True
+    record_suffix = ".json"
+    record_kind = "commit record"
+    records_word = "records"
 
     def __init__(
         self,
@@ -127,11 +132,11 @@ class ZarrStore(Store):
         lock_timeout: float = 0.0,
         cache: Any = None,
     ) -> None:
-        super().__init__(readonly=readonly, cache=cache)
+        super().__init__(readonly=readonly, cache=cache, lock_timeout=lock_timeout)
         import fsspec
 
         raw = os.fspath(path)
-        self.remote = _is_url(raw)
+        self.remote = is_url(raw)
         if self.remote:
             self.fs, self.root = fsspec.core.url_to_fs(raw)
             self.path = raw
@@ -143,10 +148,8 @@ class ZarrStore(Store):
             self.path = str(local)
             self.url = str(local)
         self._lock = None if self.remote else WriterLock(Path(self.root) / "writer.lock", self.path)
-        self._lock_timeout = lock_timeout
-        self._seen: list[str] = []
         self._open()
-        self.refresh()
+        self._start()
 
     def _join(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
@@ -224,11 +227,8 @@ class ZarrStore(Store):
                 self._put(STORE_MARKER, json.dumps(info, sort_keys=True))
             self._check_commits_folder()
             self.store_id = info.get("store_id", "")
-            if not self.readonly:
-                self._remove_orphans()
         except BaseException:
-            if self._lock is not None:
-                self._lock.release()
+            self.close()
             raise
 
     def _put(self, rel: str, text: str) -> None:
@@ -237,161 +237,43 @@ class ZarrStore(Store):
         else:
             atomic_write_text(Path(self._join(rel)), text)
 
-    def _commits(self) -> list[str]:
+    # --- the log's steps ---------------------------------------------------------------------
+    def _list_names(self) -> list[str]:
         d = self._join("commits")
         if not self.fs.exists(d):
             return []
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(d, detail=False)]
-        return sorted(n for n in names if _COMMIT.match(n))
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(d, detail=False)]
 
-    def _live_commits(self) -> list[str]:
-        names = self._commits()
-        starts = [i for i, n in enumerate(names) if n.endswith("-c.json")]
-        return names[starts[-1] :] if starts else names
+    def _record_path(self, name: str) -> str:
+        return self._join("commits", name)
 
-    def _remove_orphans(self) -> None:
-        """Data of uncommitted batches (a crash), and what compactions superseded.
+    def _data_seq(self, ref: Any) -> int | None:
+        return int(ref.path.split("/")[1]) if isinstance(ref, ZarrRef) else None
 
-        Superseded data is deleted one compaction late, so a reader whose snapshot predates
-        the newest compaction still finds every array it lists. A crash leaves at most the
-        data of the one batch being written (``last + 1``); data of later batches means
-        records were lost: that is damage, and nothing is deleted.
-        """
-        self.refresh()  # raises on damage (a missing record) before anything is deleted
-        names = self._commits()
-        last = int(names[-1][:12]) if names else 0
-        compactions = [n for n in names if n.endswith("-c.json")]
-        cutoff = int(compactions[-2][:12]) if len(compactions) >= 2 else 0
+    def _data_seqs(self) -> list[int]:
         data = self._join("data")
-        if self.fs.exists(data):
-            referenced = {
-                r.path.split("/")[1]
-                for r in self._state.weight_refs.values()
-                if isinstance(r, ZarrRef)
-            }
-            referenced |= {
-                v.path.split("/")[1] for v in self._state.values.values() if isinstance(v, ZarrRef)
-            }
-            doomed = []
-            for p in self.fs.ls(data, detail=False):
-                name = p.rstrip("/").rsplit("/", 1)[-1]
-                if not name.isdigit():
-                    continue
-                if int(name) > last + 1:
-                    raise StoreCorruptError(
-                        f"{self._join('commits', f'{last + 1:012d}.json')}: missing commit record "
-                        f"({p} holds data of batch {int(name)}, but the records end at {last}); "
-                        "the store is damaged, nothing was deleted"
-                    )
-                if int(name) > last or (int(name) < cutoff and name not in referenced):
-                    doomed.append(p)
-            for p in doomed:
-                self.fs.rm(p, recursive=True)
-        live = set(self._live_commits())
-        keep = set(compactions[-2:])
-        for n in names:
-            if n not in live and n not in keep:
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm(self._join("commits", n))
+        if not self.fs.exists(data):
+            return []
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(data, detail=False)]
+        return [int(n) for n in names if n.isdigit()]
 
-    @locked
-    def compact(self) -> None:
-        """Write the live state as one record (arrays referenced, not copied); drop the rest."""
-        if self._lock is not None:
-            self._lock.acquire(self._lock_timeout)
-        self.refresh()
-        names = self._commits()
-        seq = int(names[-1][:12]) + 1 if names else 1
-        st = self._state
-        scalars: dict[str, dict[str, Any]] = {}
-        arrays: dict[str, dict[str, str]] = {}
-        for (owner, fld), v in st.values.items():
-            if isinstance(v, ZarrRef):
-                arrays.setdefault(fld, {})[owner] = v.path
-            else:
-                scalars.setdefault(fld, {})[owner] = v
-        rec = {
-            "seq": seq,
-            "created": time.time(),
-            "compaction": True,
-            "models": st.models,
-            "slices": [slice_to_json(s) for s in st.slices.values()],
-            "weights": {u: r.path for u, r in st.weight_refs.items() if isinstance(r, ZarrRef)},
-            "scalars": scalars,
-            "arrays": arrays,
-            "documents": [[k, n, t] for (k, n), t in st.documents.items()],
-        }
-        self._put(f"commits/{seq:012d}-c.json", json.dumps(rec, sort_keys=True, default=str))
-        self.refresh()
-        self._remove_orphans()
+    def _data_path(self, seq: int) -> str:
+        return self._join("data", f"{seq:012d}")
 
-    def close(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
+    def _delete_data(self, seq: int) -> None:
+        self.fs.rm(self._data_path(seq), recursive=True)
 
-    # --- reading -------------------------------------------------------------------------------
-    @locked
-    def refresh(self) -> None:
-        """Replay records committed since the last look. A rebuild (after a compaction)
-        replaces the current state only when complete; a record missing in the middle of
-        the live sequence is damage (:class:`StoreCorruptError`)."""
-        rebuild = False
-        for attempt in range(5):
-            names = self._live_commits()
-            gap = first_missing_seq(names)
-            if gap is not None:
-                # a listing that raced a compaction deleting old records: look again
-                if attempt < 2:
-                    time.sleep(0.01)
-                    continue
-                raise StoreCorruptError(
-                    f"{self._join('commits', f'{gap:012d}.json')}: missing commit record "
-                    f"(sequence number {gap}; found {names[0]} to {names[-1]}); the store is "
-                    "damaged and its later records cannot be replayed without it"
-                )
-            if rebuild or names[: len(self._seen)] != self._seen:  # compacted: rebuild
-                # a listing taken while a compaction deletes old records can miss both the
-                # new compaction and some old records: rebuild only from a listing that a
-                # second look confirms (it may only have grown at the end)
-                if self._live_commits()[: len(names)] != names:
-                    rebuild = True
-                    continue
-                state, seen = StoreState(), []
-                try:
-                    for name in names:
-                        self._replay(name, state)
-                        seen.append(name)
-                except FileNotFoundError:  # a record vanished under a compaction: again
-                    rebuild = True
-                    continue
-                self._state, self._seen = state, seen
-                return
-            try:
-                for name in names[len(self._seen) :]:
-                    self._replay(name, self._state)
-                    self._seen.append(name)
-                return
-            except FileNotFoundError:
-                rebuild = True
-        raise StoreError(f"{self.path}: commit records keep vanishing while reading; retry")
+    def _delete_record(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._record_path(name))
 
-    def _replay(self, name: str, state: StoreState) -> None:
-        where = self._join("commits", name)
+    def _read_record(self, name: str, state: StoreState) -> None:
+        where = self._record_path(name)
         try:
             rec = json.loads(self.fs.cat_file(where))
-            slices = [slice_from_json(t) for t in rec.get("slices", [])]
-            refs = {uid: ZarrRef(p) for uid, p in rec.get("weights", {}).items()}
-            values: dict = {}
-            for fld, owners in rec.get("scalars", {}).items():
-                for owner, v in owners.items():
-                    values[(owner, fld)] = v
-            for fld, owners in rec.get("arrays", {}).items():
-                for owner, p in owners.items():
-                    values[(owner, fld)] = ZarrRef(p)
-            erase = [tuple(e) for e in rec.get("erase", [])]
-            docs = {(d[0], d[1]): d[2] for d in rec.get("documents", [])}
+            contents = _record_contents(rec)
         except FileNotFoundError:
-            raise
+            raise RecordVanished(where) from None
         except (
             OSError,
             UnicodeDecodeError,
@@ -401,19 +283,71 @@ class ZarrStore(Store):
             ValueError,
         ) as exc:
             if not self.fs.exists(where):
-                raise FileNotFoundError(where) from None
+                raise RecordVanished(where) from None
             raise StoreCorruptError(
                 f"{where}: unreadable commit record ({type(exc).__name__}: {exc})"
             ) from None
-        state.apply(
-            add_models=rec.get("models", {}),
-            slices=slices,
-            weight_refs=refs,
-            values=values,
-            erase=erase,
-            remove_models=rec.get("remove_models", []),
-            documents=docs,
-        )
+        state.apply(**contents)
+
+    def _write_compaction(self, name: str, state: StoreState) -> None:
+        """One record holding the live state; its arrays are referenced, not copied."""
+        scalars: dict[str, dict[str, Any]] = {}
+        arrays: dict[str, dict[str, str]] = {}
+        for (owner, fld), v in state.values.items():
+            if isinstance(v, ZarrRef):
+                arrays.setdefault(fld, {})[owner] = v.path
+            else:
+                scalars.setdefault(fld, {})[owner] = v
+        rec = {
+            "seq": int(name[:12]),
+            "created": time.time(),
+            "compaction": True,
+            "models": state.models,
+            "slices": [slice_to_json(s) for s in state.slices.values()],
+            "weights": {u: r.path for u, r in state.weight_refs.items() if isinstance(r, ZarrRef)},
+            "scalars": scalars,
+            "arrays": arrays,
+            "documents": [[k, n, t] for (k, n), t in state.documents.items()],
+        }
+        self._put(f"commits/{name}", json.dumps(rec, sort_keys=True, default=str))
+
+    def _write_record(self, name: str, batch: Batch) -> None:
+        """The batch's arrays under ``data/<seq>/``, then its record (a crash in between
+        leaves data without a record, removed when a writer next opens the store)."""
+        import zarr
+
+        tag = name[:12]
+        scalars, arrays, array_fields = _split_fields(batch, tag)
+        weights: dict[str, str] = {}
+        root = zarr.open_group(self.url, mode="a")
+        try:
+            for s in batch.slices:
+                if s.uid in batch.weights:
+                    path = f"data/{tag}/{len(arrays) + len(weights)}"
+                    arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
+                    create_checked_array(root, path, arr)
+                    weights[s.uid] = path
+            for path, arr in arrays.items():
+                create_checked_array(root, path, arr)
+            rec = {
+                "seq": int(tag),
+                "created": time.time(),
+                "models": batch.add_models,
+                "remove_models": batch.remove_models,
+                "slices": [slice_to_json(s) for s in batch.slices],
+                "weights": weights,
+                "scalars": scalars,
+                "arrays": array_fields,
+                "erase": [list(k) for k in batch.erase],
+                "documents": [[k, n, t] for (k, n), t in batch.documents.items()],
+            }
+            self._put(f"commits/{name}", json.dumps(rec, sort_keys=True, default=str))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.fs.rm(self._join("data", tag), recursive=True)
+            raise
+        if not self.remote:
+            fsync_dir(Path(self._join("commits")))
 
     def _read_array(self, ref: ZarrRef) -> np.ndarray:
         import zarr
@@ -431,66 +365,46 @@ class ZarrStore(Store):
         check_array(z, arr, self.fs, where)
         return arr
 
-    # --- writing -------------------------------------------------------------------------------
-    def _commit(self, batch: Batch) -> None:
-        import zarr
 
-        if self._lock is not None:
-            self._lock.acquire(self._lock_timeout)
-        self.refresh()
-        names = self._commits()
-        seq = int(names[-1][:12]) + 1 if names else 1
-        tag = f"{seq:012d}"
-        rec: dict[str, Any] = {
-            "seq": seq,
-            "created": time.time(),
-            "models": batch.add_models,
-            "remove_models": batch.remove_models,
-        }
-        scalars: dict[str, dict[str, Any]] = {}
-        arrays: dict[str, np.ndarray] = {}
-        array_fields: dict[str, dict[str, str]] = {}
-        weights: dict[str, str] = {}
-        for (owner, fld), v in batch.fields.items():
-            if isinstance(v, np.ndarray) and v.ndim > 0:
-                path = f"data/{tag}/{len(arrays)}"
-                arrays[path] = v
-                array_fields.setdefault(fld, {})[owner] = path
-                continue
-            if isinstance(v, np.ndarray):
-                v = v.item()
-            if isinstance(v, np.generic):
-                v = v.item()
-            if not isinstance(v, (bool, int, float, str)):
-                raise StoreError(
-                    f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
-                )
-            scalars.setdefault(fld, {})[owner] = v
-        root = zarr.open_group(self.url, mode="a")
-        try:
-            for s in batch.slices:
-                if s.uid in batch.weights:
-                    path = f"data/{tag}/{len(arrays) + len(weights)}"
-                    arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
-                    create_checked_array(root, path, arr)
-                    weights[s.uid] = path
-            for path, arr in arrays.items():
-                create_checked_array(root, path, arr)
-            rec.update(
-                slices=[slice_to_json(s) for s in batch.slices],
-                weights=weights,
-                scalars=scalars,
-                arrays=array_fields,
-                erase=[list(k) for k in batch.erase],
-                documents=[[k, n, t] for (k, n), t in batch.documents.items()],
+def _record_contents(rec: dict[str, Any]) -> dict[str, Any]:
+    """A commit record's content, as keyword arguments of :meth:`StoreState.apply`."""
+    values: dict = {}
+    for fld, owners in rec.get("scalars", {}).items():
+        for owner, v in owners.items():
+            values[(owner, fld)] = v
+    for fld, owners in rec.get("arrays", {}).items():
+        for owner, p in owners.items():
+            values[(owner, fld)] = ZarrRef(p)
+    return {
+        "add_models": rec.get("models", {}),
+        "slices": [slice_from_json(t) for t in rec.get("slices", [])],
+        "weight_refs": {uid: ZarrRef(p) for uid, p in rec.get("weights", {}).items()},
+        "values": values,
+        "erase": [tuple(e) for e in rec.get("erase", [])],
+        "remove_models": rec.get("remove_models", []),
+        "documents": {(d[0], d[1]): d[2] for d in rec.get("documents", [])},
+    }
+
+
+def _split_fields(
+    batch: Batch, tag: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray], dict[str, dict[str, str]]]:
+    """A batch's field values: scalars by field and owner, arrays by their data path, and
+    each array's path by field and owner. Refuses a value that cannot be stored."""
+    scalars: dict[str, dict[str, Any]] = {}
+    arrays: dict[str, np.ndarray] = {}
+    array_fields: dict[str, dict[str, str]] = {}
+    for (owner, fld), v in batch.fields.items():
+        if isinstance(v, np.ndarray) and v.ndim > 0:
+            path = f"data/{tag}/{len(arrays)}"
+            arrays[path] = v
+            array_fields.setdefault(fld, {})[owner] = path
+            continue
+        if isinstance(v, (np.ndarray, np.generic)):
+            v = v.item()
+        if not isinstance(v, (bool, int, float, str)):
+            raise StoreError(
+                f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
             )
-            self._put(f"commits/{tag}.json", json.dumps(rec, sort_keys=True, default=str))
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self.fs.rm(self._join("data", tag), recursive=True)
-            raise
-        if not self.remote:
-            fsync_dir(Path(self._join("commits")))
-        self.refresh()
-        if len(self._seen) > COMPACT_EVERY:
-            self.compact()
+        scalars.setdefault(fld, {})[owner] = v
+    return scalars, arrays, array_fields

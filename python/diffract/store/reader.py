@@ -1,0 +1,318 @@
+"""Finding stores under a folder and reading them read-only: summaries and field series.
+
+Shared by the Jupyter server extension (the sidebar's ``/diffract/api/*`` replies), the
+``%diffract runs`` magic and panels. Nothing here imports Jupyter; stores are opened
+read-only (no lock), so a kernel may be writing to the same store meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from diffract._core.jsonable import to_jsonable
+from diffract._core.owners import model_owner, parse_owner
+from diffract.store._folder import STORE_MARKER, is_sqlite_file
+from diffract.store.registry import open_path
+
+if TYPE_CHECKING:
+    from diffract._core.wire import ModelEntry, StoreEntry
+    from diffract.store._base import Store
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DIRS",
+    "SKIP_DIRS",
+    "SQLITE_SUFFIX",
+    "NotAStore",
+    "StoreReader",
+    "find_stores",
+    "is_sqlite_store",
+    "store_stamp",
+]
+
+#: SQLite stores are single files named like the profile's default (``.diffract.sqlite``)
+SQLITE_SUFFIX = ".diffract.sqlite"
+#: folder names never searched for stores
+SKIP_DIRS = frozenset(
+    {
+        "node_modules",
+        ".git",
+        ".hg",
+        ".venv",
+        "venv",
+        "env",
+        "__pycache__",
+        ".ipynb_checkpoints",
+        "site-packages",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".tox",
+        ".yarn",
+    }
+)
+MAX_DEPTH = 6
+MAX_DIRS = 5000
+
+
+class NotAStore(Exception):
+    """A path that is not a store, or a model that is not in it (HTTP 404)."""
+
+
+def is_sqlite_store(path: Path) -> bool:
+    """Whether ``path`` is an SQLite store file (named ``*.diffract.sqlite``, SQLite magic).
+
+    Args:
+        path: a file path.
+
+    Returns:
+        True for an SQLite store the store finder lists.
+    """
+    return path.name.endswith(SQLITE_SUFFIX) and is_sqlite_file(path)
+
+
+def _file_stamp(store: Path) -> dict[str, Any]:
+    """SQLite: the database and its write-ahead log."""
+    files, last = 0, 0.0
+    for p in (store, store.with_name(store.name + "-wal")):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        files += 1
+        last = max(last, st.st_mtime)
+    return {"segments": files, "updated": last, "stamp": f"{files}:{last:.6f}"}
+
+
+def store_stamp(store: Path) -> dict[str, Any]:
+    """How many files a store has and when it last changed, from the file system only.
+
+    Cheap enough to poll: the sidebar re-reads a store when its stamp changes.
+
+    Args:
+        store: a store folder or SQLite store file.
+
+    Returns:
+        ``{"segments": file count, "updated": newest mtime, "stamp": a string that changes
+        whenever a file is added or changed}``.
+    """
+    if store.is_file():
+        return _file_stamp(store)
+    files, last, newest = 0, 0.0, ""
+    stack = [(store, 0)]
+    seen = 0
+    while stack and seen < 20000:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                for e in it:
+                    seen += 1
+                    if e.name.startswith((".tmp", "writer.lock")):
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        if depth < 2:
+                            stack.append((Path(e.path), depth + 1))
+                        continue
+                    files += 1
+                    if st.st_mtime >= last:
+                        last, newest = st.st_mtime, e.name
+        except OSError:
+            continue
+    return {"segments": files, "updated": last, "stamp": f"{files}:{newest}:{last:.6f}"}
+
+
+def _store_entry(root: Path, path: Path, name: str) -> dict[str, Any]:
+    rel = path.relative_to(root).as_posix()
+    return {"path": "" if rel == "." else rel, "name": name, **store_stamp(path)}
+
+
+def find_stores(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[StoreEntry]:
+    """The stores under ``root``, never following symlinks.
+
+    Args:
+        root: the folder to search (folders in :data:`SKIP_DIRS` and hidden folders that are
+            not stores are skipped; at most :data:`MAX_DIRS` folders are visited).
+        max_depth: how deep to search below ``root``.
+
+    Returns:
+        ``{"path" (relative to root, "" for root itself), "name", "segments", "updated",
+        "stamp"}`` per store, sorted by path.
+    """
+    root = Path(root).resolve()
+    found: list[Any] = []
+    visited = 0
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack and visited < MAX_DIRS:
+        folder, depth = stack.pop()
+        visited += 1
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        if any(e.name == STORE_MARKER and e.is_file(follow_symlinks=False) for e in entries):
+            found.append(_store_entry(root, folder, folder.name if folder != root else root.name))
+            continue  # a store holds no other stores
+        if depth >= max_depth:
+            continue
+        for e in entries:
+            if e.is_file(follow_symlinks=False) and is_sqlite_store(Path(e.path)):
+                found.append(_store_entry(root, Path(e.path), e.name))
+        for e in sorted(entries, key=lambda e: e.name, reverse=True):
+            if not e.is_dir(follow_symlinks=False) or e.name in SKIP_DIRS:
+                continue
+            if e.name.startswith(".") and not (Path(e.path) / STORE_MARKER).is_file():
+                continue
+            stack.append((Path(e.path), depth + 1))
+    found.sort(key=lambda s: s["path"])
+    return found
+
+
+def _jsonable(v: Any) -> Any:
+    """A value as the sidebar gets it: arrays (spectra) are not sent, odd types as text."""
+    return to_jsonable(v, arrays="drop", other="str")
+
+
+class StoreReader:
+    """A read-only store kept open between requests; ``refresh`` replays new records only.
+
+    Args:
+        path: the store folder or SQLite file.
+
+    Readers are shared per class and path through :meth:`get`; each has a lock, so one
+    request at a time reads it.
+    """
+
+    _cache: ClassVar[dict[tuple[type, Path], StoreReader]] = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self._store: Any = None
+
+    @classmethod
+    def get(cls, path: Path) -> StoreReader:
+        """The shared reader of ``path`` (at most 33 are kept; then the cache starts over)."""
+        with cls._cache_lock:
+            reader = cls._cache.get((cls, path))
+            if reader is None:
+                if len(cls._cache) > 32:
+                    cls._cache.clear()
+                reader = cls._cache[(cls, path)] = cls(path)
+            return reader
+
+    def _open(self) -> Any:
+        last: Exception | None = None
+        for attempt in range(3):  # a writer may be renaming a segment into place right now
+            try:
+                if self._store is None:
+                    self._store = open_path(self.path, readonly=True)
+                else:
+                    self._store.refresh()
+                return self._store
+            except Exception as exc:
+                last = exc
+                self._store = None
+                time.sleep(0.05 * (attempt + 1))
+        raise RuntimeError(f"cannot read the store: {last}")
+
+    def manifests(self, store: Store) -> list[dict[str, Any]]:
+        """Summary rows of the sampling manifests saved in ``store``.
+
+        The store layer does not know that document format, so this lists none; the server's
+        reader (:class:`diffract.server.StoreReader`) lists them.
+        """
+        return []
+
+    def summary(self) -> dict[str, Any]:
+        """The store's models (slice counts, fields present, framework, when added), field
+        names with their level (``param``, ``model``, ``cross``) and manifests.
+
+        Returns:
+            ``{"models": [...], "fields": [...], "levels": {field: level}, "manifests": [...]}``.
+        """
+        with self.lock:
+            store = self._open()
+            models = store.models()
+            slices_by_model: dict[str, int] = {}
+            uid_model: dict[str, str] = {}
+            for s in store.slices():
+                slices_by_model[s.model_id] = slices_by_model.get(s.model_id, 0) + 1
+                uid_model[s.uid] = s.model_id
+            fields_by_model: dict[str, set[str]] = {m: set() for m in models}
+            levels: dict[str, str] = {}
+            for owner, fname in store.keys():
+                o = parse_owner(owner)
+                if o.level == "model":
+                    m = o.model_id
+                    levels.setdefault(fname, "model")
+                else:
+                    m = uid_model.get(o.uid or "")
+                    levels[fname] = o.level
+                if m in fields_by_model:
+                    fields_by_model[m].add(fname)
+            out_models: list[ModelEntry] = [
+                {
+                    "model_id": m,
+                    "slices": slices_by_model.get(m, 0),
+                    "fields": sorted(fields_by_model.get(m, ())),
+                    "framework": meta.get("framework"),
+                    "added": meta.get("added"),
+                }
+                for m, meta in models.items()
+            ]
+            return {
+                "models": out_models,
+                "fields": sorted(levels),
+                "levels": levels,
+                "manifests": self.manifests(store),
+            }
+
+    def field(self, field: str, model: str | None = None) -> dict[str, Any]:
+        """The values of one field per model, in depth order (for plots).
+
+        Args:
+            field: the field name.
+            model: one model id; None for every model.
+
+        Returns:
+            ``{"field", "models": [{"model_id", "points": [{"name", "uid", "type", "index",
+            "value"}], "value": the model-level value or None}]}``; arrays are sent as None.
+
+        Raises:
+            NotAStore: ``model`` is not in the store.
+        """
+        with self.lock:
+            store = self._open()
+            models = list(store.models())
+            if model is not None:
+                if model not in models:
+                    raise NotAStore(f"no model {model!r} in this store")
+                models = [model]
+            out = []
+            for m in models:
+                points = [
+                    {
+                        "name": s.name,
+                        "uid": s.uid,
+                        "type": s.type.value,
+                        "index": s.index,
+                        "value": _jsonable(store.get((s.uid, field))),
+                    }
+                    for s in store.slices(m)
+                    if store.has((s.uid, field))
+                ]
+                key = (model_owner(m), field)
+                agg = store.get(key) if store.has(key) else None
+                if points or agg is not None:
+                    out.append({"model_id": m, "points": points, "value": _jsonable(agg)})
+            return {"field": field, "models": out}
