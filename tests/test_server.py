@@ -8,14 +8,9 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("jupyter_server")
-pytest.importorskip("pytest_jupyter")
-
 from tornado.httpclient import HTTPClientError
 
 from _ui_helpers import make_store
@@ -36,7 +31,8 @@ def stores(jp_root_dir):
     make_store(
         jp_root_dir / "runs" / "exp1" / ".diffract", models=("ckpt-000", "ckpt-100"), fields=()
     )
-    (jp_root_dir / "node_modules" / "x" / ".diffract").mkdir(parents=True)  # skipped folder
+    # a real store in a folder the finder skips (SKIP_DIRS): listed if the skip rule broke
+    make_store(jp_root_dir / "node_modules" / "x" / ".diffract", models=("dep",), fields=())
     (jp_root_dir / "notes").mkdir()
     return jp_root_dir
 
@@ -64,7 +60,7 @@ async def test_version_handshake(jp_fetch):
 async def test_lists_stores_under_the_root(jp_fetch, stores):
     reply = await get(jp_fetch, "stores")
     paths = [s["path"] for s in reply["stores"]]
-    assert paths == [".diffract", "runs/exp1/.diffract"]
+    assert paths == [".diffract", "runs/exp1/.diffract"]  # not node_modules/x/.diffract
     s = reply["stores"][0]
     assert s["segments"] > 0 and s["updated"] > 0 and s["stamp"]
 
@@ -173,42 +169,64 @@ async def test_refuses_a_store_whose_files_link_outside_the_root(
     assert [m["model_id"] for m in d["models"]] == ["m1", "m2"]
 
 
+#: the writer commits one model at a time; after each it says so (``done<i>``) and, keeping its
+#: session (and the writer lock) open, waits for the reader's ``go<i>`` before the next
 WRITER = textwrap.dedent(
     """
-    import sys, numpy as np
+    import os, sys, time
     sys.path.insert(0, {tests!r})
     from _ui_helpers import mlp
     from diffract import Session
+    sig = {signals!r}
     with Session(path={path!r}) as s:
-        for i in range(12):
+        for i in range({n}):
             s.models.add(mlp(i, layers=3), f"w{{i:02d}}")
             s.filter(model_ids=f"w{{i:02d}}").compute.apply("frob_norm", progress=False)
+            open(os.path.join(sig, f"done{{i}}"), "w").close()
+            deadline = time.monotonic() + 60
+            while not os.path.exists(os.path.join(sig, f"go{{i}}")):
+                if time.monotonic() > deadline:
+                    sys.exit("the reader never said go")
+                time.sleep(0.01)
     """
 )
 
 
-async def test_reads_a_store_another_process_is_writing(jp_fetch, jp_root_dir):
+async def test_reads_a_store_another_process_is_writing(jp_fetch, jp_root_dir, tmp_path):
+    import asyncio
+
+    n = 6
     path = jp_root_dir / "live" / ".diffract"
     make_store(path, models=("base",), fields=("frob_norm",))
-    code = WRITER.format(tests=str(Path(__file__).parent), path=str(path))
+    code = WRITER.format(
+        tests=str(Path(__file__).parent), path=str(path), signals=str(tmp_path), n=n
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
-    counts = []
+    seen = []  # models listed at each handshake, while the writer holds its session open
     try:
-        while proc.poll() is None:
+        for i in range(n):
+            while not (tmp_path / f"done{i}").exists():  # read on while the writer writes
+                assert proc.poll() is None, "the writer ended early"
+                d = await get(jp_fetch, "store", path="live/.diffract")
+                assert len(d["models"]) in (i + 1, i + 2)  # before or after model i lands
+                await asyncio.sleep(0.01)
+            assert proc.poll() is None  # still writing: the next models are not there yet
             d = await get(jp_fetch, "store", path="live/.diffract")
-            counts.append(len(d["models"]))
+            seen.append([m["model_id"] for m in d["models"]])
             f = await get(jp_fetch, "field", path="live/.diffract", field="frob_norm")
             assert all(all(isinstance(p["value"], float) for p in m["points"]) for m in f["models"])
-            time.sleep(0.01)
+            assert len(f["models"]) == i + 2
+            (tmp_path / f"go{i}").touch()
     finally:
+        for i in range(n):
+            (tmp_path / f"go{i}").touch()
         proc.wait(60)
     assert proc.returncode == 0
+    # each reply showed exactly the models committed so far, in order, never going back
+    assert seen == [["base", *(f"w{j:02d}" for j in range(i + 1))] for i in range(n)]
     d = await get(jp_fetch, "store", path="live/.diffract")
-    assert len(d["models"]) == 13
-    assert (
-        counts == sorted(counts) and len(counts) >= 2
-    )  # saw the writer's progress, never went back
+    assert len(d["models"]) == n + 1
 
 
 def test_store_summary_lists_sampling_manifests(tmp_path):
