@@ -101,7 +101,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "pl-scan-tail-size-off-by-one",
         "kernels/_linalg.py",
+        "    suffix = np.cumsum(lx[::-1])[::-1]  # sum_{j>=i} lx_j\n"
+        "    idx = np.arange(n - 1)\n"
         "    m = (n - idx).astype(np.float64)",
+        "    suffix = np.cumsum(lx[::-1])[::-1]  # sum_{j>=i} lx_j\n"
+        "    idx = np.arange(n - 1)\n"
         "    m = (n - idx - 1).astype(np.float64)",
         (*KERNEL_TESTS, "-k", "power_law or scan or small_sample"),
         "the power-law xmin scan counts one tail point too few",

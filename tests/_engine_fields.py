@@ -77,36 +77,44 @@ class FieldSession:
         ``fields`` with ``options`` (and ``reference``, a key of ``models``), read back."""
         n = next(self._ids)
         ids = {m: f"{m}-{n}" for m in models}
-        for m, weights in models.items():
-            self.session.models.add(weights, model_id=ids[m])
-        scope = self.session.filter(model_ids=list(ids.values()))
         if reference is not None:
             options["reference"] = ids[reference]
-        with warnings.catch_warnings():
-            # failures come back as Failed values, for the test to judge
-            warnings.simplefilter("ignore", KernelFailureWarning)
-            report = scope.compute.apply(*fields, progress=False, **options)
-        failed = {(f.model_id, f.name, f.field): f.error for f in report.failures}
-        registry = self.session.registry
-        levels = {f: registry.producer(f).level for f in fields}
-        values: dict[str, dict[str | None, dict[str, Any]]] = {}
-        for m, weights in models.items():
-            mid = ids[m]
-            per: dict[str | None, dict[str, Any]] = {name: {} for name in weights}
-            per[None] = {}
-            for f in fields:
-                if levels[f] == "model":
-                    per[None][f] = _read(scope, failed, mid, "", f, mid)
-                    continue
-                ref = options.get("reference") if levels[f] == "cross" else None
-                if ref == mid:
-                    continue  # a model is not compared with itself
-                for name in weights:
-                    per[name][f] = _read(scope, failed, mid, name, f, name, reference=ref)
-            values[m] = per
-        for mid in ids.values():  # read back: keep the module's store small
-            self.session.models.remove(mid)
+        try:
+            for m, weights in models.items():
+                self.session.models.add(weights, model_id=ids[m])
+            scope = self.session.filter(model_ids=list(ids.values()))
+            with warnings.catch_warnings():
+                # failures come back as Failed values, for the test to judge
+                warnings.simplefilter("ignore", KernelFailureWarning)
+                report = scope.compute.apply(*fields, progress=False, **options)
+            values = {
+                m: self._read_model(scope, report, ids[m], weights, fields, options)
+                for m, weights in models.items()
+            }
+        finally:  # keep the module's store small
+            for mid in ids.values():
+                if mid in self.session.models:
+                    self.session.models.remove(mid)
+        # a value neither stored nor failed must be one the report counts as not applicable
+        n_na = sum(v is NA for per in values.values() for row in per.values() for v in row.values())
+        assert n_na == report.not_applicable, (n_na, str(report))
         return FieldRun(report, values)
+
+    def _read_model(self, scope, report, mid, weights, fields, options):
+        failed = {(f.model_id, f.name, f.field): f.error for f in report.failures}
+        levels = {f: self.session.registry.producer(f).level for f in fields}
+        per: dict[str | None, dict[str, Any]] = {name: {} for name in weights}
+        per[None] = {}
+        for f in fields:
+            if levels[f] == "model":
+                per[None][f] = _read(scope, failed, mid, "", f, mid)
+                continue
+            ref = options.get("reference") if levels[f] == "cross" else None
+            if ref == mid:
+                continue  # a model is not compared with itself
+            for name in weights:
+                per[name][f] = _read(scope, failed, mid, name, f, name, reference=ref)
+        return per
 
     def run_fields(
         self, weights: dict[str, np.ndarray], fields: list[str], **options: Any
