@@ -136,28 +136,35 @@ READER = textwrap.dedent(
     from diffract import Session
 
     ref = reference_values()
-    deadline = time.monotonic() + {seconds}
-    reads = errors = partial = snapshots = 0
+    give_up = time.monotonic() + 120  # the writer may be slow to start on a busy machine
+    deadline = None  # {seconds} s of reading from the moment the store is there
+    reads = errors = partial = snapshots = changes = 0
     first_error = None
     s = None
-    while time.monotonic() < deadline:
+    last = None
+    while time.monotonic() < (deadline or give_up):
         try:
             if s is None:
                 s = Session(backend={backend!r}, path={path!r}, readonly=True)
+                deadline = time.monotonic() + {seconds}
             s.store.refresh()
-            for k in list(s.store.keys()):
+            keys = list(s.store.keys())
+            for k in keys:
                 v = s.store.get(k)
                 reads += 1
                 if not same(v, ref[k]):
                     partial += 1
             snapshots += 1
+            if last is not None and set(keys) != last:
+                changes += 1  # the writer committed (or erased) between two of our reads
+            last = set(keys)
         except Exception as exc:
             if "no diffract store" in str(exc):
                 time.sleep(0.01)
                 continue
             errors += 1
             first_error = first_error or repr(exc)
-    print(json.dumps({{"reads": reads, "errors": errors, "partial": partial, "snapshots": snapshots, "first_error": first_error}}))
+    print(json.dumps({{"reads": reads, "errors": errors, "partial": partial, "snapshots": snapshots, "changes": changes, "first_error": first_error}}))
     """
 )
 
@@ -189,9 +196,11 @@ def test_one_writer_two_readers_for_ten_seconds(backend, tmp_path):
     try:
         results = []
         for r in readers:
-            out, err = r.communicate(timeout=120)
+            out, err = r.communicate(timeout=240)
             assert r.returncode == 0, err
             results.append(json.loads(out.strip().splitlines()[-1]))
+        # the writer was still at work when both readers had finished reading...
+        assert writer.poll() is None, writer.stderr.read()
     finally:
         writer.kill()
         writer.wait()
@@ -200,3 +209,6 @@ def test_one_writer_two_readers_for_ten_seconds(backend, tmp_path):
         assert res["errors"] == 0, res["first_error"]
         assert res["partial"] == 0
         assert res["reads"] > 100 and res["snapshots"] > 10
+        # ...and each reader saw its commits land between its own reads (an idle writer, or
+        # readers that read one frozen snapshot, would show no change)
+        assert res["changes"] >= 2, res
