@@ -1,6 +1,8 @@
-"""JupyterLab server for the Galata tests: a fresh root folder, a known token, port 8899."""
+"""JupyterLab server for the Galata tests: a fresh root folder, a known token, and the port that
+playwright.config.js found free (DIFFRACT_UI_PORT); run by hand without it, a free port too."""
 
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -12,7 +14,17 @@ configure_jupyter_server(c)
 root = Path(os.environ.get("DIFFRACT_UI_ROOT") or tempfile.mkdtemp(prefix="diffract-ui-"))
 root.mkdir(parents=True, exist_ok=True)
 c.ServerApp.root_dir = str(root)
-c.ServerApp.port = int(os.environ.get("DIFFRACT_UI_PORT", "8899"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+c.ServerApp.port = int(os.environ.get("DIFFRACT_UI_PORT") or _free_port())
+# the tests wait on exactly this port: fail loudly rather than move to the next one
+c.ServerApp.port_retries = 0
 c.ServerApp.ip = "127.0.0.1"
 c.ServerApp.allow_root = True
 c.ServerApp.open_browser = False

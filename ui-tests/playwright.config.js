@@ -3,11 +3,28 @@
  * JupyterLab (see jupyter_server_test_config.py) and stops it at the end.
  */
 const base = require('@jupyterlab/galata/lib/playwright-config');
+const { execFileSync } = require('child_process');
 const path = require('path');
 const os = require('os');
 const fs = require('fs');
 
-const port = process.env.DIFFRACT_UI_PORT || '8899';
+/**
+ * A port no one listens on: a throwaway node process binds port 0 on 127.0.0.1 (node's net
+ * module), prints what the OS gave it and closes it. Synchronous, because Playwright reads this
+ * config synchronously; kept in the environment, so Playwright's workers (which read the config
+ * again) and the server config (jupyter_server_test_config.py) use the same port.
+ */
+function freePort() {
+  const script =
+    "const s = require('net').createServer();" +
+    "s.listen(0, '127.0.0.1', () => { process.stdout.write(String(s.address().port)); s.close(); });";
+  return execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim();
+}
+
+if (!process.env.DIFFRACT_UI_PORT) {
+  process.env.DIFFRACT_UI_PORT = freePort();
+}
+const port = process.env.DIFFRACT_UI_PORT;
 const token = process.env.DIFFRACT_UI_TOKEN || 'diffract-ui-token';
 if (!process.env.DIFFRACT_UI_ROOT) {
   process.env.DIFFRACT_UI_ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'diffract-ui-'));

@@ -1,4 +1,5 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+import type { Locator } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -72,4 +73,82 @@ export async function newNotebookWithStore(page: IJupyterLabPageFixture, tmpPath
   await page.notebook.createNew(name);
   const idx = await runCode(page, 'from ui_setup import *\nprint("ready", len(session))');
   await expect.poll(async () => outputText(page, idx), { timeout: 60000 }).toContain('ready 16');
+}
+
+/** One trace as the page's Plotly figure holds it (`gd.data`), arrays as plain arrays. */
+export interface PlotTrace {
+  type: string;
+  name: string | null;
+  mode: string | null;
+  x: any[];
+  y: any[];
+  z: any[][];
+  customdata: any[];
+}
+
+/**
+ * The data of the Plotly figure inside `container` (or the figure itself), read from the page:
+ * what Plotly.js actually plots, not what the kernel meant to send. Typed arrays and Plotly's
+ * base64 `{dtype, bdata}` arrays are turned into plain arrays.
+ */
+export async function plotTraces(container: Locator): Promise<PlotTrace[]> {
+  return container.evaluate((root: Element) => {
+    const gd = (root.classList.contains('js-plotly-plot') ? root : root.querySelector('.js-plotly-plot')) as any;
+    if (!gd || !Array.isArray(gd.data)) {
+      return [];
+    }
+    const typed: Record<string, any> = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array, u2: Uint16Array, i1: Int8Array, u1: Uint8Array };
+    const plain = (v: any): any => {
+      if (v == null) {
+        return [];
+      }
+      if (ArrayBuffer.isView(v)) {
+        return Array.from(v as unknown as ArrayLike<number>);
+      }
+      if (typeof v === 'object' && typeof v.bdata === 'string' && typed[v.dtype]) {
+        const bytes = Uint8Array.from(atob(v.bdata), c => c.charCodeAt(0));
+        const flat = Array.from(new typed[v.dtype](bytes.buffer));
+        const shape = typeof v.shape === 'string' ? v.shape.split(',').map(Number) : v.shape;
+        if (shape && shape.length === 2) {
+          const [rows, cols] = shape;
+          return Array.from({ length: rows }, (_, i) => flat.slice(i * cols, (i + 1) * cols));
+        }
+        return flat;
+      }
+      if (Array.isArray(v)) {
+        return v.map(item => (Array.isArray(item) || ArrayBuffer.isView(item) ? plain(item) : item));
+      }
+      return v;
+    };
+    return gd.data.map((t: any) => ({
+      type: t.type ?? 'scatter',
+      name: t.name ?? null,
+      mode: t.mode ?? null,
+      x: plain(t.x),
+      y: plain(t.y),
+      z: plain(t.z),
+      customdata: plain(t.customdata)
+    }));
+  });
+}
+
+/** The JSON a cell printed after `marker` (cells print `marker + json.dumps(...)`). */
+export async function printedJson<T>(page: IJupyterLabPageFixture, idx: number, marker: string): Promise<T> {
+  let line = '';
+  await expect
+    .poll(async () => {
+      line = (await outputText(page, idx)).split('\n').find(l => l.startsWith(marker)) ?? '';
+      return line;
+    })
+    .not.toBe('');
+  return JSON.parse(line.slice(marker.length)) as T;
+}
+
+/** `actual` equals `expected` to a relative tolerance, element by element. */
+export function expectAllClose(actual: number[], expected: number[], rtol = 1e-6, what = 'values'): void {
+  expect(actual.length, `${what}: length`).toBe(expected.length);
+  actual.forEach((a, i) => {
+    const e = expected[i];
+    expect(Math.abs(a - e), `${what}[${i}]: ${a} vs ${e}`).toBeLessThanOrEqual(rtol * Math.max(1e-12, Math.abs(e)));
+  });
 }

@@ -1,4 +1,4 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
 
 test.describe('JupyterLab integration', () => {
@@ -29,18 +29,25 @@ test.describe('JupyterLab integration', () => {
     await runCode(page, 'session.models.add(mlp(7), "m3"); print("added")');
     await expect(store.locator('.diffract-model[data-model="m3"]')).toBeVisible({ timeout: 15000 });
 
-    const before = await page.notebook.getCellCount();
     await panel.locator('.diffract-open').click();
-    await expect.poll(async () => page.notebook.getCellCount()).toBeGreaterThanOrEqual(before);
-    const n = await page.notebook.getCellCount();
+    // wait for the inserted cell itself (its marker comment), not for a count that is already true
+    const marker = 'opened from the "Weight runs" sidebar';
     let idx = -1;
-    for (let i = n - 1; i >= 0; i--) {
-      if ((await page.notebook.getCellTextInput(i)).includes('opened from the "Weight runs" sidebar')) {
-        idx = i;
-        break;
-      }
-    }
-    expect(idx).toBeGreaterThanOrEqual(0);
+    await expect
+      .poll(
+        async () => {
+          const n = await page.notebook.getCellCount();
+          idx = -1;
+          for (let i = n - 1; i >= 0 && idx < 0; i--) {
+            if ((await page.notebook.getCellTextInput(i)).includes(marker)) {
+              idx = i;
+            }
+          }
+          return idx;
+        },
+        { timeout: 15000 }
+      )
+      .toBeGreaterThanOrEqual(0);
     expect(await page.notebook.getCellTextInput(idx)).toContain('Session(path=".diffract", readonly=True)');
     await page.notebook.runCell(idx);
     await expect.poll(async () => outputText(page, idx)).toMatch(/\['m1'\] 8 slices; fields: \[.*'frob_norm'.*'stable_rank'/);
@@ -67,7 +74,10 @@ test.describe('JupyterLab integration', () => {
 });
 
 test.describe('sidebar states', () => {
-  test('version mismatch, server errors and the empty state explain what to do', async ({ page }) => {
+  test('version mismatch, server errors and the empty state explain what to do', async ({ page, consoleGuard }) => {
+    // this test answers /diffract/api/stores with a 404 itself; Chromium logs every failed
+    // resource load as a console error
+    consoleGuard.allow(/\/diffract\/api\/stores/, 'the 404 this test routes on purpose');
     await page.route('**/diffract/api/version*', route => route.fulfill({ json: { version: '0.0.0-old', api: 1, package: 'diffract-lab' } }));
     await page.route('**/diffract/api/stores*', route => route.fulfill({ json: { root: '', stores: [] } }));
     await page.reload();
@@ -84,5 +94,29 @@ test.describe('sidebar states', () => {
     await page.route('**/diffract/api/stores*', route => route.fulfill({ status: 404, json: { error: 'not found' } }));
     await panel.locator('.diffract-reload').click();
     await expect(panel.locator('.diffract-banner.diffract-error')).toContainText('jupyter server extension enable diffract');
+  });
+});
+
+// The guard itself: each of these must fail (test.fail), so a guard that lets errors through
+// turns them red.
+test.describe('console guard', () => {
+  test('a console error fails the test', async ({ page }) => {
+    test.fail();
+    await page.evaluate(() => console.error('diffract-ui: a deliberate console error'));
+  });
+
+  test('an uncaught page error fails the test', async ({ page }) => {
+    test.fail();
+    await page.evaluate(() => {
+      window.setTimeout(() => {
+        throw new Error('diffract-ui: a deliberate uncaught error');
+      });
+    });
+    await page.waitForTimeout(200); // let the timer fire
+  });
+
+  test('a deprecation warning fails the test', async ({ page }) => {
+    test.fail();
+    await page.evaluate(() => console.warn("[anywidget] Deprecation Warning for test: Direct export of a 'render'"));
   });
 });

@@ -1,5 +1,5 @@
-import { expect, test } from '@jupyterlab/galata';
-import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
+import { expect, test } from './fixtures';
+import { expectAllClose, newNotebookWithStore, outputText, plotTraces, printedJson, runCode, shot } from './helpers';
 
 test.describe('widget kit', () => {
   test('filter builder: build a filter, the count updates, the scope computes', async ({ page, tmpPath }) => {
@@ -87,26 +87,95 @@ test.describe('widget kit', () => {
     const first = Number((await status.textContent())!.match(/(\d+) values/)![1]);
     await expect.poll(async () => Number((await status.textContent())!.match(/(\d+) values/)![1]), { timeout: 30000 }).toBeGreaterThan(first);
     await expect(status).toContainText('8 values', { timeout: 30000 });
-    const plot = page.locator('.diffract-panel .js-plotly-plot');
-    await expect(plot.locator('.scatterlayer .trace')).toHaveCount(2);
-    await shot(page, 'panel-live', page.locator('.diffract-panel'));
+    // the Frobenius norms straight from the weights (not from the store): what every panel must show
+    const refIdx = await runCode(
+      page,
+      'import json\nREF = {m: {n: float(np.sqrt((w.astype("float64") ** 2).sum())) for n, w in mlp(i).items() if w.ndim == 2} for i, m in enumerate(["m1", "m2"])}\n' +
+        'print("REF" + json.dumps(REF))'
+    );
+    const ref = await printedJson<Record<string, Record<string, number>>>(page, refIdx, 'REF');
+    expect(Object.keys(ref.m1)).toHaveLength(4);
+    const line = page.locator('.diffract-panel').first();
+    await expect(line.locator('.scatterlayer .trace')).toHaveCount(2);
+    const lineTraces = await plotTraces(line);
+    expect(lineTraces.map(t => t.name)).toEqual(['m1', 'm2']);
+    for (const t of lineTraces) {
+      const names = t.customdata.map(c => c[1]);
+      expect(names).toEqual(['layers.0.weight', 'layers.1.weight', 'layers.2.weight', 'layers.3.weight']);
+      expectAllClose(t.y as number[], names.map(n => ref[t.name!][n]), 1e-5, `line ${t.name}`);
+    }
+    await shot(page, 'panel-live', line);
     // hover shows model, name, type, value
     const idx = await runCode(page, 'print(list(panel.figure.data[0].customdata[0]))');
     await expect.poll(async () => outputText(page, idx)).toContain("'m1', 'layers.0.weight', 'dense'");
     await page.theme.setDarkTheme();
-    await shot(page, 'panel-dark', page.locator('.diffract-panel'));
+    await shot(page, 'panel-dark', line);
     await page.theme.setLightTheme();
-    // the other kinds: ESD with its power-law fit, heatmap layer x model
-    await runCode(
+
+    // ESD with its power-law fit: the histogram holds every stored eigenvalue, the fit line starts
+    // at the stored xmin with slope -alpha on log-log axes
+    const esdIdx = await runCode(
       page,
       'session.compute.apply("esd", "pl_alpha", "pl_esd_xmin", progress=False)\n' +
-        'esd = FieldPanel(session, kind="esd", slice="layers.1.weight", model_id="m1")\nesd'
+        'esd = FieldPanel(session, kind="esd", slice="layers.1.weight", model_id="m1")\ndisplay(esd)\n' +
+        'uid = session.models.slice("layers.1.weight", "m1").uid\n' +
+        'print("ESD" + json.dumps({"evals": [float(v) for v in np.asarray(session.results.get("esd", uid), dtype=float)], ' +
+        '"alpha": float(session.results.get("pl_alpha", uid)), "xmin": float(session.results.get("pl_esd_xmin", uid))}))'
     );
+    const stored = await printedJson<{ evals: number[]; alpha: number; xmin: number }>(page, esdIdx, 'ESD');
     const esd = page.locator('.diffract-panel').last();
     await expect(esd.locator('.scatterlayer .trace')).toHaveCount(2);
+    const [hist, fit] = await plotTraces(esd);
+    const evals = stored.evals.filter(v => Number.isFinite(v) && v > 0);
+    const lo = Math.min(...evals);
+    const hi = Math.max(...evals);
+    expect(hist.mode).toBe('markers');
+    expect(hist.x.length).toBeGreaterThanOrEqual(5);
+    for (const c of hist.x as number[]) {
+      expect(c).toBeGreaterThanOrEqual(lo * (1 - 1e-9));
+      expect(c).toBeLessThanOrEqual(hi * (1 + 1e-9));
+    }
+    // density x bin width x N is the bin's count: whole numbers that add up to every eigenvalue
+    // (60 log-spaced bins between the smallest and the largest, esd_spec's default)
+    const r = Math.pow(hi / lo, 1 / 60);
+    const counts = (hist.x as number[]).map((c, k) => (hist.y[k] as number) * c * (Math.sqrt(r) - 1 / Math.sqrt(r)) * evals.length);
+    for (const n of counts) {
+      expect(Math.abs(n - Math.round(n))).toBeLessThan(1e-6);
+      expect(Math.round(n)).toBeGreaterThanOrEqual(1);
+    }
+    const plotted = counts.reduce((a, b) => a + Math.round(b), 0);
+    if (plotted !== evals.length) {
+      // Known bug outside ui-tests (reported): viz.esd_spec's last np.logspace edge can round
+      // below the largest eigenvalue, and np.histogram leaves that one out. Only it may be missing.
+      test.info().annotations.push({ type: 'known bug', description: `esd_spec left out ${evals.length - plotted} eigenvalue(s): the largest` });
+      expect(plotted, 'every eigenvalue but the largest').toBe(evals.filter(v => v < hi).length);
+    }
+    expect(fit.mode).toBe('lines');
+    expect(fit.name).toContain(`α=${Number(stored.alpha.toPrecision(3))}`);
+    const fx = fit.x as number[];
+    const fy = fit.y as number[];
+    expectAllClose([fx[0], fx[fx.length - 1]], [stored.xmin, hi], 1e-9, 'fit line x range');
+    const slope = (Math.log(fy[fy.length - 1]) - Math.log(fy[0])) / (Math.log(fx[fx.length - 1]) - Math.log(fx[0]));
+    expectAllClose([slope], [-stored.alpha], 1e-9, 'fit line slope');
+    const tail = evals.filter(v => v >= stored.xmin).length / evals.length;
+    expectAllClose([fy[0]], [(tail * (stored.alpha - 1)) / stored.xmin], 1e-9, 'fit line at xmin');
     await shot(page, 'panel-esd', esd);
+
+    // heatmap layer x model: every cell is the norm of that model's layer
     await runCode(page, 'FieldPanel(session, "slow_norm", kind="heatmap")');
-    await expect(page.locator('.diffract-panel').last().locator('.heatmaplayer, .hm')).not.toHaveCount(0);
-    await shot(page, 'panel-heatmap', page.locator('.diffract-panel').last());
+    const heatmap = page.locator('.diffract-panel').last();
+    await expect(heatmap.locator('.heatmaplayer, .hm')).not.toHaveCount(0);
+    await expect
+      .poll(async () => (await plotTraces(heatmap)).flatMap(t => t.z.flat()).filter(v => typeof v === 'number').length, { timeout: 30000 })
+      .toBe(8);
+    const [hm] = await plotTraces(heatmap);
+    expect(hm.type).toBe('heatmap');
+    expect(hm.y).toEqual(['m1', 'm2']);
+    hm.y.forEach((m: string, i: number) => {
+      const names = hm.customdata[i].map((c: string[]) => c[1]);
+      expect(names).toEqual(['layers.0.weight', 'layers.1.weight', 'layers.2.weight', 'layers.3.weight']);
+      expectAllClose(hm.z[i] as number[], names.map((n: string) => ref[m][n]), 1e-5, `heatmap row ${m}`);
+    });
+    await shot(page, 'panel-heatmap', heatmap);
   });
 });
