@@ -226,13 +226,10 @@ def test_cancel_stops_a_one_chunk_run_after_the_slice_in_progress():
     s = Session(profile="ram", registry=reg)
     w = _model(12)
     s.models.add(w, "m")
-    t = time.perf_counter()
     report = _apply(s, "a_val", cancel=cancel)
-    took = time.perf_counter() - t
     assert report.cancelled and report.chunks == 1
     assert report.computed == 3 and report.skipped == 9
-    assert calls["a"] == 3
-    assert took < 0.6 * 12 * 0.1  # well before every slice would have run
+    assert calls["a"] == 3  # the kernel ran on no slice after the one in progress
     assert "9 value(s) skipped" in str(report)
     got = {k: v for k, v in _sums(s, "a_val").items() if v is not None}
     assert got == {n: pytest.approx(float(w[n].astype(np.float64).sum())) for n in sorted(w)[:3]}
@@ -316,20 +313,22 @@ def test_cancel_with_a_process_pool_stops_the_running_chunks(tmp_path, monkeypat
     w = _model(16)  # two chunks of 8 slices, 2 s each
     s.models.add(w, "m")
     cancel = threading.Event()
-    cancelled_at = []
+    done_at_cancel = []
 
-    def watch():
+    def watch():  # cancel once a worker has finished its first slice
         deadline = time.monotonic() + 60
         while not any(markers.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.01)
-        cancelled_at.append(time.perf_counter())
+        done_at_cancel.append(len(list(markers.iterdir())))
         cancel.set()
 
     threading.Thread(target=watch, daemon=True).start()
     report = _apply(s, "slow_sum", cancel=cancel, executor="processes", workers=2)
-    after_cancel = time.perf_counter() - cancelled_at[0]
     assert report.cancelled
-    assert after_cancel < 4 * SLOW + 0.5  # not the 2 s a whole chunk takes
+    # slices the workers finished after the cancel: at most the one in progress in each of
+    # the 2 workers (and one each started while the cancel was being set), not whole chunks
+    done_after = len(list(markers.iterdir())) - done_at_cancel[0]
+    assert done_after <= 2 * 2, (done_at_cancel, done_after)
     assert 1 <= report.computed < 16 and report.computed + report.skipped == 16
     got = {k: v for k, v in _sums(s, "slow_sum").items() if v is not None}
     assert len(got) == report.computed
