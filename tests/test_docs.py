@@ -14,9 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
-pytest.importorskip("mkdocs")
-pytest.importorskip("mkdocstrings_handlers.python")
-
 
 def _images():
     return {p.name: p.read_bytes() for p in (DOCS / "img").glob("*.png")}

@@ -63,8 +63,9 @@ def test_notebooks_match_their_source():
 
 
 def execute(name: str, folder: Path):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    import nbclient
+    import nbformat
+
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     env_path = os.environ.get("PATH", "")
     # the kernelspec "python3" runs `python`: make it this venv's
