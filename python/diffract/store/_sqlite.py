@@ -1,4 +1,4 @@
-"""SQLite and hybrid stores.
+"""The SQLite store (and the base of the hybrid store, :mod:`diffract.store._hybrid`).
 
 ``sqlite``: one database file (WAL mode). Every batch is one transaction, so a process
 killed at any moment leaves the last committed state; readers in other processes see
@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
+    Key,
     Store,
     StoreState,
     locked,
@@ -36,10 +38,7 @@ from diffract.store._base import (
 )
 from diffract.store._codec import CodecError, decode, encode
 from diffract.store._folder import (
-    STORE_MARKER,
     is_sqlite_file,
-    open_store_folder,
-    write_marker_if_missing,
 )
 from diffract.store._lock import WriterLock, fsync_dir
 
@@ -99,34 +98,9 @@ class SQLiteStore(Store):
         self.path = str(path)
         self._lock = WriterLock(path.with_name(path.name + ".lock"), str(path))
 
-    def _check_file(self, path: Path) -> bool:
-        """Whether ``path`` holds a database (False: nothing there); refuse what is not one."""
-        if path.is_dir():
-            raise StoreCorruptError(f"{path} is a folder, not an SQLite store file")
-        if not path.exists():
-            wal = path.with_name(path.name + "-wal")
-            if wal.exists() and wal.stat().st_size > 0:
-                # a new database would take this log's pages for its own
-                raise StoreCorruptError(
-                    f"{path}: missing, but its write-ahead log {wal.name} is there; the store "
-                    "is damaged, nothing was changed (restore the file, or remove the log to "
-                    "start a new store)"
-                )
-            return False
-        if path.stat().st_size == 0:
-            raise StoreCorruptError(
-                f"{path}: empty file (0 bytes), not a diffract SQLite store; nothing was changed "
-                "(a store is never left empty: restore it, or remove the file to start a new one)"
-            )
-        if not is_sqlite_file(path):
-            raise StoreCorruptError(
-                f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store"
-            )
-        return True
-
     def _open(self, readonly: bool) -> None:
         path = self.db_path
-        exists = self._check_file(path)
+        exists = _check_db_file(path)
         if not exists and readonly:
             raise StoreError(f"no diffract store at {path}")
         created_lock = False
@@ -136,8 +110,8 @@ class SQLiteStore(Store):
             self._lock.acquire(self._lock_timeout)
         self._db = None
         try:
-            if not readonly and not self._check_file(path):  # still none, under the lock
-                self._create_file(path)
+            if not readonly and not _check_db_file(path):  # still none, under the lock
+                _create_db(path, self.backend)
             if readonly:
                 self._db = sqlite3.connect(
                     f"file:{path}?mode=ro",
@@ -166,40 +140,6 @@ class SQLiteStore(Store):
             if isinstance(exc, sqlite3.DatabaseError):
                 raise StoreCorruptError(f"{path}: unreadable SQLite store ({exc})") from None
             raise
-
-    def _create_file(self, path: Path) -> None:
-        """Create a new store database: built under a temporary name, renamed into place
-        when complete, so a crash never leaves a half-made (or empty) store file."""
-        import uuid
-
-        tmp = path.with_name(f".{path.name}.creating")
-        for p in (tmp, *(tmp.with_name(tmp.name + x) for x in ("-journal", "-wal", "-shm"))):
-            p.unlink(missing_ok=True)
-        db = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("BEGIN IMMEDIATE")
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    db.execute(stmt)
-            db.executemany(
-                "INSERT OR IGNORE INTO meta VALUES (?, ?)",
-                [
-                    ("format", "diffract-store"),
-                    ("layout_version", str(LAYOUT_VERSION)),
-                    ("backend", self.backend),
-                    ("store_id", uuid.uuid4().hex),
-                    ("next_vid", "1"),
-                    ("seq", "0"),
-                ],
-            )
-            db.execute("COMMIT")
-        finally:
-            db.close()
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
 
     def _check_meta(self) -> None:
         """Refuse a database that is not a diffract store (read-only queries only)."""
@@ -347,73 +287,21 @@ class SQLiteStore(Store):
         field_arrays = {
             k: v for k, v in batch.fields.items() if isinstance(v, np.ndarray) and v.ndim > 0
         }
-        scalar_rows = []
-        for (owner, fld), v in batch.fields.items():
-            if (owner, fld) in field_arrays:
-                continue
-            if isinstance(v, np.ndarray):
-                v = v.item()
-            if isinstance(v, (bool, np.bool_)):
-                scalar_rows.append((owner, fld, "bool", float(v), None))
-            elif isinstance(v, (int, np.integer)):
-                scalar_rows.append((owner, fld, "int", float(v), None))
-            elif isinstance(v, (float, np.floating)):
-                scalar_rows.append((owner, fld, "float", None if np.isnan(v) else float(v), None))
-            elif isinstance(v, str):
-                scalar_rows.append((owner, fld, "str", None, v))
-            else:
-                raise StoreError(
-                    f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
-                )
-        external = self._write_arrays(
-            seq,
-            {f"w/{u}": a for u, a in weight_arrays.items()}
-            | {f"a/{f}/{o}": a for (o, f), a in field_arrays.items()},
+        rows = _Rows(
+            weight_arrays=weight_arrays,
+            field_arrays=field_arrays,
+            scalars=[_scalar_row(k, v) for k, v in batch.fields.items() if k not in field_arrays],
+            external=self._write_arrays(
+                seq,
+                {f"w/{u}": a for u, a in weight_arrays.items()}
+                | {f"a/{f}/{o}": a for (o, f), a in field_arrays.items()},
+            ),
+            slice_models={s.uid: s.model_id for s in self._state.slices.values()}
+            | {s.uid: s.model_id for s in batch.slices},
         )
-        slice_models = {s.uid: s.model_id for s in self._state.slices.values()} | {
-            s.uid: s.model_id for s in batch.slices
-        }
-
-        def models_of(owner: str) -> str:
-            return "," + ",".join(sorted(owner_model_ids(owner, slice_models))) + ","
-
         try:
             db.execute("BEGIN IMMEDIATE")
-            for m in [*batch.remove_models, *batch.add_models]:
-                db.execute("DELETE FROM fields WHERE instr(models, ?) > 0", (f",{m},",))
-                db.execute("DELETE FROM slices WHERE model_id=?", (m,))
-                db.execute("DELETE FROM models WHERE model_id=?", (m,))
-            for m, info in batch.add_models.items():
-                db.execute(
-                    "INSERT INTO models VALUES (?, ?)",
-                    (m, json.dumps(info, sort_keys=True, default=str)),
-                )
-            for s in batch.slices:
-                arr = weight_arrays.get(s.uid)
-                ext = external.get(f"w/{s.uid}")
-                blob = encode(arr) if arr is not None and ext is None else None
-                db.execute(
-                    "INSERT OR REPLACE INTO slices VALUES (?, ?, ?, ?, ?, ?)",
-                    (s.uid, s.model_id, slice_to_json(s), blob, ext, vid),
-                )
-                vid += 1
-            for owner, fld in batch.erase:
-                db.execute("DELETE FROM fields WHERE owner=? AND field=?", (owner, fld))
-            for owner, fld, kind, num, txt in scalar_rows:
-                db.execute(
-                    "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
-                    (owner, fld, models_of(owner), kind, num, txt, vid),
-                )
-                vid += 1
-            for (owner, fld), arr in field_arrays.items():
-                ext = external.get(f"a/{fld}/{owner}")
-                db.execute(
-                    "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, 'array', NULL, NULL, ?, ?, ?)",
-                    (owner, fld, models_of(owner), None if ext else encode(arr), ext, vid),
-                )
-                vid += 1
-            for (kind, name), text in batch.documents.items():
-                db.execute("INSERT OR REPLACE INTO documents VALUES (?, ?, ?)", (kind, name, text))
+            vid = _insert_batch(db, batch, rows, vid)
             db.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
             db.execute("UPDATE meta SET value=? WHERE key='next_vid'", (str(vid),))
             db.execute("COMMIT")
@@ -424,176 +312,135 @@ class SQLiteStore(Store):
         self.refresh()
 
 
-class HybridStore(SQLiteStore):
-    """Metadata in SQLite, arrays in HDF5 files or a Zarr group; see the module docstring."""
-
-    backend = "hybrid"
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        readonly: bool = False,
-        lock_timeout: float = 0.0,
-        cache: Any = None,
-        arrays: str = "hdf5",
-    ) -> None:
-        if arrays not in ("hdf5", "zarr"):
-            from diffract._errors import ConfigError
-
-            raise ConfigError(f"hybrid arrays must be 'hdf5' or 'zarr', got {arrays!r}")
-        root = Path(path).expanduser().resolve()
-        meta_db = root / "meta.sqlite"
-        # a crash while creating leaves meta.sqlite without the marker (written last)
-        info = (
-            {}
-            if _interrupted_creation(root)
-            else open_store_folder(root, "hybrid", create=not readonly)
-        )
-        arrays_dirs = [root / "arrays", root / "arrays.zarr"]
-        if info and not (meta_db.exists() and meta_db.stat().st_size > 0):
-            # a store whose metadata is gone is damaged, not new: its array files would
-            # look unreferenced and be deleted
-            found = [d.name + "/" for d in arrays_dirs if d.exists()]
+def _check_db_file(path: Path) -> bool:
+    """Whether ``path`` holds a database (False: nothing there); refuse what is not one."""
+    if path.is_dir():
+        raise StoreCorruptError(f"{path} is a folder, not an SQLite store file")
+    if not path.exists():
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # a new database would take this log's pages for its own
             raise StoreCorruptError(
-                f"{meta_db}: {'missing' if not meta_db.exists() else 'empty (0 bytes)'} "
-                f"metadata database of the hybrid store {root} (it has {STORE_MARKER}"
-                f"{', ' + ', '.join(found) if found else ''}); the store is damaged, nothing "
-                "was changed"
+                f"{path}: missing, but its write-ahead log {wal.name} is there; the store "
+                "is damaged, nothing was changed (restore the file, or remove the log to "
+                "start a new store)"
             )
-        self.root = root
-        self.arrays = info.get("arrays", arrays)
-        self.arrays_dir = root / ("arrays" if self.arrays == "hdf5" else "arrays.zarr")
-        super().__init__(meta_db, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
-        self.path = str(root)
-        if readonly:
-            return
-        try:
-            if not info:
-                if self._meta_backend != "hybrid":
-                    raise StoreCorruptError(
-                        f"{meta_db}: a {self._meta_backend!r} database, not the metadata of a "
-                        f"hybrid store; {root} is not a diffract store (no {STORE_MARKER})"
-                    )
-                # the marker is written once meta.sqlite is complete (under the lock)
-                info = write_marker_if_missing(root, "hybrid", arrays=arrays)
-            self.arrays_dir.mkdir(exist_ok=True)
-            self._remove_orphans()
-        except BaseException:
-            self.close()
-            raise
-
-    def _setup_paths(self, path: Path) -> None:
-        super()._setup_paths(path)
-        self._lock = WriterLock(path.parent / "writer.lock", str(path.parent))
-
-    def _remove_orphans(self) -> None:
-        """Array files of a batch whose transaction never committed (a crash), and array
-        files no row refers to any more (their values were erased or replaced).
-
-        A crash leaves at most the array file of the one batch being written
-        (``committed + 1``); array files of later batches mean ``meta.sqlite`` lost
-        commits: that is damage, and nothing is deleted.
-        """
-        db = self._conn()
-        committed = int(dict(db.execute("SELECT key, value FROM meta")).get("seq", "0"))
-        referenced = set()
-        for table in ("slices", "fields"):
-            for (ref,) in db.execute(f"SELECT array_ref FROM {table} WHERE array_ref IS NOT NULL"):
-                referenced.add(ref.split(":")[0].split("/")[0])
-        import shutil
-
-        doomed = []
-        for p in self.arrays_dir.iterdir():
-            stem = p.name.split(".")[0]
-            if stem.isdigit() and int(stem) > committed + 1:
-                raise StoreCorruptError(
-                    f"{self.db_path}: records {committed} commits, but {p} holds arrays of "
-                    f"commit {int(stem)}; the metadata database lost commits (replaced by an "
-                    "older copy?): the store is damaged, nothing was deleted"
-                )
-            if p.name.startswith(".tmp-") or (
-                stem.isdigit()
-                and (int(stem) > committed or (p.name not in referenced and stem not in referenced))
-            ):
-                doomed.append(p)
-        for p in doomed:
-            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-
-    def _write_arrays(self, seq: int, arrays: dict[str, np.ndarray]) -> dict[str, str]:
-        if not arrays:
-            return {}
-        if self.arrays == "hdf5":
-            import h5py
-
-            final = self.arrays_dir / f"{seq:012d}.h5"
-            tmp = self.arrays_dir / f".tmp-{seq:012d}-{os.getpid()}.h5"
-            try:
-                with h5py.File(tmp, "w") as f:
-                    for i, arr in enumerate(arrays.values()):
-                        f.create_dataset(str(i), data=arr)
-                with open(tmp, "rb+") as fh:
-                    os.fsync(fh.fileno())
-                os.replace(tmp, final)
-                fsync_dir(self.arrays_dir)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-            return {name: f"{final.name}:{i}" for i, name in enumerate(arrays)}
-        import zarr
-
-        from diffract.store._zarr import create_checked_array
-
-        group = zarr.open_group(str(self.arrays_dir), mode="a")
-        out = {}
-        for i, (name, arr) in enumerate(arrays.items()):
-            path = f"{seq:012d}/{i}"
-            create_checked_array(group, path, arr)
-            out[name] = path
-        return out
-
-    def _read_external_array(self, ref: str) -> np.ndarray:
-        if self.arrays == "hdf5":
-            import h5py
-
-            fname, _, ds = ref.partition(":")
-            file = self.arrays_dir / fname
-            try:
-                with h5py.File(file, "r") as f:
-                    return f[ds][()]
-            except (OSError, KeyError, ValueError) as exc:
-                what = "missing array file" if not file.exists() else f"cannot read {ds!r} ({exc})"
-                raise StoreCorruptError(
-                    f"{file}: {what} (referenced by {self.db_path.name}); the store is damaged"
-                ) from None
-        import fsspec
-        import zarr
-
-        from diffract.store._zarr import check_array
-
-        where = self.arrays_dir / ref
-        try:
-            z = zarr.open_array(str(self.arrays_dir), path=ref, mode="r")
-            arr = z[...]
-        except Exception as exc:
-            what = (
-                "missing array"
-                if not where.exists()
-                else f"cannot read array ({type(exc).__name__}: {exc})"
-            )
-            raise StoreCorruptError(
-                f"{where}: {what} (referenced by {self.db_path.name}); the store is damaged"
-            ) from None
-        check_array(z, arr, fsspec.filesystem("file"), str(where))
-        return arr
-
-
-def _interrupted_creation(root: Path) -> bool:
-    """A hybrid folder a crash left mid-creation: no marker yet, only ``meta.sqlite``
-    (complete: it is renamed into place), the lock file and creation leftovers."""
-    if not root.is_dir() or not (root / "meta.sqlite").is_file():
         return False
-    allowed = {"meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "writer.lock"}
-    return all(
-        p.name in allowed or p.name.startswith(".meta.sqlite.creating") for p in root.iterdir()
+    if path.stat().st_size == 0:
+        raise StoreCorruptError(
+            f"{path}: empty file (0 bytes), not a diffract SQLite store; nothing was changed "
+            "(a store is never left empty: restore it, or remove the file to start a new one)"
+        )
+    if not is_sqlite_file(path):
+        raise StoreCorruptError(
+            f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store"
+        )
+    return True
+
+
+def _create_db(path: Path, backend: str) -> None:
+    """Create a new store database: built under a temporary name, renamed into place
+    when complete, so a crash never leaves a half-made (or empty) store file."""
+    import uuid
+
+    tmp = path.with_name(f".{path.name}.creating")
+    for p in (tmp, *(tmp.with_name(tmp.name + x) for x in ("-journal", "-wal", "-shm"))):
+        p.unlink(missing_ok=True)
+    db = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("BEGIN IMMEDIATE")
+        for stmt in _SCHEMA.split(";"):
+            if stmt.strip():
+                db.execute(stmt)
+        db.executemany(
+            "INSERT OR IGNORE INTO meta VALUES (?, ?)",
+            [
+                ("format", "diffract-store"),
+                ("layout_version", str(LAYOUT_VERSION)),
+                ("backend", backend),
+                ("store_id", uuid.uuid4().hex),
+                ("next_vid", "1"),
+                ("seq", "0"),
+            ],
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+@dataclass
+class _Rows:
+    """A batch encoded for its transaction (before it starts)."""
+
+    weight_arrays: dict[str, np.ndarray]
+    field_arrays: dict[Key, np.ndarray]
+    #: (owner, field, kind, num, txt) per scalar value
+    scalars: list[tuple[str, str, str, float | None, str | None]]
+    #: hybrid: "w/<uid>" and "a/<field>/<owner>" -> where the array was written
+    external: dict[str, str]
+    slice_models: dict[str, str]
+
+    def models_of(self, owner: str) -> str:
+        """The ``models`` column: ``,m1,m2,`` (dropping any of them drops the row)."""
+        return "," + ",".join(sorted(owner_model_ids(owner, self.slice_models))) + ","
+
+
+def _scalar_row(key: Key, v: Any) -> tuple[str, str, str, float | None, str | None]:
+    owner, fld = key
+    if isinstance(v, np.ndarray):
+        v = v.item()
+    if isinstance(v, (bool, np.bool_)):
+        return (owner, fld, "bool", float(v), None)
+    if isinstance(v, (int, np.integer)):
+        return (owner, fld, "int", float(v), None)
+    if isinstance(v, (float, np.floating)):
+        return (owner, fld, "float", None if np.isnan(v) else float(v), None)
+    if isinstance(v, str):
+        return (owner, fld, "str", None, v)
+    raise StoreError(
+        f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
     )
+
+
+def _insert_batch(db: sqlite3.Connection, batch: Batch, rows: _Rows, vid: int) -> int:
+    """Write ``batch`` inside the open transaction; returns the next free value id."""
+    for m in [*batch.remove_models, *batch.add_models]:
+        db.execute("DELETE FROM fields WHERE instr(models, ?) > 0", (f",{m},",))
+        db.execute("DELETE FROM slices WHERE model_id=?", (m,))
+        db.execute("DELETE FROM models WHERE model_id=?", (m,))
+    for m, info in batch.add_models.items():
+        db.execute(
+            "INSERT INTO models VALUES (?, ?)", (m, json.dumps(info, sort_keys=True, default=str))
+        )
+    for s in batch.slices:
+        arr = rows.weight_arrays.get(s.uid)
+        ext = rows.external.get(f"w/{s.uid}")
+        blob = encode(arr) if arr is not None and ext is None else None
+        db.execute(
+            "INSERT OR REPLACE INTO slices VALUES (?, ?, ?, ?, ?, ?)",
+            (s.uid, s.model_id, slice_to_json(s), blob, ext, vid),
+        )
+        vid += 1
+    for owner, fld in batch.erase:
+        db.execute("DELETE FROM fields WHERE owner=? AND field=?", (owner, fld))
+    for owner, fld, kind, num, txt in rows.scalars:
+        db.execute(
+            "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+            (owner, fld, rows.models_of(owner), kind, num, txt, vid),
+        )
+        vid += 1
+    for (owner, fld), arr in rows.field_arrays.items():
+        ext = rows.external.get(f"a/{fld}/{owner}")
+        db.execute(
+            "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, 'array', NULL, NULL, ?, ?, ?)",
+            (owner, fld, rows.models_of(owner), None if ext else encode(arr), ext, vid),
+        )
+        vid += 1
+    for (kind, name), text in batch.documents.items():
+        db.execute("INSERT OR REPLACE INTO documents VALUES (?, ?, ?)", (kind, name, text))
+    return vid

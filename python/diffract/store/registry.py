@@ -138,7 +138,7 @@ class _Hybrid(BackendEntry):
     name = "hybrid"
 
     def store_class(self) -> type[Store]:
-        from diffract.store._sqlite import HybridStore
+        from diffract.store._hybrid import HybridStore
 
         return HybridStore
 
