@@ -171,7 +171,7 @@ class HybridStore(SQLiteStore):
         where = self.arrays_dir / ref
         try:
             z = zarr.open_array(str(self.arrays_dir), path=ref, mode="r")
-            arr = z[...]
+            arr = np.asarray(z[...])
         except Exception as exc:
             what = (
                 "missing array"

@@ -355,7 +355,7 @@ class ZarrStore(SegmentLog):
         where = self._join(ref.path)
         try:
             z = zarr.open_array(self.url, path=ref.path, mode="r")
-            arr = z[...]
+            arr = np.asarray(z[...])
         except Exception as exc:
             if not self.fs.exists(where):
                 raise StaleRefError(where) from None

@@ -57,7 +57,7 @@ class BackendEntry:
         """
         raise NotImplementedError
 
-    def open(self, path: str | os.PathLike[str], **kwargs: Any) -> Store:
+    def open(self, path: str | os.PathLike[str] | None, **kwargs: Any) -> Store:
         """Open (or create) a store of this backend at ``path``.
 
         Args:
@@ -231,7 +231,7 @@ def open_store(
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; valid profiles are {sorted(PROFILES)}")
     backend, default = PROFILES[profile]
-    if backend != "ram" and path is None:
+    if path is None and default is not None:  # ram has no default location
         path = Path.cwd() / default
     return open_backend(backend, path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
 
