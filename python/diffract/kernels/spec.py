@@ -39,6 +39,16 @@ LEVELS: tuple[str, ...] = ("param", "model", "cross")
 SPECIAL_INPUTS = frozenset({"weights", "slice_info", "slices"})
 
 
+class SliceNotApplicable(Exception):
+    """Raised by a kernel to say that its fields do not exist on this slice, and why.
+
+    The run records the slice's requested values as *not applicable* (not failures) and
+    keeps the message in ``RunReport.not_applicable_reasons``; the kernels depending on them
+    are not applicable on that slice too. (WeightWatcher's size guards and layer selection,
+    :mod:`diffract.kernels.ww`, use it.)
+    """
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A registered kernel: a function plus its declared inputs, outputs and options."""

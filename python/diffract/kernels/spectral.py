@@ -37,7 +37,7 @@ _SPECTRUM_RULES = {"precision": one_of(*PRECISIONS), "recheck_rtol": above(0)}
     option_rules={**_SPECTRUM_RULES, "spectrum_threads": at_least(0)},
 )
 def weights_spectrum(
-    weights, precision="float32", recheck_rtol=1e-5, spectrum_threads=0, device="cpu"
+    weights, spectrum_gate, precision="float32", recheck_rtol=1e-5, spectrum_threads=0, device="cpu"
 ):
     """Singular values of every (kernel-position) matrix of the slice, from the eigenvalues of
     the smaller Gram matrix: s_i = sqrt(eig_i(W W^T)) (or W^T W, whichever is M x M).
@@ -59,7 +59,9 @@ def weights_spectrum(
     to one thread per worker meanwhile), ``device`` ("cpu" default; "auto", "cuda",
     "torch:cuda", "jax:gpu", ...: float64 Gram eigenvalues on an accelerator through PyTorch
     or JAX, see :mod:`diffract.kernels.device`; ``spectrum_path`` then names the device).
-    Vectorized: one call receives every slice of a batch.
+    Vectorized: one call receives every slice of a batch. Input ``spectrum_gate``
+    (:mod:`diffract.kernels.ww`) leaves out, as not applicable with a reason, the slices
+    that WeightWatcher's size guards or layer selection skip when those options are set.
     """
     _check_precision(precision)
     threads = default_threads() if not spectrum_threads else int(spectrum_threads)
@@ -208,14 +210,15 @@ def esd_min(esd):
     transient=("weights_rand",),
     option_rules={"seed": at_least(0)},
 )
-def weights_rand(weights, seed=0):
+def weights_rand(weights, spectrum_gate, seed=0):
     """The entries of W randomly permuted (a uniformly random permutation of all entries, same
     shape): keeps the element distribution, destroys correlations. Seeded by option ``seed``
     (numpy PCG64, default 0), so runs are reproducible; transient (never stored unless asked).
     WeightWatcher's ``randomize`` uses the unseeded global numpy generator instead, and for
     Conv weights it shuffles each kernel-position matrix separately (pooling 5 replicas when
     there are fewer than 100 components): for 2-D weights the randomized fields follow the
-    same recipe, for Conv weights they differ by design (one permutation of all entries)."""
+    same recipe, for Conv weights they differ by design (one permutation of all entries).
+    Slices the ``spectrum_gate`` leaves out are not applicable."""
     rng = np.random.default_rng(seed)
     w = np.asarray(weights)
     return rng.permutation(w.ravel()).reshape(w.shape)

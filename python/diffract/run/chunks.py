@@ -18,7 +18,7 @@ import numpy as np
 from diffract._core.arrays import storable_error
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._core.threads import one_blas_thread
-from diffract.kernels.spec import Kernel
+from diffract.kernels.spec import Kernel, SliceNotApplicable
 from diffract.run.plan import SlicePlan
 from diffract.run.report import Failure
 from diffract.run.state import (
@@ -84,15 +84,17 @@ def _call_kernel(
     values: Values,
     opts: dict[str, Any],
     stop: Callable[[], bool] | None = None,
-) -> tuple[list[dict[str, Any] | Failed], int]:
+) -> tuple[list[dict[str, Any] | Failed | NotApplicable], int]:
     """Call one kernel on the ready slices: per slice, or once on lists when the kernel is
     vectorized (one call per slice again if that call raises, to isolate the failing slice).
     Returns results and the number of slice calls. With ``stop``, per-slice calls end when
     it says so: the results then cover the first slices of ``ready`` only."""
 
-    def split(o: Any) -> dict[str, Any] | Failed:
-        if isinstance(o, Failed):
+    def split(o: Any) -> dict[str, Any] | Failed | NotApplicable:
+        if isinstance(o, (Failed, NotApplicable)):
             return o
+        if isinstance(o, SliceNotApplicable):
+            return NotApplicable(str(o))
         if isinstance(o, BaseException):
             return Failed(short_error(o))
         try:
@@ -100,13 +102,16 @@ def _call_kernel(
         except Exception as exc:  # an unstorable value: that slice fails, not the batch
             return Failed(short_error(exc))
 
-    def each(call: Callable[[SliceInfo], Any]) -> list[dict[str, Any] | Failed]:
-        res: list[dict[str, Any] | Failed] = []
+    def each(call: Callable[[SliceInfo], Any]) -> list[dict[str, Any] | Failed | NotApplicable]:
+        res: list[dict[str, Any] | Failed | NotApplicable] = []
         for s in ready:
             if stop is not None and stop():
                 break
             try:
                 out = call(s)
+            except SliceNotApplicable as exc:  # the kernel says why the slice has no value
+                res.append(NotApplicable(str(exc)))
+                continue
             except Exception as exc:  # recorded per parameter, the run goes on
                 res.append(Failed(short_error(exc)))
                 continue
@@ -183,7 +188,7 @@ def run_kernels(
         if n:
             calls[k.name] = calls.get(k.name, 0) + n
         for s, res in zip(ready[: len(results)], results, strict=True):
-            if isinstance(res, Failed):
+            if isinstance(res, (Failed, NotApplicable)):
                 values[s.uid].update(dict.fromkeys(k.outputs, res))
             else:
                 values[s.uid].update(res)
@@ -331,6 +336,8 @@ def chunk_batch(
                 if error is not None:
                     if isinstance(v, NotApplicable):
                         report.not_applicable += o in explicit
+                        if v.reason and o in explicit:
+                            report.note_not_applicable(s.model_id, s.name, s.uid, v.reason)
                     elif error:
                         report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
                     continue

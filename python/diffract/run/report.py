@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "Failure",
     "KernelFailureWarning",
+    "NotApplicableSlice",
     "NothingToCompareWarning",
     "ProgressCallback",
     "ProgressEvent",
@@ -36,6 +37,20 @@ class Failure:
 
     def __str__(self) -> str:
         return f"{self.model_id}:{self.name} [{self.field}] {self.error}"
+
+
+@dataclass(frozen=True)
+class NotApplicableSlice:
+    """A slice whose requested values a kernel declared not applicable, and why (e.g. the
+    WeightWatcher size guards: ``"num_evals 2 < min_evals 8"``)."""
+
+    model_id: str
+    name: str
+    uid: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.model_id}:{self.name} not applicable: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,21 @@ class RunReport:
     #: things the run could not do that are not failures (also warned about), e.g. cross
     #: fields asked for on a selection with nothing to compare against the reference
     notes: list[str] = field(default_factory=list)
+    #: slices whose requested values are not applicable for a stated reason, one entry per
+    #: slice (the values are counted in ``not_applicable``)
+    not_applicable_reasons: list[NotApplicableSlice] = field(default_factory=list)
+
+    def note_not_applicable(self, model_id: str, name: str, uid: str, reason: str) -> None:
+        """Record why a slice's values are not applicable (once per slice).
+
+        Args:
+            model_id: the slice's model.
+            name: the slice's name.
+            uid: the slice's uid.
+            reason: why, as the kernel said.
+        """
+        if all(e.uid != uid for e in self.not_applicable_reasons):
+            self.not_applicable_reasons.append(NotApplicableSlice(model_id, name, uid, reason))
 
     @property
     def ok(self) -> bool:
@@ -90,6 +120,9 @@ class RunReport:
             head += f" (cancelled: {self.skipped} value(s) skipped, finished values kept)"
         for note in self.notes:
             head += f"\n  note: {note}"
+        if self.not_applicable_reasons:
+            head += f"\n  {len(self.not_applicable_reasons)} slice(s) not applicable, e.g. "
+            head += str(self.not_applicable_reasons[0])
         return head
 
 

@@ -19,9 +19,13 @@ from diffract.store import Store
 
 
 class NotApplicable:
-    """Marker: the value cannot exist on this slice (too few dimensions)."""
+    """Marker: the value cannot exist on this slice (too few dimensions, or a kernel raised
+    :class:`~diffract.kernels.spec.SliceNotApplicable`); ``reason`` says why ("" for none)."""
 
-    __slots__ = ()
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
 
 
 NOT_APPLICABLE = NotApplicable()

@@ -12,6 +12,7 @@ from diffract._core.config import check_workers, parse_bytes
 from diffract._core.owners import parse_owner
 from diffract._errors import InvalidArgumentError, UnknownOptionError
 from diffract.extract.references import ReferenceReader
+from diffract.kernels.conventions import with_conventions
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel, check_options
 from diffract.run.report import ProgressCallback, RunReport
@@ -20,7 +21,8 @@ from diffract.session._frontends import frontend
 from diffract.session.checks import check_field_names, check_flag
 from diffract.session.models import read_weights
 from diffract.session.progress import Finish, progress_callback
-from diffract.session.selection import Namespace, SessionLike
+from diffract.session.kernel_compat import DiffractCompute, summarize
+from diffract.session.selection import SessionLike
 from diffract.store import Batch, Store
 
 
@@ -130,14 +132,16 @@ def _run_options(
     fields: Sequence[str],
     options: dict[str, Any],
     kernel_options: dict[str, dict[str, Any]] | None,
+    conventions: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The options of one run: configured ones where a kernel of the run has them, then the
-    run's own; all validated here, once (an option no kernel of the run takes is an error)."""
+    run's convention preset, then its own options; all validated here, once (an option no
+    kernel of the run takes is an error)."""
     closure = session.registry.closure(fields)
     names = {k.name for k in closure}
     known = {o for k in closure for o in k.options}
     merged_opts = {k: v for k, v in session._options.items() if k in known}
-    merged_opts.update(options)
+    merged_opts.update(with_conventions(conventions, options, known))
     merged_kopts = {k: dict(v) for k, v in session._kernel_options.items() if k in names}
     for k, v in (kernel_options or {}).items():
         merged_kopts.setdefault(k, {}).update(v)
@@ -145,7 +149,7 @@ def _run_options(
     return merged_opts, merged_kopts
 
 
-class Compute(Namespace):
+class Compute(DiffractCompute):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
     def apply(
@@ -157,6 +161,7 @@ class Compute(Namespace):
         memory_budget: int | str | None = None,
         executor: Any = None,
         kernel_options: dict[str, dict[str, Any]] | None = None,
+        conventions: str | None = None,
         **options: Any,
     ) -> RunReport:
         """Compute ``fields`` (and what they depend on) where they are not stored yet.
@@ -171,17 +176,22 @@ class Compute(Namespace):
             executor: "threads" (default), "processes", a dask ``Client`` or a scheduler
                 address; chunks then run there while this process stays the single writer.
             kernel_options: ``{"kernel": {...}}`` options for one kernel.
+            conventions: a kernel-option preset for this run, e.g. ``"weightwatcher"``
+                (:data:`diffract.kernels.ww.CONVENTIONS`); options given by name win.
             **options: kernel options by name, for every kernel of this run that has them;
                 they override :meth:`configure`.
 
         Returns:
-            The run's :class:`RunReport` (also kept as ``session.last_report``).
+            The run's :class:`RunReport` (also kept as ``session.last_report``); its
+            ``summary`` is Diffract's :class:`~diffract.session.summaries.ApplySummary`.
 
         Raises:
             StoreError: the session is read-only.
             ValueError: no field given.
             InvalidArgumentError: a bad field name, setting or option value.
             UnknownFieldError, UnknownOptionError: a field or option no kernel has.
+            ScopeValidationError: cross-model fields without ``reference`` on a scope that
+                does not hold exactly two models.
         """
         session = self._session
         session._check_writable()
@@ -191,8 +201,11 @@ class Compute(Namespace):
         for f in fields:
             session.registry.producer(f)  # unknown field: clear error before any work
         _check_run_args(progress, cancel, kernel_options)
+        self._pair_reference(fields, options)
         budget, n_workers = _budget_and_workers(session, memory_budget, workers)
-        merged_opts, merged_kopts = _run_options(session, fields, options, kernel_options)
+        merged_opts, merged_kopts = _run_options(
+            session, fields, options, kernel_options, conventions
+        )
         self._store.refresh()
         cancel = cancel or threading.Event()
         session._cancel = cancel
@@ -209,8 +222,15 @@ class Compute(Namespace):
             call_counter=session.kernel_calls,
             executor=executor if executor is not None else session.executor,
         )
-        session.last_report = self._run(runner, fields, finish)
-        return session.last_report
+        before = set(self._store.keys())
+        report = self._run(runner, fields, finish)
+        self._store.refresh()
+        #: Diffract's view of the run: the fields written, by level
+        report.summary = summarize(  # type: ignore[attr-defined]
+            session.registry, fields, set(self._store.keys()) - before
+        )
+        session.last_report = report
+        return report
 
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
         """Run on the scope's selection (read once); then close the progress and the run."""
@@ -312,7 +332,9 @@ class Compute(Namespace):
             dependents=[f for f in dependents if f in counts],
         )
 
-    def configure(self, kernel_or_field: str | None = None, **options: Any) -> dict[str, Any]:
+    def configure(
+        self, kernel_or_field: str | None = None, conventions: str | None = None, **options: Any
+    ) -> dict[str, Any]:
         """Set kernel options for this session's later runs.
 
         Stored results are kept: erase them to recompute.
@@ -320,6 +342,8 @@ class Compute(Namespace):
         Args:
             kernel_or_field: a kernel (or a field it computes) to configure only it; None
                 for any kernel with those option names.
+            conventions: a kernel-option preset (e.g. ``"weightwatcher"``) set as if its
+                options were given here; options given by name win.
             **options: option values.
 
         Returns:
@@ -332,6 +356,7 @@ class Compute(Namespace):
         session = self._session
         if kernel_or_field is None:
             known = {o for k in session.registry.kernels() for o in k.options}
+            options = with_conventions(conventions, options, known)
             unknown = sorted(set(options) - known)
             if unknown:
                 raise UnknownOptionError(
@@ -346,6 +371,7 @@ class Compute(Namespace):
                 f"{type(kernel_or_field).__name__}: {kernel_or_field!r}"
             )
         k: Kernel = session.registry.kernel(kernel_or_field)
+        options = with_conventions(conventions, options, set(k.options))
         bad = sorted(set(options) - set(k.options))
         if bad:
             raise UnknownOptionError(

@@ -1,0 +1,77 @@
+"""Convention presets: one name standing for a set of kernel options (light: imports no
+kernel family, so the session can expand a preset before any family is loaded).
+
+The kernels the options belong to are in :mod:`diffract.kernels.ww` (size guards, layer
+selection), :mod:`diffract.kernels.spectral` (``esd_scale``) and
+:mod:`diffract.kernels.fits` (``fit_method``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from diffract._errors import OptionValueError
+
+#: convention name -> the kernel options it sets (options named explicitly win)
+CONVENTIONS: dict[str, dict[str, Any]] = {
+    "weightwatcher": {
+        "esd_scale": "ww",
+        "fit_method": "ww",
+        "min_evals": 8,
+        "max_evals": 15000,
+        "max_N": 50000,
+        "layer_selection": "weightwatcher",
+    },
+    "diffract": {
+        "esd_scale": "N",
+        "fit_method": "ww",
+        "min_evals": None,
+        "max_evals": None,
+        "max_N": None,
+        "layer_selection": "all",
+    },
+}
+
+
+def convention_options(conventions: str | None) -> dict[str, Any]:
+    """The kernel options a convention preset stands for.
+
+    Args:
+        conventions: a key of :data:`CONVENTIONS` (``"weightwatcher"``, ``"diffract"``), or
+            None for none.
+
+    Returns:
+        A new dict of option values ({} for None).
+
+    Raises:
+        OptionValueError: an unknown convention name.
+    """
+    if conventions is None:
+        return {}
+    if not isinstance(conventions, str) or conventions not in CONVENTIONS:
+        raise OptionValueError(
+            f"option 'conventions' must be one of {sorted(CONVENTIONS)} or None, "
+            f"got {conventions!r}"
+        )
+    return dict(CONVENTIONS[conventions])
+
+
+def with_conventions(
+    conventions: str | None, options: Mapping[str, Any], known: set[str] | None = None
+) -> dict[str, Any]:
+    """``options`` on top of a convention preset.
+
+    Args:
+        conventions: the preset's name or None.
+        options: options given by name (they win).
+        known: if given, preset options outside it are left out (no kernel of the run has
+            them).
+
+    Returns:
+        The merged options.
+    """
+    preset = convention_options(conventions)
+    if known is not None:
+        preset = {k: v for k, v in preset.items() if k in known}
+    return {**preset, **options}
