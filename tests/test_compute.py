@@ -227,6 +227,32 @@ def test_workers_give_the_same_values(registry, mlp_weights):
     assert values(a, "stable_rank", "frob_norm") == values(b, "stable_rank", "frob_norm")
 
 
+def test_workers_run_slices_in_worker_threads_at_the_same_time(registry, mlp_weights):
+    """workers=2 runs two parts of a chunk's slices at once, in worker threads: the first two
+    kernel calls wait for each other at a barrier (one thread alone would break it)."""
+    seen = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(2, timeout=20)
+
+    def where(weights):
+        """Records the thread it runs in."""
+        with lock:
+            seen.append((threading.get_ident(), threading.current_thread().name))
+            meet = len(seen) <= 2
+        if meet:
+            barrier.wait()
+        return float(weights.size)
+
+    registry.register(make_kernel(where, outputs="where"))
+    s = Session(profile="ram", registry=registry, workers=2)
+    s.models.add(mlp_weights, model_id="m")
+    report = s.compute.apply("where", progress=False)
+    assert report.ok and report.computed == len(mlp_weights) == len(seen)
+    threads = {ident for ident, _ in seen}
+    assert len(threads) == 2 and threading.get_ident() not in threads, seen
+    assert not barrier.broken
+
+
 def test_model_level_aggregate_over_the_scope(session, mlp_weights):
     session.compute.apply("mean_frob", progress=False)
     rows = session.results.export_metrics("mean_frob", export_format="list")

@@ -3,6 +3,8 @@ Dask LocalCluster of 2 worker processes give the same fields as the local run.""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -73,13 +75,35 @@ def test_a_slice_larger_than_the_budget_is_still_processed(weights):
     assert not report.failures and report.chunks == 12
 
 
+def worker_pid(weights):
+    """The id of the process this kernel runs in (to prove where chunks ran)."""
+    return float(os.getpid())
+
+
+def _pid_registry():
+    from diffract.kernels import default_registry, make_kernel
+
+    reg = default_registry().copy()
+    reg.register(make_kernel(worker_pid, outputs="worker_pid"))
+    return reg
+
+
+def _pids(session) -> set[int]:
+    rows = session.results.export_metrics("worker_pid", export_format="list")
+    assert rows and all(r["worker_pid"] is not None for r in rows)
+    return {int(r["worker_pid"]) for r in rows}
+
+
 def test_process_pool_gives_the_same_fields(weights, local_table):
-    s = Session(profile="ram", workers=2, memory_budget="200KB")
+    s = Session(profile="ram", workers=2, memory_budget="200KB", registry=_pid_registry())
     s.models.add(weights, model_id="m")
-    report = s.compute.apply(*FIELDS, progress=False, executor="processes")
+    report = s.compute.apply(*FIELDS, "worker_pid", progress=False, executor="processes")
     assert report.chunks > 2 and not report.failures
     assert_same(local_table, table(s))
     assert s.kernel_calls  # calls counted in the workers come back
+    # every chunk ran in a worker process of the pool (at most 2), none in this one
+    pids = _pids(s)
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2, pids
 
 
 @pytest.mark.slow
@@ -93,7 +117,9 @@ def test_dask_local_cluster_gives_the_same_fields(weights, local_table, tmp_path
         Client(cluster) as client,
     ):
         assert len(client.scheduler_info()["workers"]) == 2
-        with Session(path=tmp_path / "st", executor=client, memory_budget="200KB") as s:
+        with Session(
+            path=tmp_path / "st", executor=client, memory_budget="200KB", registry=_pid_registry()
+        ) as s:
             s.models.add(weights, model_id="m")
             events = []
             report = s.compute.apply(*FIELDS, progress=events.append)
@@ -102,6 +128,12 @@ def test_dask_local_cluster_gives_the_same_fields(weights, local_table, tmp_path
                 range(1, report.chunks + 1)
             )
             assert_same(local_table, table(s))
+            # the chunks ran in the cluster's worker processes, not here
+            s.compute.apply("worker_pid", progress=False)
+            workers = set(client.run(os.getpid).values())
+            assert len(workers) == 2 and os.getpid() not in workers
+            pids = _pids(s)
+            assert pids <= workers, (pids, workers)
         # the same through a scheduler address
         with Session(path=tmp_path / "st2", executor=cluster.scheduler_address) as s:
             s.models.add(weights, model_id="m")
