@@ -21,8 +21,7 @@ from diffract.session._frontends import frontend
 from diffract.session.checks import check_field_names, check_flag
 from diffract.session.models import read_weights
 from diffract.session.progress import Finish, progress_callback
-from diffract.session.kernel_compat import DiffractCompute, summarize
-from diffract.session.selection import SessionLike
+from diffract.session.selection import Namespace, SessionLike
 from diffract.store import Batch, Store
 
 
@@ -149,7 +148,7 @@ def _run_options(
     return merged_opts, merged_kopts
 
 
-class Compute(DiffractCompute):
+class Compute(Namespace):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
     def apply(
@@ -182,16 +181,13 @@ class Compute(DiffractCompute):
                 they override :meth:`configure`.
 
         Returns:
-            The run's :class:`RunReport` (also kept as ``session.last_report``); its
-            ``summary`` is Diffract's :class:`~diffract.session.summaries.ApplySummary`.
+            The run's :class:`RunReport` (also kept as ``session.last_report``).
 
         Raises:
             StoreError: the session is read-only.
             ValueError: no field given.
             InvalidArgumentError: a bad field name, setting or option value.
             UnknownFieldError, UnknownOptionError: a field or option no kernel has.
-            ScopeValidationError: cross-model fields without ``reference`` on a scope that
-                does not hold exactly two models.
         """
         session = self._session
         session._check_writable()
@@ -201,7 +197,6 @@ class Compute(DiffractCompute):
         for f in fields:
             session.registry.producer(f)  # unknown field: clear error before any work
         _check_run_args(progress, cancel, kernel_options)
-        self._pair_reference(fields, options)
         budget, n_workers = _budget_and_workers(session, memory_budget, workers)
         merged_opts, merged_kopts = _run_options(
             session, fields, options, kernel_options, conventions
@@ -222,15 +217,8 @@ class Compute(DiffractCompute):
             call_counter=session.kernel_calls,
             executor=executor if executor is not None else session.executor,
         )
-        before = set(self._store.keys())
-        report = self._run(runner, fields, finish)
-        self._store.refresh()
-        #: Diffract's view of the run: the fields written, by level
-        report.summary = summarize(  # type: ignore[attr-defined]
-            session.registry, fields, set(self._store.keys()) - before
-        )
-        session.last_report = report
-        return report
+        session.last_report = self._run(runner, fields, finish)
+        return session.last_report
 
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
         """Run on the scope's selection (read once); then close the progress and the run."""
