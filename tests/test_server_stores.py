@@ -76,11 +76,9 @@ async def test_sqlite_values_match_the_session(jp_fetch, mixed):
     f = await get(jp_fetch, "field", path="a.diffract.sqlite", field="frob_norm", model="s2")
     with Session(backend="sqlite", path=mixed / "a.diffract.sqlite", readonly=True) as s:
         want = {
-            r["name"]: r["frob_norm"]
-            for r in s.filter(model_ids="s2").results.export_metrics(
-                "frob_norm", export_format="list"
-            )
-            if r["frob_norm"] is not None
+            sl.name: s.results.get("frob_norm", sl.uid)
+            for sl in s.models.slices()
+            if sl.model_id == "s2" and sl.name.endswith(".weight")
         }
     got = {p["name"]: p["value"] for p in f["models"][0]["points"]}
     assert got == pytest.approx(want) and len(got) == 4
