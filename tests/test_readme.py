@@ -1,10 +1,11 @@
-"""The README's example runs as written."""
+"""The README's example runs as written, and does what its comments say."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -12,9 +13,31 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 @pytest.mark.slow
 def test_readme_example_runs(in_tmp, capsys):
+    from diffract import ParameterType, Session
+
     code = re.search(r"## Ten lines\n\n```python\n(.*?)```", README.read_text(), re.S).group(1)
     assert len(code.strip().splitlines()) <= 12
-    exec(compile(code, "README.md", "exec"), {})
+    ns: dict = {}
+    exec(compile(code, "README.md", "exec"), ns)
     out = capsys.readouterr().out
-    assert "pl_alpha" in out and "mean" in out
+    # "an HDF5 store in ./.diffract": the store is there and holds the demo model
     assert (in_tmp / ".diffract" / "diffract-store.json").exists()
+    with Session(path=in_tmp / ".diffract", readonly=True) as s:
+        assert s.models.ids() == ["minilm"]
+        dense = [sl for sl in s.models.slices() if sl.type == ParameterType.DENSE]
+        alpha = {sl.name: s.results.get("pl_alpha", sl.uid) for sl in dense}
+        ranks = {sl.name: s.results.get("stable_rank", sl.uid) for sl in dense}
+    # df: one row per dense parameter, with the values stored
+    df = ns["df"].set_index("name")
+    assert sorted(df.index) == sorted(alpha) and len(alpha) == 37  # 36 encoder + the pooler
+    assert df["pl_alpha"].to_dict() == pytest.approx(alpha, nan_ok=True)
+    assert df["stable_rank"].to_dict() == pytest.approx(ranks)
+    assert all(r >= 1.0 for r in ranks.values())
+    # the printed describe() is that of the attention rows' pl_alpha ("scopes chain")
+    attn = [a for n, a in alpha.items() if re.fullmatch(r".*attention.*", n) and a is not None]
+    attn = np.array([a for a in attn if np.isfinite(a)])
+    table = dict(ln.split(None, 1) for ln in out.splitlines()[1:] if ln.strip())
+    assert out.splitlines()[0].split() == ["pl_alpha"]
+    assert float(table["count"]) == len(attn) == 24  # q, k, v, output of 6 layers
+    assert float(table["mean"]) == pytest.approx(attn.mean(), rel=1e-5)
+    assert float(table["max"]) == pytest.approx(attn.max(), rel=1e-5)
