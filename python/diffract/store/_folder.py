@@ -91,10 +91,17 @@ def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, An
     return {}
 
 
+def is_marker_temp(name: str) -> bool:
+    """Whether ``name`` is the temporary file of a marker being written (renamed into place
+    by :func:`atomic_write_text`): a store in creation, or one whose creation a crash cut."""
+    return name.startswith(f".{STORE_MARKER}.") and name.endswith(".tmp")
+
+
 def _creation_leftover(p: Path) -> bool:
-    """What a crash while creating a store leaves before its marker (written last): the
-    writer's lock file and empty folders. Nothing to lose: the folder may become a store."""
-    if p.name == "writer.lock" and p.is_file():
+    """What a crash while creating a store leaves before its marker (written last), and what
+    a reader sees while a writer creates one: the writer's lock file, the marker's temporary
+    file and empty folders. Nothing to lose: the folder may become a store."""
+    if (p.name == "writer.lock" or is_marker_temp(p.name)) and p.is_file():
         return True
     return p.name in ("segments", "arrays", "commits") and p.is_dir() and not any(p.iterdir())
 

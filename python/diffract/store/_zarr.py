@@ -37,7 +37,7 @@ from diffract.store._base import (
     slice_from_json,
     slice_to_json,
 )
-from diffract.store._folder import STORE_MARKER, check_version, is_url
+from diffract.store._folder import STORE_MARKER, check_version, is_marker_temp, is_url
 from diffract.store._lock import WriterLock, atomic_write_text, fsync_dir
 from diffract.store.log import RecordVanished, SegmentLog
 
@@ -172,13 +172,14 @@ class ZarrStore(SegmentLog):
         return info
 
     def _check_new_folder(self) -> None:
-        """Refuse a foreign folder. Allowed: nothing, or what an interrupted creation leaves
-        (``writer.lock`` and an empty ``commits/``: the marker is written last)."""
+        """Refuse a foreign folder. Allowed: nothing, or what an interrupted (or a running)
+        creation leaves (``writer.lock``, an empty ``commits/`` and the marker's temporary
+        file: the marker is written last)."""
         if not self.fs.exists(self.root):
             return
         for p in self.fs.ls(self.root, detail=False):
             name = p.rstrip("/").rsplit("/", 1)[-1]
-            if name == "writer.lock" and not self.remote:
+            if (name == "writer.lock" or is_marker_temp(name)) and not self.remote:
                 continue
             if name == "commits" and self.fs.isdir(p) and not self.fs.ls(p, detail=False):
                 continue
