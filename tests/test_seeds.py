@@ -40,6 +40,9 @@ def test_seed_000_filtering_snippets(model, in_tmp):
     w = state["0.model.encoder.layer.0.attention.self.query.weight"].double().numpy()
     assert row["frob_norm"] == pytest.approx(np.linalg.norm(w), rel=1e-6)
     assert row["type"] == "dense"
+    session = ns["session"]
+    calls = dict(session.kernel_calls)
+    assert calls.get("frob_norm") == 40
     for name in (
         "s000_2_exact_names.py",
         "s000_3_regex_names.py",
@@ -48,8 +51,23 @@ def test_seed_000_filtering_snippets(model, in_tmp):
         "s000_6_combining.py",
     ):
         run(name, ns)
-    session = ns["session"]
-    assert session.last_report is not None and not session.last_report.failures
+        report = session.last_report
+        assert report is not None and not report.failures, name
+        # every value these scopes ask for was stored by the first snippet: reused, never
+        # computed again ("Fast iteration", seed 001)
+        assert report.computed == 0 and session.kernel_calls == calls, name
+    # the scopes select what the seed says: exact names, full-match regexes, types, AND
+    from diffract import ParameterType
+
+    dense = session.filter(param_types=[ParameterType.DENSE])
+    assert len(dense) == 37 and {sl.type for sl in dense.models.slices()} == {ParameterType.DENSE}
+    exact = "0.model.encoder.layer.0.attention.self.query.weight"
+    assert [sl.name for sl in session.filter(param_names=[exact]).models.slices()] == [exact]
+    assert len(session.filter(param_names=["layer.0.weight", "layer.1.weight"])) == 0
+    assert len(session.filter(param_names=["re:.*attn.*weight"])) == 0  # MiniLM: "attention"
+    both = session.filter(model_ids=["gpt2-small"], param_names=["re:.*attention.*"])
+    assert 0 < len(both) < len(session.filter(model_ids=["gpt2-small"]))
+    assert len(session.filter(model_ids=["other"], param_names=["re:.*attention.*"])) == 0
     run("s000_7_chaining.py", ns)
     assert (
         set(
@@ -74,6 +92,15 @@ def test_seed_001_overview_snippet(model, in_tmp):
     assert len(results["name"]) == 103 and set(results["model_id"]) == {"run-001"}
     ranks = [v for v in results["stable_rank"] if v is not None]
     assert len(ranks) == 40 and all(r >= 1.0 for r in ranks)
+    # "persist ... and are reused instead of recomputed after restarting" (seed 001)
+    from diffract import Session
+
+    with Session(profile="local") as again:
+        assert again.models.ids() == ["run-001"]
+        report = again.compute.apply("frob_norm", "stable_rank", progress=False)
+        assert report.computed == 0 and report.reused == 80 and again.kernel_calls == {}
+        exported = again.results.export_metrics("frob_norm", "stable_rank", export_format="dict")
+        assert exported == results
 
 
 def test_seed_snippets_are_verbatim_copies():
