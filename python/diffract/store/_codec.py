@@ -21,6 +21,17 @@ class CodecError(ValueError):
 
 
 def encode(value: Any) -> bytes:
+    """``value`` as bytes (see the module docstring for the format).
+
+    Args:
+        value: a number, str, bool, or a NumPy array of a numeric dtype.
+
+    Returns:
+        The encoded bytes.
+
+    Raises:
+        CodecError: any other value.
+    """
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biufc":
             raise CodecError(f"cannot encode an array of dtype {value.dtype} (numeric dtypes only)")
@@ -42,7 +53,17 @@ def encode(value: Any) -> bytes:
 
 
 def decode(data: bytes) -> Any:
-    """The value encoded in ``data``; anything malformed raises :class:`CodecError`."""
+    """The value encoded in ``data``.
+
+    Args:
+        data: bytes written by :func:`encode`.
+
+    Returns:
+        The value (arrays as new, writable NumPy arrays).
+
+    Raises:
+        CodecError: anything malformed or foreign.
+    """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError(f"not a diffract-encoded value (got {type(data).__name__})")
     data = bytes(data)

@@ -22,7 +22,21 @@ from diffract.store._sqlite import SQLiteStore
 
 
 class HybridStore(SQLiteStore):
-    """Metadata in SQLite, arrays in HDF5 files or a Zarr group; see the module docstring."""
+    """Metadata in SQLite, arrays in HDF5 files or a Zarr group (see the module docstring).
+
+    Args:
+        path: the store folder (created by a writer when missing).
+        readonly: open for reading only (no lock is taken, nothing is deleted).
+        lock_timeout: seconds a writer waits for another process's writer lock.
+        cache: the value cache (see :func:`diffract.store.make_cache`).
+        arrays: where a new store keeps its arrays, ``"hdf5"`` or ``"zarr"`` (an existing
+            store keeps what its marker says).
+
+    Raises:
+        ConfigError: ``arrays`` is neither.
+        StoreCorruptError: the folder is damaged or not a hybrid diffract store.
+        StoreLockedError: another process holds the writer lock.
+    """
 
     backend = "hybrid"
 

@@ -72,7 +72,18 @@ class RowRef:
 
 
 class SQLiteStore(Store):
-    """One SQLite file; see the module docstring."""
+    """One SQLite file (see the module docstring).
+
+    Args:
+        path: the database file (created by a writer when missing).
+        readonly: open for reading only (no lock is taken).
+        lock_timeout: seconds a writer waits for another process's writer lock.
+        cache: the value cache (see :func:`diffract.store.make_cache`).
+
+    Raises:
+        StoreCorruptError: the file is damaged or not a diffract SQLite store.
+        StoreLockedError: another process holds the writer lock.
+    """
 
     backend = "sqlite"
     persistent = True
