@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from diffract._core.arrays import storable_error
-from diffract._core.owners import owner_model_ids
+from diffract._core.owners import owner_level, owner_model_ids
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import StoreCorruptError, StoreError, UnknownModelError
 
@@ -140,7 +140,20 @@ class StoreState:
         if model_id in self.models:
             del self.models[model_id]
         slice_models = dict.fromkeys(uids, model_id)
-        dead = [k for k in self.values if model_id in owner_model_ids(k[0], slice_models)]
+        belongs: dict[str, bool] = {}  # owners repeat (one per field): look at each once
+        dead = []
+        for k in self.values:
+            owner = k[0]
+            hit = belongs.get(owner)
+            if hit is None:
+                # a slice's own values need no parsing (the common case, and the cheap one)
+                hit = belongs[owner] = (
+                    owner in slice_models
+                    if owner_level(owner) == "param"
+                    else model_id in owner_model_ids(owner, slice_models)
+                )
+            if hit:
+                dead.append(k)
         for k in dead:
             del self.values[k]
 
