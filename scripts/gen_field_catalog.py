@@ -55,6 +55,31 @@ WW_MAP = [
     ("ww_maxdist", "rand_max_dist", "x esd_ww_ratio"),
     ("mp_softrank", "mp_soft_rank", "ours: MP edge from the entry variance"),
     (
+        "num_fingers, raw_alpha (fix_fingers)",
+        "pl_num_fingers, pl_raw_alpha",
+        "options fix_fingers, xmax",
+    ),
+    (
+        "sigma_mp, num_spikes, mp_softrank, bulk_max, bulk_min, W_scale (mp_fit=True)",
+        "mp_fit_sigma, mp_fit_num_spikes, mp_fit_soft_rank, mp_fit_bulk_max, mp_fit_bulk_min, "
+        "mp_fit_w_scale",
+        "edges and W_scale with esd_scale='ww'",
+    ),
+    (
+        "rand_sigma_mp, rand_num_spikes, num_traps, rand_mp_softrank, rand_bulk_max, "
+        "rand_bulk_min, rand_W_scale (randomize=True)",
+        "rand_mp_fit_sigma, rand_mp_fit_num_spikes, num_traps, rand_mp_fit_soft_rank, "
+        "rand_mp_fit_bulk_max, rand_mp_fit_bulk_min, rand_mp_fit_w_scale",
+        "in distribution: WW permutes unseeded",
+    ),
+    (
+        "skipped layers (min_evals, max_evals, max_N, layer types)",
+        "spectrum_gate",
+        "not applicable with the reason; conventions='weightwatcher'",
+    ),
+    ("summary mp_softrank (mp_fit=True)", "model_mp_fit_soft_rank", "per model"),
+    ("summary log_norm, log_spectral_norm", "model_esd_log_norm, model_esd_log_max", "per model"),
+    (
         "summary alpha, alpha_weighted, log_norm, log_spectral_norm, log_alpha_norm, stable_rank",
         "model_pl_alpha, model_pl_alpha_weighted, log_norm, log_spectral_norm, model_pl_alpha_norm, "
         "model_stable_rank",

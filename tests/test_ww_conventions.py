@@ -205,3 +205,12 @@ def test_unknown_conventions_is_a_clear_error():
         with pytest.raises(OptionValueError, match="conventions"):
             s.compute.apply("esd_max", conventions="nope", progress=False)
     assert set(CONVENTIONS["weightwatcher"]) >= {"esd_scale", "min_evals", "max_evals", "max_N"}
+
+
+def test_spectrum_gate_asked_by_name(fs):
+    w = {"a.weight": np.ones((4, 30)), "b.weight": np.ones((30, 20))}
+    run = fs.run({"m": w}, ["spectrum_gate"], min_evals=8)
+    assert run.values["m"]["b.weight"]["spectrum_gate"] is True
+    assert run.values["m"]["a.weight"]["spectrum_gate"] is NA
+    assert [e.reason for e in run.report.not_applicable_reasons] == ["num_evals 4 < min_evals 8"]
+    assert run.report.not_applicable == 1 and not run.report.failures

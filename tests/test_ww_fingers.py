@@ -121,7 +121,7 @@ def test_planted_finger_is_clipped(fs):
     u, _ = np.linalg.qr(rng.standard_normal((400, lam.size)))
     v, _ = np.linalg.qr(rng.standard_normal((lam.size, lam.size)))
     w = (u * np.sqrt(lam)) @ v.T  # W^T W has eigenvalues lam: the ESD at esd_scale="none"
-    got = fs.run_fields({"w": w}, FIELDS + ["esd"], fix_fingers="clip_xmax", esd_scale="none")
+    got = fs.run_fields({"w": w}, [*FIELDS, "esd"], fix_fingers="clip_xmax", esd_scale="none")
     g = got["w"]
     x = np.sort(g["esd"])
     np.testing.assert_allclose(x, lam, rtol=1e-10)

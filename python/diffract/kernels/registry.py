@@ -40,6 +40,7 @@ FAMILIES: tuple[str, ...] = (
     "model",
     "compare",
     "ww",
+    "mpfit",
 )
 
 
