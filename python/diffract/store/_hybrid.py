@@ -26,9 +26,7 @@ class HybridStore(SQLiteStore):
 
     Args:
         path: the store folder (created by a writer when missing).
-        readonly: open for reading only (no lock is taken, nothing is deleted).
-        lock_timeout: seconds a writer waits for another process's writer lock.
-        cache: the value cache (see :func:`diffract.store.make_cache`).
+        readonly, lock_timeout, cache: as for :class:`~diffract.store.SQLiteStore`.
         arrays: where a new store keeps its arrays, ``"hdf5"`` or ``"zarr"`` (an existing
             store keeps what its marker says).
 
