@@ -1,9 +1,10 @@
 """Hand-made mutation check of the kernels and the store's segment log (``make mutation``).
 
 Each mutant is one search-string / replacement pair in one source file. The package
-(``python/diffract``) is copied to a temporary folder once; for each mutant the copy's file is
-rewritten, the tests that should notice run against the copy (``PYTHONPATH`` puts it ahead of
-the editable install) under a timeout, and the file is restored. A small pytest plugin checks,
+(``python/diffract``), ``tests/`` and ``pyproject.toml`` are copied to a temporary folder once
+(a snapshot: edits made in the checkout meanwhile cannot mix into a run); for each mutant the
+copy's file is rewritten, the tests that should notice run in the copy (``PYTHONPATH`` puts
+its package ahead of the editable install) under a timeout, and the file is restored. A small pytest plugin checks,
 in the test process itself, that the mutated module is imported from the copy and holds the
 replacement, so a "killed" can never come from testing the wrong code. The working tree is
 never written.
@@ -226,7 +227,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            os.replace(tmp, final)\n"
         '            with open(final, "rb+") as fh:\n'
         "                os.fsync(fh.fileno())\n",
-        (*STORE_TESTS, "tests/test_crash_safety.py"),
+        STORE_TESTS,
         "a segment is renamed into place before its data is fsync-ed",
     ),
 )
@@ -283,11 +284,11 @@ def _pytest(work: Path, module: str, args: tuple[str, ...], timeout: float, expe
     if expect is not None:
         (work / "expect").write_text(expect)
         env["MUTATION_EXPECT_FILE"] = str(work / "expect")
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly"]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "--rootdir", str(work)]
     cmd += ["-p", "no:cacheprovider", "-p", "mutation_guard", *args]
     try:
         proc = subprocess.run(
-            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+            cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
         rc, tail = None, "timed out"
@@ -331,11 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     _check_targets(mutants)
     with tempfile.TemporaryDirectory(prefix="diffract-mutants-") as tmp:
         work = Path(tmp)
-        shutil.copytree(
-            PACKAGE,
-            work / "python" / "diffract",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+        shutil.copytree(PACKAGE, work / "python" / "diffract", ignore=skip)
+        shutil.copytree(ROOT / "tests", work / "tests", ignore=skip)
+        shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
         (work / "guard").mkdir()
         (work / "guard" / "mutation_guard.py").write_text(GUARD)
         if not opts.no_baseline:
