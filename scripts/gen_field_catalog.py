@@ -77,6 +77,17 @@ WW_MAP = [
         "spectrum_gate",
         "not applicable with the reason; conventions='weightwatcher'",
     ),
+    (
+        "detX_num = num_ERG_spikes, detX_val, detX_val_unrescaled, ERG_gap (detX=True)",
+        "detx_num_spikes, detx_esd_val, detx_rescaled_val, erg_gap",
+        "detX_val with esd_scale='ww'",
+    ),
+    (
+        "<bulk|tail>_<mean|var>_<vec_entropy|loc_ratio|part_ratio> (vectors=True)",
+        "<metric>_<bulk|tail>_<mean|var>",
+        "",
+    ),
+    ("deltaEs (deltas=True, plotted only)", "esd_deltas, level_spacing_ratio", ""),
     ("summary mp_softrank (mp_fit=True)", "model_mp_fit_soft_rank", "per model"),
     ("summary log_norm, log_spectral_norm", "model_esd_log_norm, model_esd_log_max", "per model"),
     (

@@ -41,6 +41,7 @@ FAMILIES: tuple[str, ...] = (
     "compare",
     "ww",
     "mpfit",
+    "diagnostics",
 )
 
 

@@ -1,0 +1,118 @@
+"""More WeightWatcher diagnostics: the det X = 1 (ERG) condition, level spacing of the ESD,
+and localization of the eigenvectors (``analyze(detX=True, deltas=True, vectors=True)``,
+WeightWatcher 0.7.7)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diffract.kernels._linalg import kernel_matrices, ww_eval_factor
+from diffract.kernels.spec import define
+
+#: WeightWatcher's EPSILON in discrete_entropy
+_EPSILON = 1e-10
+
+
+@define(outputs=("detx_num_spikes", "detx_esd_val", "detx_rescaled_val", "erg_gap"), family="rmt")
+def detx(esd, pl_num_spikes):
+    """The det X = 1 condition of the ERG (exact renormalization group) picture: rescale the
+    ESD to mean 1, x_i = lambda_i n / sum(lambda); scanning i = n-1, n-2, ..., 1, the first
+    tail x_i..x_n whose product is below 1 gives detx_num_spikes = n - i (n if none is) and
+    detx_esd_val = lambda_i (in ESD units), detx_rescaled_val = x_i, erg_gap =
+    detx_num_spikes - pl_num_spikes. WeightWatcher ``detX_num`` (= ``num_ERG_spikes``),
+    ``detX_val`` (with esd_scale="ww"), ``detX_val_unrescaled`` (its name, for the rescaled
+    value) and ``ERG_gap``; the products are taken as sums of logs (same comparisons, no
+    overflow)."""
+    lam = np.sort(np.asarray(esd, dtype=np.float64))
+    n = lam.size
+    if n < 2 or not lam[0] < lam[-1]:
+        raise ValueError("det X needs at least 2 eigenvalues, not all equal")
+    x = lam * (n / np.sum(lam))
+    with np.errstate(divide="ignore"):
+        tail_logs = np.cumsum(np.log(x)[::-1])[::-1]  # sum_{j>=i} log x_j
+    below = np.flatnonzero(tail_logs[1:] < 0.0) + 1
+    idx = int(below[-1]) if below.size else 1
+    num = n - idx if below.size else n
+    return num, float(lam[idx]), float(x[idx]), int(num - pl_num_spikes)
+
+
+@define(outputs=("esd_deltas", "level_spacing_ratio"), family="rmt")
+def level_spacing(esd):
+    """Level spacing of the ESD: esd_deltas = the gaps lambda_(i+1) - lambda_(i) of the sorted
+    eigenvalues (WeightWatcher's ``deltas=True`` plots them, log10, and their histogram; it
+    stores no column), and level_spacing_ratio = the mean over consecutive gaps of
+    r_i = min(d_i, d_(i+1)) / max(d_i, d_(i+1)) (Oganesyan & Huse 2007; pairs of zero gaps left
+    out): about 0.5307 for a random (GOE-like) bulk, 0.3863 for uncorrelated (Poisson) levels;
+    scale-free, no unfolding needed."""
+    lam = np.sort(np.asarray(esd, dtype=np.float64))
+    d = np.diff(lam)
+    if d.size < 2:
+        raise ValueError("level spacing needs at least 3 eigenvalues")
+    lo, hi = np.minimum(d[:-1], d[1:]), np.maximum(d[:-1], d[1:])
+    ok = hi > 0
+    if not ok.any():
+        raise ValueError("level spacing is undefined: every gap is zero")
+    return d, float(np.mean(lo[ok] / hi[ok]))
+
+
+def _discrete_entropy(vec: np.ndarray, num_bins: int = 100) -> float:
+    """WeightWatcher's ``discrete_entropy`` of one vector."""
+    v = np.absolute(vec)
+    v = v - np.mean(v)
+    p = np.histogram(v, density=True, bins=num_bins)[0] + _EPSILON
+    p = p / np.sqrt(2 * np.pi)
+    p = p / np.sum(p)
+    return float(-np.sum(p * np.log(p)))
+
+
+_METRICS = ("vec_entropy", "loc_ratio", "part_ratio")
+_STATS = ("bulk_mean", "bulk_var", "tail_mean", "tail_var")
+
+
+@define(outputs=tuple(f"{m}_{s}" for m in _METRICS for s in _STATS), min_ndim=2, family="rmt")
+def vector_localization(weights, pl_num_spikes):
+    """Localization of the eigenvectors of X = W W^T (or W^T W, the smaller), per kernel
+    position, as WeightWatcher's ``vectors=True``: for each eigenvector v,
+    vec_entropy = the entropy -sum p log p of the 100-bin histogram of |v| - mean|v| (its
+    ``discrete_entropy``), loc_ratio = ||v||_1 / ||v||_inf, part_ratio = ||v||_2 / ||v||_4;
+    then their mean and variance over the *bulk* (eigenvalues of X below xmin) and the *tail*
+    (the rest), xmin = the power-law fit's xmin in WeightWatcher's scale, X formed from its
+    matrices (Conv2d kernels times sqrt(1/2), its conv2d_norm). WeightWatcher compares the
+    eigenvalues of X with an xmin taken from its SVD, so the eigenvalue at xmin lands on
+    either side by rounding: xmin is taken here as WeightWatcher gets it (the
+    (n - pl_num_spikes + 1)-th smallest of its squared singular values, scipy.linalg.svd of
+    the same float64 matrices), so both sides are the same. Fields
+    ``<metric>_<bulk|tail>_<mean|var>`` = WeightWatcher ``<bulk|tail>_<mean|var>_<metric>``;
+    NaN for an empty side. X is formed and decomposed in float64 with scipy.linalg.eig, as
+    WeightWatcher does, so the vectors (and histograms) are the same."""
+    from scipy import linalg
+
+    evals, svals, metrics = [], [], {m: [] for m in _METRICS}
+    # WeightWatcher's matrices carry its conv2d_norm (sqrt(1/2) for Conv2d), applied first
+    norm = np.sqrt(ww_eval_factor(np.ndim(weights)))
+    for w in kernel_matrices(np.asarray(weights)):
+        w = (w * norm if norm != 1 else np.asarray(w)).astype(float)
+        x = np.matmul(w, w.T) if w.shape[0] <= w.shape[1] else np.matmul(w.T, w)
+        lam, vecs = linalg.eig(x)
+        evals.extend(lam)
+        svals.extend(linalg.svd(w, compute_uv=False))
+        for col in range(min(w.shape)):
+            v = vecs[:, col]
+            metrics["vec_entropy"].append(_discrete_entropy(v))
+            metrics["loc_ratio"].append(np.linalg.norm(v, ord=1) / np.linalg.norm(v, ord=np.inf))
+            metrics["part_ratio"].append(np.linalg.norm(v, ord=2) / np.linalg.norm(v, ord=4))
+    ww_evals = np.sort(np.asarray(svals) ** 2)
+    xmin = float(ww_evals[ww_evals.size - int(pl_num_spikes)])
+    order = np.argsort(evals)
+    sorted_evals = np.real(np.asarray(evals)[order])
+    bulk, tail = sorted_evals < xmin, sorted_evals >= xmin
+    out = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for m in _METRICS:
+            data = np.asarray(metrics[m], dtype=np.float64)[order]
+            for side in (bulk, tail):
+                part = data[side]
+                mean = float(np.mean(part)) if part.size else float("nan")
+                var = float(np.var(part)) if part.size else float("nan")
+                out += [mean, var]
+    return tuple(out)
