@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from diffract._errors import StoreCorruptError
-from diffract.store._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
+from diffract.store._folder import (
+    STORE_MARKER,
+    is_marker_temp,
+    open_store_folder,
+    write_marker_if_missing,
+)
 from diffract.store._lock import WriterLock, fsync_dir
 from diffract.store._sqlite import SQLiteStore
 
@@ -53,7 +58,8 @@ class HybridStore(SQLiteStore):
             raise ConfigError(f"hybrid arrays must be 'hdf5' or 'zarr', got {arrays!r}")
         root = Path(path).expanduser().resolve()
         meta_db = root / "meta.sqlite"
-        # a crash while creating leaves meta.sqlite without the marker (written last)
+        # a crash while creating (or a writer creating it now) leaves meta.sqlite, or the
+        # database being built, without the marker (written last)
         info = (
             {}
             if _interrupted_creation(root)
@@ -198,11 +204,14 @@ class HybridStore(SQLiteStore):
 
 
 def _interrupted_creation(root: Path) -> bool:
-    """A hybrid folder a crash left mid-creation: no marker yet, only ``meta.sqlite``
-    (complete: it is renamed into place), the lock file and creation leftovers."""
-    if not root.is_dir() or not (root / "meta.sqlite").is_file():
+    """A hybrid folder mid-creation (a crash cut it, or a writer is creating it now): no
+    marker yet, only ``meta.sqlite`` (complete: it is renamed into place) or the temporary
+    database it is built in, the lock file and the marker's temporary file."""
+    if not root.is_dir():
         return False
+    names = [p.name for p in root.iterdir()]
     allowed = {"meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "writer.lock"}
-    return all(
-        p.name in allowed or p.name.startswith(".meta.sqlite.creating") for p in root.iterdir()
+    building = [n for n in names if n == "meta.sqlite" or n.startswith(".meta.sqlite.creating")]
+    return bool(building) and all(
+        n in allowed or n.startswith(".meta.sqlite.creating") or is_marker_temp(n) for n in names
     )
