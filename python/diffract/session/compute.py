@@ -12,7 +12,6 @@ from diffract._core.config import check_workers, parse_bytes
 from diffract._core.owners import parse_owner
 from diffract._errors import InvalidArgumentError, UnknownOptionError
 from diffract.extract.references import ReferenceReader
-from diffract.kernels.conventions import with_conventions
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel, check_options
 from diffract.run.report import ProgressCallback, RunReport
@@ -136,6 +135,8 @@ def _run_options(
     """The options of one run: configured ones where a kernel of the run has them, then the
     run's convention preset, then its own options; all validated here, once (an option no
     kernel of the run takes is an error)."""
+    from diffract.kernels.conventions import with_conventions  # light, and only when run
+
     closure = session.registry.closure(fields)
     names = {k.name for k in closure}
     known = {o for k in closure for o in k.options}
@@ -341,6 +342,8 @@ class Compute(Namespace):
             InvalidArgumentError: ``kernel_or_field`` is not a string, or a bad option value.
             UnknownOptionError: an option no kernel (or not that kernel) has.
         """
+        from diffract.kernels.conventions import with_conventions
+
         session = self._session
         if kernel_or_field is None:
             known = {o for k in session.registry.kernels() for o in k.options}

@@ -173,9 +173,11 @@ class Session(Scope):
         #: where chunks run by default: "threads", "processes", a dask Client or address
         self.executor = executor
         self.registry = registry if registry is not None else default_registry()
-        from diffract.kernels.conventions import convention_options
+        self._options: dict[str, Any] = {}
+        if conventions is not None:
+            from diffract.kernels.conventions import convention_options
 
-        self._options: dict[str, Any] = convention_options(conventions)
+            self._options = convention_options(conventions)
         self._kernel_options: dict[str, dict[str, Any]] = {}
         self._cancel: threading.Event | None = None
         #: reads the weights slices reference in checkpoint files (keeps the last few files)
