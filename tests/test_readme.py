@@ -28,7 +28,9 @@ def test_readme_example_runs(in_tmp, capsys):
         alpha = {sl.name: s.results.get("pl_alpha", sl.uid) for sl in dense}
         ranks = {sl.name: s.results.get("stable_rank", sl.uid) for sl in dense}
     # df: one row per dense parameter, with the values stored
-    df = ns["df"].set_index("name")
+    df = ns["df"]
+    # the name column: "parameter_name" in Diffract's table, "name" in diffract-lab 0.1's
+    df = df.set_index("parameter_name" if "parameter_name" in df.columns else "name")
     assert sorted(df.index) == sorted(alpha) and len(alpha) == 37  # 36 encoder + the pooler
     assert df["pl_alpha"].to_dict() == pytest.approx(alpha, nan_ok=True)
     assert df["stable_rank"].to_dict() == pytest.approx(ranks)
@@ -36,8 +38,9 @@ def test_readme_example_runs(in_tmp, capsys):
     # the printed describe() is that of the attention rows' pl_alpha ("scopes chain")
     attn = [a for n, a in alpha.items() if re.fullmatch(r".*attention.*", n) and a is not None]
     attn = np.array([a for a in attn if np.isfinite(a)])
-    table = dict(ln.split(None, 1) for ln in out.splitlines()[1:] if ln.strip())
-    assert out.splitlines()[0].split() == ["pl_alpha"]
+    header = out.splitlines()[0].split()
+    col = header.index("pl_alpha")  # describe() of the numeric columns, pl_alpha among them
+    table = {ln.split()[0]: ln.split()[1 + col] for ln in out.splitlines()[1:] if ln.strip()}
     assert float(table["count"]) == len(attn) == 24  # q, k, v, output of 6 layers
     assert float(table["mean"]) == pytest.approx(attn.mean(), rel=1e-5)
     assert float(table["max"]) == pytest.approx(attn.max(), rel=1e-5)
