@@ -31,7 +31,8 @@ FIX_FINGERS = ("xmin_peak", "clip_xmax")
 #: WeightWatcher's DEFAULT_MAX_FINGERS, and its clip_xmax stop rule
 DEFAULT_MAX_FINGERS = 10
 MIN_ALPHA = 2.0
-#: below this many fitted eigenvalues WeightWatcher uses its small-sample rule
+#: WeightWatcher switches to its small-sample rule below this many fitted eigenvalues
+#: (also used by :func:`diffract.kernels.fits._pl_fit`)
 SMALL_N_CUTOFF = 20
 
 

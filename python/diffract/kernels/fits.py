@@ -16,6 +16,7 @@ import numpy as np
 from diffract.kernels._fingers import (
     DEFAULT_MAX_FINGERS,
     FIX_FINGERS,
+    SMALL_N_CUTOFF,
     clipped_fit,
     peak_range,
     ww_fit,
@@ -29,8 +30,6 @@ from diffract.kernels._linalg import (
 from diffract.kernels.spec import above, at_least, define, one_of
 
 FIT_METHODS = ("ww", "clauset")
-#: WeightWatcher switches to its small-sample rule below this many fitted eigenvalues
-SMALL_N_CUTOFF = 20
 
 
 def _fit_data(esd, esd_ww_ratio, fit_evals_thresh):
