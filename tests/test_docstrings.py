@@ -47,6 +47,14 @@ PUBLIC = {
     "Failure",
     "KernelFailureWarning",
     "NothingToCompareWarning",
+    # the published Diffract's top-level names (issue 14)
+    "ParameterOverrides",
+    "list_profiles",
+    "upgrade_metadata_index",
+    # Diffract's names (DIFFRACT-API.md)
+    "ParameterOverrides",
+    "list_profiles",
+    "upgrade_metadata_index",
     # errors
     "DiffractError",
     "ConfigError",
