@@ -24,7 +24,14 @@ from diffract._core.slices import SliceInfo
 from diffract._core.tree import dotted_name, tree_leaves_with_path
 from diffract._errors import StoreError
 
-__all__ = ["INDEX_FILE", "ReferenceReader", "external_ref", "shard_stamps"]
+__all__ = [
+    "INDEX_FILE",
+    "ReferenceReader",
+    "external_ref",
+    "readable_here",
+    "reference_file",
+    "shard_stamps",
+]
 
 #: the index of a sharded safetensors folder
 INDEX_FILE = "model.safetensors.index.json"
@@ -135,6 +142,42 @@ def external_ref(
                     ref["index"] = dict(shards["index"])
                 break
     return ref
+
+
+def reference_file(ext: dict[str, Any]) -> tuple[str, int, float]:
+    """The file a reference reads and the stamp it expects (for a folder of shards: the shard).
+
+    Args:
+        ext: a slice's ``meta["external"]``.
+
+    Returns:
+        The file's path, size and modification time as recorded when the model was added.
+    """
+    shard = ext.get("shard")
+    if shard:
+        return os.path.join(ext["path"], shard["file"]), shard["size"], shard["mtime"]
+    return ext["path"], ext["size"], ext["mtime"]
+
+
+def readable_here(files: list[tuple[str, int, float]]) -> list[str]:
+    """Which of ``files`` this process sees as recorded (same size and time): where a remote
+    worker may read a checkpoint by path instead of receiving its weights.
+
+    Args:
+        files: :func:`reference_file` tuples.
+
+    Returns:
+        The paths found with the recorded size and time.
+    """
+    out = []
+    for path, size, mtime in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if _same(st, {"size": size, "mtime": mtime}):
+            out.append(path)
+    return out
 
 
 def _same(st: os.stat_result, stamp: dict[str, Any]) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 from diffract._core.arrays import storable_error
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._core.threads import one_blas_thread
+from diffract.extract.references import ReferenceReader, reference_file
 from diffract.kernels.spec import Kernel, SliceNotApplicable
 from diffract.run.plan import SlicePlan
 from diffract.run.report import Failure
@@ -66,8 +67,13 @@ def as_float_array(arr: np.ndarray) -> np.ndarray:
 
 def load_weights(store: Store, s: SliceInfo) -> np.ndarray | Failed:
     """The slice's weights as kernels see them, or a failure (unreadable, NaN or Inf)."""
+    return checked_weights(lambda: store.weights(s.uid), s)
+
+
+def checked_weights(read: Callable[[], np.ndarray], s: SliceInfo) -> np.ndarray | Failed:
+    """``read()`` in the layout and dtype kernels see, or a failure (unreadable, NaN, Inf)."""
     try:
-        w = canonical_layout(as_float_array(store.weights(s.uid)), s)
+        w = canonical_layout(as_float_array(read()), s)
     except Exception as exc:
         return Failed(short_error(exc))
     if not np.all(np.isfinite(w)):
@@ -195,10 +201,41 @@ def run_kernels(
     return calls
 
 
+class ByPath:
+    """Stands for a slice's weights in a remote task: the worker reads them from the
+    checkpoint the slice references (its ``meta["external"]``), by path."""
+
+    def __repr__(self) -> str:
+        return "ByPath()"
+
+
+BY_PATH = ByPath()
+
+#: in a worker process: the checkpoint files read by path (kept between tasks)
+_WORKER_REFERENCES: ReferenceReader | None = None
+
+
+def worker_references() -> ReferenceReader:
+    """This process's reader of checkpoint references (a worker keeps its files open)."""
+    global _WORKER_REFERENCES
+    if _WORKER_REFERENCES is None:
+        _WORKER_REFERENCES = ReferenceReader()
+    return _WORKER_REFERENCES
+
+
+def _read_by_path(values: Values) -> None:
+    """Replace each :class:`ByPath` marker by the weights read from the checkpoint here."""
+    for vals in values.values():
+        if isinstance(vals.get("weights"), ByPath):
+            s = vals["slice_info"]
+            vals["weights"] = checked_weights(lambda s=s: worker_references().read(s), s)
+
+
 def remote_chunk(chunk, kernels, plan_of, values, opts_of, cancel=None):
-    """Task body for process pools and Dask workers: run the kernels, send back the values
-    (inputs that were shipped in, such as the weights, are dropped from the reply).
+    """Task body for process pools and Dask workers: read the weights sent by path, run the
+    kernels, send back the values (inputs such as the weights are dropped from the reply).
     ``cancel``: a token of the executor (``is_set()``) that says the run was cancelled."""
+    _read_by_path(values)
     calls = run_kernels(
         chunk,
         kernels,
@@ -261,10 +298,14 @@ def planned_count(slices: Iterable[SliceInfo], plans: Plans, explicit: set[str])
 
 # --- chunk inputs and outputs -------------------------------------------------------------
 def prepare_chunk(
-    state: RunState, chunk: list[SliceInfo], plans: Plans
+    state: RunState,
+    chunk: list[SliceInfo],
+    plans: Plans,
+    by_path: Callable[[SliceInfo], bool] | None = None,
 ) -> tuple[list[Kernel], dict[str, set[str]], Values, dict[str, dict[str, Any]]]:
     """Inputs of a chunk read from the store (weights, stored fields) and its kernels in
-    one global dependency order, with their options."""
+    one global dependency order, with their options. A slice for which ``by_path`` says yes
+    gets :data:`BY_PATH` for its weights (the worker reads them from the checkpoint)."""
     values: Values = {}
     kernels: dict[str, Kernel] = {}
     plan_of: dict[str, set[str]] = {}
@@ -274,7 +315,10 @@ def prepare_chunk(
         for f in p.to_load:
             vals[f] = state.store.get((s.uid, f))
         if any("weights" in k.inputs for k in p.kernels):
-            vals["weights"] = load_weights(state.store, s)
+            if by_path is not None and by_path(s):
+                vals["weights"] = BY_PATH
+            else:
+                vals["weights"] = load_weights(state.store, s)
         vals["slice_info"] = s
         plan_of[s.uid] = {k.name for k in p.kernels}
         for k in p.kernels:
@@ -425,7 +469,9 @@ class LocalChunks:
 class RemoteChunks:
     """Chunks as tasks of an opened executor (a process pool or Dask). A cancel is passed on
     to the tasks once (they stop after the slice or kernel in progress and send back what
-    they finished), and pool tasks not started are cancelled."""
+    they finished), and pool tasks not started are cancelled. The weights of a slice that
+    references a checkpoint every worker sees (``opened.sees``) are read there, by path;
+    other weights travel with the task."""
 
     def __init__(self, state: RunState, plans: Plans, opened: Any) -> None:
         self.state = state
@@ -434,9 +480,41 @@ class RemoteChunks:
         self.slots = opened.slots
         self.signalled = False
         self.futures: list[Any] = []
+        self._seen: dict[tuple[str, int, float], bool] = {}
+
+    def by_path(self, s: SliceInfo) -> bool:
+        """Whether the workers read slice ``s``'s weights from its checkpoint themselves."""
+        ext = s.meta.get("external")
+        if not ext:
+            return False
+        try:
+            ref = reference_file(ext)
+        except (KeyError, TypeError):  # an older or partial reference: send the weights
+            return False
+        if ref not in self._seen:
+            self._seen[ref] = ref[0] in self.opened.sees([ref])
+        return self._seen[ref]
+
+    def _probe(self, chunk: list[SliceInfo]) -> None:
+        """Ask the workers once about every checkpoint file of ``chunk`` not asked about."""
+        refs = set()
+        for s in chunk:
+            ext = s.meta.get("external")
+            if ext:
+                try:
+                    refs.add(reference_file(ext))
+                except (KeyError, TypeError):
+                    continue
+        new = [r for r in refs if r not in self._seen]
+        if new:
+            seen = self.opened.sees(new)
+            self._seen.update({r: r[0] in seen for r in new})
 
     def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Any:
-        kernels, plan_of, values, opts_of = prepare_chunk(self.state, chunk, self.plans)
+        self._probe(chunk)
+        kernels, plan_of, values, opts_of = prepare_chunk(
+            self.state, chunk, self.plans, self.by_path
+        )
         fut = self.opened.submit(
             remote_chunk, chunk, kernels, plan_of, values, opts_of, self.opened.token
         )

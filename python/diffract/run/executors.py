@@ -19,6 +19,7 @@ from typing import Any
 
 from diffract._core.threads import one_blas_thread
 from diffract._errors import ConfigError
+from diffract.extract.references import readable_here
 
 Submit = Callable[..., Any]
 
@@ -28,13 +29,18 @@ class Opened:
     """An executor ready for one run: ``submit(fn, *args)`` gives a future (``done()``,
     ``result()``, ``cancel()``), at most ``slots`` tasks should be in flight, ``token`` is
     passed to each task (its ``is_set()`` says the run was cancelled), ``signal_cancel()``
-    sets it, ``close()`` ends the run."""
+    sets it, ``close()`` ends the run. ``sees(files)`` says which checkpoint files
+    (:func:`~diffract.extract.references.reference_file` tuples) every worker reads as
+    recorded: their slices' weights are read there by path instead of sent with the task."""
 
     submit: Submit
     slots: int
     close: Callable[[], None]
     token: Any = None
     signal_cancel: Callable[[], None] = lambda: None
+    sees: Callable[[list[tuple[str, int, float]]], set[str]] = lambda files: set(
+        readable_here(files)
+    )
 
 
 _ADVICE = (
@@ -201,7 +207,17 @@ class DaskExecutor:
             if self._owned:
                 client.close()
 
-        return Opened(submit, 2 * n, close, _DaskCancel(name), signal_cancel)
+        def sees(files: list[tuple[str, int, float]]) -> set[str]:
+            """The files every worker of the cluster sees as recorded (shared storage)."""
+            try:
+                found = client.run(readable_here, files)
+            except Exception:  # workers unreachable for this: send the weights
+                return set()
+            if not found:
+                return set()
+            return set.intersection(*(set(paths) for paths in found.values()))
+
+        return Opened(submit, 2 * n, close, _DaskCancel(name), signal_cancel, sees)
 
 
 def make_executor(spec: Any) -> ProcessExecutor | DaskExecutor | None:
