@@ -51,10 +51,6 @@ PUBLIC = {
     "ParameterOverrides",
     "list_profiles",
     "upgrade_metadata_index",
-    # Diffract's names (DIFFRACT-API.md)
-    "ParameterOverrides",
-    "list_profiles",
-    "upgrade_metadata_index",
     # errors
     "DiffractError",
     "ConfigError",
