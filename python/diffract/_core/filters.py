@@ -44,15 +44,112 @@ def _as_list(value: Any, what: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def compile_pattern(entry: str, what: str) -> re.Pattern[str] | str:
-    """A compiled full-match regex for ``re:`` entries, else the exact string."""
+#: a regex match that runs longer than this (seconds) is stopped with a FilterError
+REGEX_TIMEOUT_S = 1.0
+
+#: escapes whose meaning differs between RE2 (ASCII) and Python's ``re`` (Unicode)
+_PERL_CLASSES = re.compile(r"\\[wWdDsSbB]")
+
+
+class _BoundedPattern:
+    """A compiled ``re:`` pattern whose matches are bounded in time.
+
+    RE2 (``google-re2``: linear time, no backtracking) runs every pattern it accepts with
+    the same meaning as Python's ``re``; a pattern it does not (backreferences, lookaround,
+    Unicode ``\\w``/``\\d``/``\\s``/``\\b``) runs in the ``regex`` module with a
+    :data:`REGEX_TIMEOUT_S` budget per match, and plain ``re`` only where neither is installed.
+
+    Args:
+        pattern: the regular expression (without ``re:``).
+        what: the criterion it belongs to, for messages.
+
+    Raises:
+        FilterError: the pattern is not a valid regular expression.
+    """
+
+    def __init__(self, pattern: str, what: str) -> None:
+        self.pattern = pattern
+        self._what = what
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise FilterError(f"invalid regular expression {pattern!r} in {what}: {exc}") from None
+        self._re2 = _re2_compile(pattern)
+        self._timed = None if self._re2 is not None else _timed_compile(pattern)
+
+    def fullmatch(self, value: str) -> bool:
+        """Whether the whole of ``value`` matches.
+
+        Args:
+            value: the string (a model id, parameter name, type or uid).
+
+        Returns:
+            True when it matches.
+
+        Raises:
+            FilterError: the match ran past the time budget (a catastrophic pattern).
+        """
+        if self._re2 is not None:
+            return self._re2.fullmatch(value) is not None
+        if self._timed is None:
+            return re.fullmatch(self.pattern, value) is not None
+        try:
+            return self._timed.fullmatch(value, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            raise FilterError(
+                f"regular expression {self.pattern!r} in {self._what} ran for more than "
+                f"{REGEX_TIMEOUT_S:g} s against a {len(value)}-character string (catastrophic "
+                "backtracking: nested repetition such as (a+)+); rewrite it without nested "
+                "quantifiers, backreferences or lookaround"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"re:{self.pattern!r}"
+
+
+def _re2_compile(pattern: str) -> Any:
+    """The RE2 form of ``pattern``, or None where RE2 is missing or would mean otherwise."""
+    if _PERL_CLASSES.search(pattern):
+        return None
+    try:
+        import re2  # google-re2
+    except ImportError:
+        return None
+    try:
+        options = re2.Options()
+        options.log_errors = False
+        return re2.compile(pattern, options)
+    except Exception:  # re2.error: a construct RE2 has no linear-time form for
+        return None
+
+
+def _timed_compile(pattern: str) -> Any:
+    try:
+        import regex
+    except ImportError:
+        return None
+    try:
+        return regex.compile(pattern, flags=regex.VERSION0)
+    except Exception:  # regex.error: a construct only ``re`` reads: plain ``re``
+        return None
+
+
+def compile_pattern(entry: str, what: str) -> _BoundedPattern | str:
+    """A compiled full-match regex for ``re:`` entries, else the exact string.
+
+    Args:
+        entry: one entry of a criterion.
+        what: the criterion's name, for messages.
+
+    Returns:
+        The exact string, or a pattern whose ``fullmatch`` is bounded in time.
+
+    Raises:
+        FilterError: an ``re:`` entry is not a valid regular expression.
+    """
     if not entry.startswith(REGEX_PREFIX):
         return entry
-    pattern = entry[len(REGEX_PREFIX) :]
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise FilterError(f"invalid regular expression {pattern!r} in {what}: {exc}") from None
+    return _BoundedPattern(entry[len(REGEX_PREFIX) :], what)
 
 
 @dataclass(frozen=True)

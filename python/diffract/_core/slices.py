@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from diffract._core.dtypes import itemsize
-from diffract._errors import RESERVED_MODEL_ID_CHARS, InvalidModelIdError
+from diffract._errors import RESERVED_MODEL_ID_CHARS, InvalidIdentifierError, InvalidModelIdError
 
 _TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -147,11 +147,37 @@ def validate_model_id(model_id: object) -> str:
             )
     if any(ord(c) < 32 for c in model_id):
         raise InvalidModelIdError(f"model_id {model_id!r} contains a control character")
+    if _lone_surrogate(model_id):
+        raise InvalidModelIdError(
+            f"model_id {model_id!r} contains a lone surrogate (not a Unicode character: it "
+            "cannot be stored as UTF-8)"
+        )
     return model_id
 
 
+def _lone_surrogate(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
 def make_uid(model_id: str, name: str) -> str:
-    """Stable uid of a slice: the first 16 hex digits of BLAKE2b(model_id NUL name)."""
+    """Stable uid of a slice: the first 16 hex digits of BLAKE2b(model_id NUL name).
+
+    Args:
+        model_id: the model's id.
+        name: the parameter's dotted name.
+
+    Returns:
+        The uid.
+
+    Raises:
+        InvalidIdentifierError: the id or the name holds a lone surrogate (no UTF-8 form).
+    """
+    for what, text in (("model_id", model_id), ("parameter name", name)):
+        if _lone_surrogate(text):
+            raise InvalidIdentifierError(
+                f"{what} {text!r} contains a lone surrogate (not a Unicode character: it "
+                "cannot be stored as UTF-8); rename it"
+            )
     digest = hashlib.blake2b(f"{model_id}\x00{name}".encode(), digest_size=8)
     return digest.hexdigest()
 

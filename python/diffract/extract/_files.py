@@ -6,7 +6,9 @@ arbitrary objects) and ``.onnx``."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -25,19 +27,68 @@ def _is_path(obj: Any) -> bool:
     return isinstance(obj, (str, os.PathLike))
 
 
+def regular_file(path: Path, what: str = "checkpoint") -> Path:
+    """``path`` if it is a regular file (a link to one counts), checked without opening it:
+    a FIFO, socket or device would block or never end.
+
+    Args:
+        path: the file.
+        what: what it is, for messages.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ExtractionError: it is missing, a folder or not a regular file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ExtractionError(f"{what} not found: {path}") from None
+    except (OSError, ValueError, UnicodeError) as exc:
+        raise ExtractionError(f"{what} {path}: cannot be read ({exc})") from None
+    if stat.S_ISDIR(mode):
+        raise ExtractionError(f"{what} {path} is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"
+        raise ExtractionError(f"{what} {path} is {kind}, not a regular file: refused")
+    return path
+
+
+def _shard_names(index: Path) -> tuple[dict[str, str], list[str]]:
+    """(tensor name -> shard, the shards) of a shard index, every name a checked string."""
+    regular_file(index, "shard index")
+    try:
+        weight_map = json.loads(index.read_bytes().decode("utf-8"))["weight_map"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
+        raise ExtractionError(f"{index}: not a safetensors shard index ({exc!r})") from None
+    if not isinstance(weight_map, dict):
+        raise ExtractionError(
+            f"{index}: not a safetensors shard index (weight_map must map tensor names to "
+            f"shard files, got a {type(weight_map).__name__})"
+        )
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise ExtractionError(
+                f"{index}: tensor {name!r} maps to {shard!r}, not the name of a shard file"
+            )
+        if any("\ud800" <= c <= "\udfff" for c in name + shard):
+            raise ExtractionError(
+                f"{index}: tensor {name!r} -> shard {shard!r} is not valid UTF-8 text"
+            )
+    return weight_map, sorted(set(weight_map.values()))
+
+
 def _safetensors_folder(folder: Path) -> dict[str, LazyArray]:
     index = folder / "model.safetensors.index.json"
-    if index.exists():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ExtractionError(f"{index}: not a safetensors shard index ({exc})") from None
+    if os.path.lexists(index):
+        weight_map, shards = _shard_names(index)
         leaves: dict[str, LazyArray] = {}
-        for shard in sorted(set(weight_map.values())):
+        for shard in shards:
             shard_path = (folder / shard).resolve()
             if folder.resolve() not in shard_path.parents:
                 raise ExtractionError(f"{index}: shard {shard!r} lies outside {folder}")
-            leaves.update(safetensors_leaves(shard_path))
+            leaves.update(safetensors_leaves(regular_file(shard_path, "shard")))
         missing = sorted(set(weight_map) - set(leaves))
         if missing:
             raise ExtractionError(f"{index}: tensors {missing[:3]} are not in any shard")
@@ -49,8 +100,37 @@ def _safetensors_folder(folder: Path) -> dict[str, LazyArray]:
         )
     leaves = {}
     for f in files:
-        leaves.update(safetensors_leaves(f))
+        leaves.update(safetensors_leaves(regular_file(f, "shard")))
     return leaves
+
+
+def _npy_header(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, Any]:
+    """(shape, dtype) of one ``.npy`` member, checked against the member's size before
+    anything is allocated."""
+    where = f"{path}: member {info.filename!r}"
+    if not info.filename.endswith(".npy"):
+        raise ExtractionError(f"{where} is not a .npy array (an .npz holds only .npy members)")
+    try:
+        with zf.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:  # format 3.0 (UTF-8 field names): numpy's private reader
+                shape, _, dtype = np.lib.format._read_array_header(fh, version)
+            header_size = fh.tell()
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise ExtractionError(f"{where} is not a readable .npy array ({exc})") from None
+    if dtype.hasobject:
+        raise ExtractionError(f"{where} holds Python objects (pickles are refused)")
+    need = math.prod(shape) * dtype.itemsize
+    if info.file_size - header_size != need:
+        raise ExtractionError(
+            f"{where}: its header claims shape {list(shape)} of {dtype} ({need} bytes) but the "
+            f"member holds {info.file_size - header_size} bytes of data (corrupt or crafted file)"
+        )
+    return tuple(shape), dtype
 
 
 def _npz_leaves(path: Path) -> dict[str, LazyArray]:
@@ -61,24 +141,16 @@ def _npz_leaves(path: Path) -> dict[str, LazyArray]:
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ExtractionError(f"{path}: holds a single array, not an .npz archive of named arrays")
     leaves: dict[str, LazyArray] = {}
-    with zipfile.ZipFile(path) as zf:
+    with archive, zipfile.ZipFile(path) as zf:
         for info in zf.infolist():
-            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            with zf.open(info) as fh:
-                version = np.lib.format.read_magic(fh)
-                if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-                elif version == (2, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-                else:  # format 3.0 has no public header reader: read that array once
-                    arr = archive[key]
-                    shape, dtype = arr.shape, arr.dtype
+            shape, dtype = _npy_header(path, zf, info)
+            key = info.filename[:-4]
 
             def load(key=key) -> np.ndarray:
                 with np.load(path, allow_pickle=False) as arc:
                     return arc[key]
 
-            leaves[key] = LazyArray(tuple(shape), str(dtype), load, f"{path}::{key}")
+            leaves[key] = LazyArray(shape, str(dtype), load, f"{path}::{key}")
     return leaves
 
 
@@ -127,6 +199,11 @@ def _lazy_tensors(obj: Any, path: Path, where: str, torch: Any, skipped: dict[st
 
     if isinstance(obj, torch.Tensor):
         check_not_meta(where, obj, f"{path}: ")
+        if obj.layout != torch.strided:
+            raise ExtractionError(
+                f"{path}: tensor {where!r} is a {str(obj.layout).removeprefix('torch.')} "
+                "tensor; only dense tensors are read (save it with .to_dense())"
+            )
         if is_batchnorm_buffer(where):
             skipped[where] = RUNNING_STAT_REASON
             return None
@@ -208,6 +285,57 @@ def _checkpoint_weights(obj: dict, path: Path, torch: Any) -> tuple[Any, dict[st
     )
 
 
+def _tensors(obj: Any, torch: Any) -> list[Any]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    values = (
+        obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    )
+    return [t for v in values for t in _tensors(v, torch)]
+
+
+def _check_records(path: Path, obj: Any, torch: Any) -> None:
+    """Refuse a checkpoint whose tensors need more bytes than their data records hold.
+
+    With ``mmap=True`` torch maps the whole file and takes each storage at its record's
+    offset without checking the record's size: a short record would be read past its end
+    (into the next records). The storages' addresses differ as their records' offsets do,
+    which pairs each storage with its record."""
+    storages = {}
+    for t in _tensors(obj, torch):
+        if t.layout != torch.strided:
+            continue
+        st = t.untyped_storage()
+        if st.nbytes():
+            storages[st.data_ptr()] = max(st.nbytes(), storages.get(st.data_ptr(), 0))
+    if not storages:
+        return
+    reader = torch._C.PyTorchFileReader(str(path))
+    with zipfile.ZipFile(path) as zf:
+        sizes = {i.filename.split("/", 1)[-1]: i.file_size for i in zf.infolist()}
+    records = {
+        reader.get_record_offset(name): sizes.get(name, 0)
+        for name in reader.get_all_records()
+        if name.startswith("data/")
+    }
+    first = min(storages)
+    for offset in sorted(records):
+        base = first - offset
+        if all(p - base in records for p in storages):
+            break
+    else:
+        raise ExtractionError(
+            f"{path}: its tensors do not lie at its data records (corrupt or crafted file)"
+        )
+    for ptr, need in storages.items():
+        have = records[ptr - base]
+        if need > have:
+            raise ExtractionError(
+                f"{path}: a tensor needs {need} bytes but its data record holds {have} (a "
+                "truncated or crafted file; torch.load without mmap refuses it too)"
+            )
+
+
 def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     import torch
 
@@ -216,10 +344,13 @@ def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     try:
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            _check_records(path, obj, torch)
         except RuntimeError as exc:  # legacy (non-zip) format cannot be memory-mapped
             if "mmap" not in str(exc):
                 raise
             obj = torch.load(path, map_location="cpu", weights_only=True)
+    except ExtractionError:
+        raise
     except Exception as exc:
         raise ExtractionError(
             f"{path}: cannot load as a PyTorch checkpoint with weights_only=True ({type(exc).__name__}: "
@@ -244,6 +375,7 @@ def _extract_path(obj: Any) -> ModelTree:
     if path.is_dir():
         flat = _safetensors_folder(path)
     else:
+        regular_file(path)  # before any open: a FIFO named model.pt would block
         suffix = path.suffix.lower()
         if suffix == ".safetensors":
             flat = safetensors_leaves(path)

@@ -85,6 +85,41 @@ def decode_raw(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarra
     return raw.view(np.dtype(dtype).newbyteorder("<")).reshape(shape)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise ExtractionError(f"the header names {k!r} twice")
+        seen[k] = v
+    return seen
+
+
+def _parse_header(path: str, raw: bytes) -> dict[str, Any]:
+    """The JSON header, refused as the reference reader refuses it: not JSON, not an object,
+    a key given twice, a ``__metadata__`` that is not an object of strings, nested too deep."""
+    try:
+        header = json.loads(raw, object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ExtractionError(
+            f"{path}: not a safetensors file (header is not JSON: {exc})"
+        ) from None
+    except RecursionError:
+        raise ExtractionError(
+            f"{path}: not a safetensors file (header is nested too deeply to be a header)"
+        ) from None
+    except ExtractionError as exc:
+        raise ExtractionError(f"{path}: not a safetensors file ({exc})") from None
+    if not isinstance(header, dict):
+        raise ExtractionError(f"{path}: not a safetensors file (header is not a JSON object)")
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ExtractionError(
+            f"{path}: not a safetensors file (__metadata__ must be an object of strings, got "
+            f"{json.dumps(meta)[:80]})"
+        )
+    return header
+
+
 def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any], int]:
     """The header of a safetensors file, checked.
 
@@ -109,16 +144,10 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any
                 raise ExtractionError(
                     f"{path}: not a safetensors file (header length {n} does not fit the file size {size})"
                 )
-            header = json.loads(fh.read(n))
+            raw = fh.read(n)
     except FileNotFoundError:
         raise ExtractionError(f"checkpoint file not found: {path}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ExtractionError(
-            f"{path}: not a safetensors file (header is not JSON: {exc})"
-        ) from None
-    if not isinstance(header, dict):
-        raise ExtractionError(f"{path}: not a safetensors file (header is not a JSON object)")
-    return header, 8 + n
+    return _parse_header(path, raw), 8 + n
 
 
 def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
@@ -139,6 +168,7 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
     size = os.path.getsize(path)
     out: dict[str, LazyArray] = {}
     data_size = size - offset
+    spans: list[tuple[int, int, str]] = []
     for name, spec in header.items():
         if name == "__metadata__":
             continue
@@ -188,6 +218,12 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
                 f"data_offsets [{start}, {end}] hold {end - start}; the header does not match "
                 "the data (corrupt or hand-edited file?)"
             )
+        if start % itemsize(dtype):
+            raise ExtractionError(
+                f"{where}: data_offsets [{start}, {end}] are not aligned to its "
+                f"{itemsize(dtype)}-byte {st_dtype} elements (corrupt or hand-edited file?)"
+            )
+        spans.append((start, end, name))
 
         def load(
             start: int = start, end: int = end, dtype: str = dtype, shape: tuple[int, ...] = shape
@@ -200,4 +236,24 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
             return decode_raw(raw, dtype, shape)
 
         out[name] = LazyArray(shape=shape, dtype=dtype, loader=load, source=f"{path}::{name}")
+    _check_tiling(path, spans, data_size)
     return out
+
+
+def _check_tiling(path: str, spans: list[tuple[int, int, str]], data_size: int) -> None:
+    """The tensors' byte ranges must cover the data section exactly, in order: no overlap,
+    no gap, nothing after the last (as the reference reader requires)."""
+    at = 0
+    for start, end, name in sorted(spans):
+        if start != at:
+            what = "overlaps the tensor before it" if start < at else f"leaves a gap at byte {at}"
+            raise ExtractionError(
+                f"{path}: tensor {name!r} (data_offsets [{start}, {end}]) {what}; the tensors "
+                "must cover the data section exactly (corrupt or hand-edited file?)"
+            )
+        at = end
+    if at != data_size:
+        raise ExtractionError(
+            f"{path}: the tensors cover {at} of the data section's {data_size} bytes (a "
+            "truncated header or trailing data: corrupt or hand-edited file?)"
+        )
