@@ -42,6 +42,7 @@ STORE_TESTS = (
     "tests/test_store.py",
     "tests/test_store_conformance.py",
     "tests/test_store_damage.py",
+    "tests/test_store_log.py",
 )
 
 
