@@ -143,15 +143,11 @@ async def test_a_corrupt_store_is_an_error_reply_not_a_crash(jp_fetch, jp_root_d
     ):
         for endpoint, extra in (("store", {}), ("field", {"field": "frob_norm"})):
             code, body = await failure(jp_fetch, endpoint, path=path, **extra)
-            assert (code, body["status"]) == (500, 500), (path, body)
-            assert (
-                body["error"].startswith("RuntimeError: cannot read the store: ")
-                and words in body["error"]
-            )
+            assert (code, body["status"]) == (422, 422), (path, body)
+            assert body["error"].startswith("cannot read the store: ") and words in body["error"]
             assert "Traceback" not in body["error"] and "\n" not in body["error"]
-            # KNOWN LEAK (reported, not asserted): today the message carries the store's
-            # absolute path (server root included); a clean reply would name it relative
-            assert path in body["error"]
+            assert path in body["error"] and "Error" not in body["error"]
+            _no_absolute_path(body, jp_root_dir)
     listed = [s["path"] for s in (await get(jp_fetch, "stores"))["stores"]]
     assert "good/.diffract" in listed
     assert [

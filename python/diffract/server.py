@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+from diffract._errors import StoreError
 from diffract.store import STORE_MARKER
 from diffract.store import reader as _reader
 from diffract.store.reader import NotAStore, find_stores, is_sqlite_store, store_stamp
@@ -49,6 +51,16 @@ class PathRefused(Exception):
     """A request path that leaves the server root (HTTP 403)."""
 
 
+class BadRequest(Exception):
+    """A malformed request argument (HTTP 400)."""
+
+
+#: control characters (C0, DEL, C1): never in a store path; Tornado would turn them into spaces
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_EXC_NAME = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b:?\s*")
+_ABS_PATH = re.compile(r"(?<![\w.])/[^\s'\"()]+")
+
+
 def _version() -> str:
     from diffract import __version__
 
@@ -61,19 +73,38 @@ def _version() -> str:
 
 
 def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
-    """The store folder ``rel`` (relative to ``root``), refusing anything outside ``root``."""
+    """The store folder ``rel`` (relative to ``root``), refusing anything outside ``root``.
+
+    Args:
+        root: the server root.
+        rel: the request's ``path``, as sent (control characters are refused).
+
+    Returns:
+        The store folder or SQLite file, resolved.
+
+    Raises:
+        PathRefused: an absolute path, ``..``, a control character, or a symlink out of root.
+        NotAStore: no store there (also a symlink loop or a name the file system refuses).
+    """
     if rel is None:
         raise NotAStore("missing ?path=<store folder relative to the server root>")
-    if "\x00" in rel:
-        raise PathRefused("invalid path")
-    if rel.startswith(("/", "\\")) or os.path.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
+    if _CONTROL.search(rel):
+        raise PathRefused("invalid path: control characters are refused")
+    windows_drive = os.name == "nt" and len(rel) > 1 and rel[1] == ":"
+    if rel.startswith(("/", "\\")) or os.path.isabs(rel) or windows_drive:
         raise PathRefused(
             f"absolute paths are refused: {rel!r}; give a path relative to the server root"
         )
     parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise PathRefused(f"'..' is refused in store paths: {rel!r}")
-    root_real = Path(root).resolve()
+    try:
+        return _resolve_parts(Path(root).resolve(), parts, rel)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long
+        raise NotAStore(f"no diffract store at {rel!r} (the path cannot be opened)") from None
+
+
+def _resolve_parts(root_real: Path, parts: list[str], rel: str) -> Path:
     target = root_real.joinpath(*parts).resolve()
     if not target.is_relative_to(root_real):
         raise PathRefused(f"{rel!r} leaves the server root")
@@ -83,6 +114,25 @@ def resolve_store(root: str | os.PathLike[str], rel: str | None) -> Path:
     if escape is not None:
         raise PathRefused(f"{rel!r} holds a symlink that leaves the server root: {escape!r}")
     return target
+
+
+def safe_message(message: str, root: str | os.PathLike[str]) -> str:
+    """An error message fit for a reply: paths relative to ``root``, no exception class
+    names, no parser details (the parenthesised part after the first clause), one line.
+
+    Args:
+        message: the error's text.
+        root: the server root.
+
+    Returns:
+        The message to send.
+    """
+    text = message.splitlines()[0] if message else ""
+    for r in {str(Path(root).resolve()), str(Path(root).absolute())}:
+        text = text.replace(r + os.sep, "").replace(r, ".")
+    text = text.split(" (", 1)[0]
+    text = _EXC_NAME.sub("", text)
+    return _ABS_PATH.sub("<a path outside the server root>", text).strip() or "error"
 
 
 def _link_leaving_root(store: Path, root_real: Path) -> str | None:
@@ -147,23 +197,41 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
         async def in_thread(self, fn: Any, *args: Any) -> Any:
             return await IOLoop.current().run_in_executor(None, fn, *args)
 
+        def arg(self, name: str) -> str | None:
+            """A query argument exactly as sent (Tornado's own accessor turns control
+            characters into spaces and trims the ends)."""
+            values = self.request.query_arguments.get(name)
+            if not values:
+                return None
+            try:
+                return values[-1].decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRequest(f"?{name}= is not UTF-8") from None
+
         async def store_call(self, method: str, *args: Any) -> None:
             try:  # off the event loop: it walks the store's folder for links
-                path = await self.in_thread(
-                    resolve_store, self.root, self.get_query_argument("path", None)
-                )
+                path = await self.in_thread(resolve_store, self.root, self.arg("path"))
+            except BadRequest as exc:
+                return self.fail(400, str(exc))
             except PathRefused as exc:
                 return self.fail(403, str(exc))
             except NotAStore as exc:
                 return self.fail(404, str(exc))
+            root_real = Path(self.root).resolve()
+            rel = path.relative_to(root_real).as_posix()
             reader = StoreReader.get(path)
             try:
                 data = await self.in_thread(getattr(reader, method), *args)
             except NotAStore as exc:
-                return self.fail(404, str(exc))
-            except Exception as exc:
-                return self.fail(500, f"{type(exc).__name__}: {exc}")
-            rel = path.relative_to(Path(self.root).resolve()).as_posix()
+                return self.fail(404, safe_message(str(exc), root_real))
+            except StoreError as exc:  # damaged, foreign or unreadable: the store's fault
+                msg = safe_message(str(exc), root_real)
+                if rel not in msg:
+                    msg = f"{rel}: {msg}"
+                return self.fail(422, f"cannot read the store: {msg}")
+            except Exception:
+                self.log.exception("diffract: reading %s", rel)
+                return self.fail(500, f"cannot read the store {rel!r}: internal error")
             data = {
                 "path": "" if rel == "." else rel,
                 "name": path.name,
@@ -191,10 +259,13 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
     class Field(Base):
         @tornado.web.authenticated
         async def get(self) -> None:
-            field = self.get_query_argument("field", None)
+            try:
+                field, model = self.arg("field"), self.arg("model")
+            except BadRequest as exc:
+                return self.fail(400, str(exc))
             if not field:
                 return self.fail(400, "missing ?field=<field name>")
-            await self.store_call("field", field, self.get_query_argument("model", None))
+            await self.store_call("field", field, model)
 
     kw = {"root": root}
     return [

@@ -42,6 +42,7 @@ from diffract.store._base import (
 )
 from diffract.store._folder import open_store_folder, write_marker_if_missing
 from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._safe import check_h5, h5_dataset, plain_name, require_regular
 from diffract.store.log import RecordVanished, SegmentLog
 
 SEGMENT_FORMAT = "diffract-segment"
@@ -173,13 +174,24 @@ class HDF5Store(SegmentLog):
 
     def _read_record(self, name: str, state: StoreState) -> None:
         file = self.segments_dir / name
+        require_regular(file, "store segment")  # a FIFO would block the open
         try:
             with _h5py().File(file, "r") as f:
                 _check_segment(f, file)
+                check_h5(f, file)
                 contents = _segment_contents(f, file, self.segments_dir)
         except StoreCorruptError:
             raise
-        except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
+        except (
+            OSError,
+            KeyError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            RuntimeError,
+            IndexError,
+            json.JSONDecodeError,
+        ) as exc:  # h5py raises any of them on damaged bytes
             if not file.exists():
                 raise RecordVanished(str(file)) from None
             raise StoreCorruptError(
@@ -198,10 +210,13 @@ class HDF5Store(SegmentLog):
 
     def _read_array(self, ref: ArrayRef) -> np.ndarray:
         h5py = _h5py()
+        require_regular(ref.file, "store segment")
         try:
             with h5py.File(ref.file, "r") as f:
-                return f[ref.dataset][()]
-        except (OSError, KeyError) as exc:
+                return h5_dataset(f, ref.dataset, ref.file)[()]
+        except StoreCorruptError:
+            raise
+        except (OSError, KeyError, ValueError, TypeError, RuntimeError) as exc:
             if not ref.file.exists():
                 raise StaleRefError(str(ref.file)) from None
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
@@ -254,7 +269,7 @@ def _check_segment(f: Any, file: Path) -> None:
 def _where(segments_dir: Path, where: str) -> ArrayRef:
     """An array referenced as ``<segment file>:<dataset>`` (in a compaction)."""
     fname, _, ds = where.partition(":")
-    return ArrayRef(segments_dir / fname, ds)
+    return ArrayRef(segments_dir / plain_name(fname, str(segments_dir)), ds)
 
 
 def _segment_contents(f: Any, file: Path, segments_dir: Path) -> dict[str, Any]:

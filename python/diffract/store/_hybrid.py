@@ -23,6 +23,7 @@ from diffract.store._folder import (
     write_marker_if_missing,
 )
 from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._safe import h5_dataset, plain_name, require_regular
 from diffract.store._sqlite import SQLiteStore
 
 
@@ -172,11 +173,14 @@ class HybridStore(SQLiteStore):
             import h5py
 
             fname, _, ds = ref.partition(":")
-            file = self.arrays_dir / fname
+            file = self.arrays_dir / plain_name(fname, str(self.db_path))
+            require_regular(file, "array file")
             try:
                 with h5py.File(file, "r") as f:
-                    return f[ds][()]
-            except (OSError, KeyError, ValueError) as exc:
+                    return h5_dataset(f, ds, file)[()]
+            except StoreCorruptError:
+                raise
+            except (OSError, KeyError, ValueError, TypeError, RuntimeError) as exc:
                 what = "missing array file" if not file.exists() else f"cannot read {ds!r} ({exc})"
                 raise StoreCorruptError(
                     f"{file}: {what} (referenced by {self.db_path.name}); the store is damaged"
@@ -186,6 +190,9 @@ class HybridStore(SQLiteStore):
 
         from diffract.store._zarr import check_array
 
+        parts = ref.split("/")
+        for part in parts:
+            plain_name(part, str(self.db_path))
         where = self.arrays_dir / ref
         try:
             z = zarr.open_array(str(self.arrays_dir), path=ref, mode="r")

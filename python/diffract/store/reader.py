@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from diffract._core.jsonable import to_jsonable
 from diffract._core.owners import model_owner, parse_owner
+from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._folder import STORE_MARKER, is_sqlite_file
+from diffract.store._safe import is_regular_file
 from diffract.store.registry import open_path
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ def is_sqlite_store(path: Path) -> bool:
     Returns:
         True for an SQLite store the store finder lists.
     """
-    return path.name.endswith(SQLITE_SUFFIX) and is_sqlite_file(path)
+    return path.name.endswith(SQLITE_SUFFIX) and is_regular_file(path) and is_sqlite_file(path)
 
 
 def _file_stamp(store: Path) -> dict[str, Any]:
@@ -198,6 +200,8 @@ class StoreReader:
         self.path = path
         self.lock = threading.Lock()
         self._store: Any = None
+        #: (stamp, error) of the last failed open: the same files fail the same way
+        self._failed: tuple[str, StoreError] | None = None
 
     @classmethod
     def get(cls, path: Path) -> StoreReader:
@@ -211,6 +215,12 @@ class StoreReader:
             return reader
 
     def _open(self) -> Any:
+        """The open store, refreshed. A damaged store fails at once, without retries, and
+        keeps failing from memory until its files change, so requests to a broken store
+        never hold its lock (or a server thread) for long."""
+        stamp = store_stamp(self.path)["stamp"]
+        if self._failed is not None and self._failed[0] == stamp:
+            raise self._failed[1]
         last: Exception | None = None
         for attempt in range(3):  # a writer may be renaming a segment into place right now
             try:
@@ -218,12 +228,25 @@ class StoreReader:
                     self._store = open_path(self.path, readonly=True)
                 else:
                     self._store.refresh()
+                self._failed = None
                 return self._store
+            except StoreCorruptError as exc:
+                self._store = None
+                self._failed = (stamp, exc)
+                raise
             except Exception as exc:
                 last = exc
                 self._store = None
-                time.sleep(0.05 * (attempt + 1))
-        raise RuntimeError(f"cannot read the store: {last}")
+                time.sleep(0.02 * (attempt + 1))
+        err = (
+            last
+            if isinstance(last, StoreError)
+            else StoreCorruptError(
+                f"{self.path}: cannot read the store ({type(last).__name__}: {last})"
+            )
+        )
+        self._failed = (stamp, err)
+        raise err
 
     def manifests(self, store: Store) -> list[dict[str, Any]]:
         """Summary rows of the sampling manifests saved in ``store``.
