@@ -431,7 +431,8 @@ def test_svd_device_cuda_without_a_gpu_is_one_config_error():
 
 
 def test_nested_pt_checkpoint_is_added_without_copy_weights(tmp_path):
-    torch = pytest.importorskip("torch")
+    import torch
+
     path = tmp_path / "nested.pt"
     top = torch.randn(8, 4)
     inner = torch.randn(6, 4)

@@ -466,7 +466,8 @@ def test_sqlite_malformed_blob_names_the_file(tmp_path):
 
 
 def test_redis_cache_ignores_malformed_values(monkeypatch):
-    redis = pytest.importorskip("redis")
+    import redis
+
     from diffract.store import RedisCache
 
     class FakeRedis:

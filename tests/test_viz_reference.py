@@ -6,9 +6,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import plotly  # noqa: F401  (a test dependency: missing is a failure)
 import pytest
-
-pytest.importorskip("plotly")
 
 from diffract import Session
 
@@ -33,7 +32,7 @@ def test_heatmap_of_drift_against_the_first_checkpoint(checkpoints):
     # W * (1 + 0.1 k) drifts by exactly 0.1 k relative to W, on every slice
     np.testing.assert_allclose(z[0][~np.isnan(z[0])], 0.1, rtol=1e-6)
     np.testing.assert_allclose(z[1][~np.isnan(z[1])], 0.2, rtol=1e-6)
-    with pytest.raises(ValueError, match="need export_metrics"):
+    with pytest.raises(ValueError, match="need export_table"):
         checkpoints.viz.heatmap("relative_change")
 
 
@@ -57,7 +56,7 @@ def test_apply_async_returns_a_run_handle(mlp_weights):
     run = s.compute.apply_async("stable_rank", "frob_norm")
     report = run.wait()
     assert not report.failures and report.computed > 0
-    assert len(s.results.export_metrics("stable_rank", export_format="list")) == 6
+    assert len(s.results.export_table("stable_rank", export_format="list")) == 6
 
 
 def test_reads_from_another_thread_while_a_run_writes(tmp_path, mlp_weights):
