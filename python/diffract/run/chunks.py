@@ -5,13 +5,11 @@ the local and the remote executors alike."""
 
 from __future__ import annotations
 
-import concurrent.futures
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -31,6 +29,9 @@ from diffract.run.state import (
     short_error,
 )
 from diffract.store import Batch, Store
+
+if TYPE_CHECKING:  # concurrent.futures imports logging, its process pool multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
 
 #: working memory of a slice during a run, as a multiple of its float32 size (weights,
 #: a float64 copy, Gram matrix, intermediates)
@@ -444,7 +445,11 @@ class LocalChunks:
     def __init__(self, state: RunState, plans: Plans) -> None:
         self.state = state
         self.plans = plans
-        self.pool = ThreadPoolExecutor(state.workers) if state.workers > 1 else None
+        self.pool: ThreadPoolExecutor | None = None
+        if state.workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(state.workers)
 
     def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Values:
         state = self.state
@@ -526,11 +531,13 @@ class RemoteChunks:
             return
         self.signalled = True
         self.opened.signal_cancel()
+        futures = sys.modules.get("concurrent.futures")  # loaded by any pool run
+        pool_future = futures.Future if futures is not None else ()
         for fut in self.futures:
             # a pool future not started yet is dropped (a running one refuses and stops by
             # itself); Dask futures are left alone (cancelling one that runs would lose its
             # finished slices): a task that starts now returns at once
-            if isinstance(fut, concurrent.futures.Future) and not fut.done():
+            if isinstance(fut, pool_future) and not fut.done():
                 fut.cancel()
 
     def wait(self, handle: Any) -> Values | None:
@@ -541,8 +548,11 @@ class RemoteChunks:
             return None
         try:
             values, calls = handle.result()
-        except BrokenProcessPool as exc:
-            raise BrokenProcessPool(
+        except Exception as exc:
+            pools = sys.modules.get("concurrent.futures.process")  # loaded by a pool run
+            if pools is None or not isinstance(exc, pools.BrokenProcessPool):
+                raise
+            raise pools.BrokenProcessPool(
                 f"{exc} A worker process ended abruptly: out of memory, or it could "
                 "not load a kernel (kernels must be importable by the worker "
                 "processes; a kernel defined under `if __name__ == '__main__':` "

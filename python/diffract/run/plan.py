@@ -203,7 +203,15 @@ class Planner:
     def slice_plan(self, s: SliceInfo, wanted: set[str], explicit: set[str]) -> SlicePlan:
         """The kernels to run for ``wanted`` fields of one slice, the fields to load, and
         the counts of requested (``explicit``) values reused and not applicable."""
-        present = set(self.store.fields_of(s.uid))
+        store, uid = self.store, s.uid
+        known: dict[str, bool] = {}
+
+        def stored(f: str) -> bool:  # one lookup per field (fields_of scans every value)
+            hit = known.get(f)
+            if hit is None:
+                hit = known[f] = store.has((uid, f))
+            return hit
+
         to_run: dict[str, Kernel] = {}
         to_load: set[str] = set()
         ndim = s.effective_ndim
@@ -211,7 +219,7 @@ class Planner:
         wanted = wanted - skipped
 
         def need(f: str) -> None:
-            if f in present:
+            if stored(f):
                 to_load.add(f)
                 return
             k = self.registry.producer(f)
@@ -223,7 +231,7 @@ class Planner:
 
         reused = 0
         for f in sorted(wanted):
-            if f in present:
+            if stored(f):
                 reused += 1
                 continue
             need(f)
@@ -258,8 +266,7 @@ class Planner:
         for model_id, ms in sorted(by_model.items()):
             full = len(ms) == len(model_slices.get(model_id, []))
             owner = model_owner(model_id, None if full else scope_key)
-            present = set(self.store.fields_of(owner))
-            done = [k for k in kernels if all(o in present for o in k.outputs)]
+            done = [k for k in kernels if all(self.store.has((owner, o)) for o in k.outputs)]
             tasks.append(
                 ModelTask(
                     model_id,
@@ -279,8 +286,7 @@ class Planner:
         tasks = []
         for s, ref in pairs:
             owner = cross_owner(s.uid, reference)
-            present = set(self.store.fields_of(owner))
-            todo = [k for k in kernels if not all(o in present for o in k.outputs)]
+            todo = [k for k in kernels if not all(self.store.has((owner, o)) for o in k.outputs)]
             reused = sum(1 for k in kernels if k not in todo for o in k.outputs if o in fields)
             mismatched = bool(todo) and s.effective_ndim != ref.effective_ndim
             tasks.append(CrossTask(s, ref, owner, todo, reused, mismatched))
