@@ -98,12 +98,12 @@ fig = session.viz.esd(name, model_id="minilm")
 fig"""),
     (MD, """## 5. Export to pandas
 
-`results.export_metrics` gives one row per slice (`model_id`, `name`, `uid`, `type`, a column
+`results.export_table` gives one row per slice (`model_id`, `name`, `uid`, `type`, a column
 per field) as a dict, list, JSON, pandas or polars table."""),
-    (CODE, """df = module_only.results.export_metrics("pl_alpha", "stable_rank", "frob_norm", export_format="pandas")
+    (CODE, """df = module_only.results.export_table("pl_alpha", "stable_rank", "frob_norm", export_format="pandas")
 df["block"] = df["name"].str.extract(r"layer\\.(\\d+)\\.", expand=False)
 df.groupby("block")[["pl_alpha", "stable_rank"]].mean().round(2)"""),
-    (CODE, """attention.results.export_metrics("pl_alpha", export_format="pandas").sort_values("pl_alpha").tail(3)"""),
+    (CODE, """attention.results.export_table("pl_alpha", export_format="pandas").sort_values("pl_alpha").tail(3)"""),
     (MD, """## 6. Restart: nothing is recomputed
 
 Everything lives in `./.diffract`. We close the session (releasing its writer lock) and run the
@@ -183,12 +183,12 @@ alpha"""),
     (CODE, """srank"""),
     (MD, """`FieldPanel` and `viz` read per-layer fields; a cross-model field also needs its reference
 model, so the drift heatmap below is a Plotly `FigureWidget` fed from
-`results.export_metrics("relative_change", reference=...)`, refreshed with the panels."""),
+`results.export_table("relative_change", reference=...)`, refreshed with the panels."""),
     (CODE, """import plotly.graph_objects as go
 
 
 def drift_table(scope, reference):
-    df = scope.results.export_metrics("relative_change", reference=reference, export_format="pandas")
+    df = scope.results.export_table("relative_change", reference=reference, export_format="pandas")
     return df.pivot(index="model_id", columns="name", values="relative_change")
 
 
@@ -240,7 +240,7 @@ for i in range(STEPS + 1):
     model, opt_state, loss = step(model, opt_state, X[idx], y[idx])
 accuracy = float((jax.vmap(model)(X).argmax(-1) == y).mean())
 print(f"loss {float(loss):.3f}, train accuracy {accuracy:.1%}, checkpoints: {eqx_runs.models.ids()}")"""),
-    (CODE, """eqx_runs.results.export_metrics("pl_alpha", "stable_rank", export_format="pandas").pivot(
+    (CODE, """eqx_runs.results.export_table("pl_alpha", "stable_rank", export_format="pandas").pivot(
     index="model_id", columns="name", values="pl_alpha"
 ).round(2)"""),
     (MD, """## The same in Flax NNX
@@ -336,12 +336,12 @@ print(session)
 | `param_types` | `list[ParameterType]` | parameter type |
 | `param_ids` | `list[str]` | exact parameter uid |
 
-`compute` and `export_metrics` take no filter arguments: filter first, then call them on the
+`compute` and `export_table` take no filter arguments: filter first, then call them on the
 scope.
 
 ### By model"""),
     (CODE, """session.filter(model_ids=["minilm"]).compute.apply("frob_norm", progress=False)
-df = session.filter(model_ids=["minilm"]).results.export_metrics("frob_norm", export_format="pandas")
+df = session.filter(model_ids=["minilm"]).results.export_table("frob_norm", export_format="pandas")
 print(sorted(df["model_id"].unique()), len(df), "rows")"""),
     (MD, """### By parameter name: exact, or a regex with `re:`
 
@@ -372,7 +372,7 @@ the same uids."""),
     (CODE, """uids = [s.uid for s in exact.models.slices()]
 print(uids)
 session.filter(param_ids=uids).compute.apply("frob_norm", progress=False)
-session.filter(param_ids=uids).results.export_metrics("frob_norm", export_format="pandas")"""),
+session.filter(param_ids=uids).results.export_table("frob_norm", export_format="pandas")"""),
     (MD, """### Combining filters (AND) and chaining scopes"""),
     (CODE, """both = session.filter(model_ids=["minilm"], param_names=["re:.*attention.*"])
 both.compute.apply("frob_norm", progress=False)
@@ -381,7 +381,7 @@ minilm_scope = session.filter(model_ids=["minilm"])
 minilm_scope.compute.apply("frob_norm", "stable_rank", progress=False)
 attn = minilm_scope.filter(param_names=["re:.*attention.*"])  # narrows the existing scope
 print(len(minilm_scope), len(attn), len(both))
-attn.results.export_metrics("frob_norm", export_format="pandas").head()"""),
+attn.results.export_table("frob_norm", export_format="pandas").head()"""),
     (MD, """### Filters are data
 
 A scope's filter is JSON: what the filter builder below shows is exactly what the engine
@@ -406,7 +406,7 @@ builder.names = "re:.*intermediate.*"
 builder.param_types = ["dense"]
 print(builder.count, "of", builder.total, "slices:", builder.filter_json)
 builder.scope.compute.apply("stable_rank", progress=False)
-builder.scope.results.export_metrics("stable_rank", export_format="pandas")[["name", "stable_rank"]]"""),
+builder.scope.results.export_table("stable_rank", export_format="pandas")[["name", "stable_rank"]]"""),
     (MD, """## Pytree filters: filter, partition, combine (Equinox semantics)
 
 An Equinox module is a pytree that mixes trainable arrays with static data (an activation
@@ -484,7 +484,7 @@ print({m: len(session.filter(model_ids=[m])) for m in ("eqx-net", "eqx-net-all")
 [(s.name, s.type.value, s.shape) for s in session.filter(model_ids=["eqx-net"]).models.slices()]"""),
     (CODE, """eqx_dense = session.filter(model_ids=["re:eqx-.*"], param_types=["dense"])
 eqx_dense.compute.apply("stable_rank", "frob_norm", progress=False)
-eqx_dense.results.export_metrics("stable_rank", "frob_norm", export_format="pandas")"""),
+eqx_dense.results.export_table("stable_rank", "frob_norm", export_format="pandas")"""),
 ]
 
 # ------------------------------------------------------------------------------------------
@@ -595,7 +595,7 @@ session.utils.slices_table(export_format="pandas").assign(
 )[["model_id", "name", "type", "shape", "layout"]]"""),
     (CODE, """FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "pl_alpha", "weights_std")
 session.compute.apply(*FIELDS, progress=False)
-df = session.results.export_metrics(*FIELDS, export_format="pandas")
+df = session.results.export_table(*FIELDS, export_format="pandas")
 canon = {"kernel": "weight", "embedding": "weight", "scale": "weight"}
 df["layer"] = df["name"].map(lambda n: n.split(".")[0] + "." + canon.get(n.split(".")[1], n.split(".")[1]))
 table = df.pivot(index="layer", columns="model_id", values="stable_rank")

@@ -52,7 +52,7 @@ def disk(tmp_path, rng):
 
 
 def _frob(s):
-    return s.results.export_metrics("frob_norm", export_format="dict")["frob_norm"]
+    return s.results.export_table("frob_norm", export_format="dict")["frob_norm"]
 
 
 # --- A: complex weights -------------------------------------------------------------------
@@ -364,11 +364,11 @@ def test_progress_must_be_bool_none_or_callable(ram):
 
 def test_export_metrics_field_names(disk):
     with pytest.raises(InvalidArgumentError, match=r"field names must be strings, got int: 3"):
-        disk.results.export_metrics(3)
+        disk.results.export_table(3)
     with pytest.raises(InvalidArgumentError, match="separate arguments"):
-        disk.results.export_metrics(["frob_norm"])
+        disk.results.export_table(["frob_norm"])
     with pytest.raises(InvalidArgumentError, match="reference"):
-        disk.results.export_metrics("frob_norm", reference=5)
+        disk.results.export_table("frob_norm", reference=5)
     assert len(_frob(disk)) == 2
 
 

@@ -126,7 +126,7 @@ def test_redis_cache_serves_arrays_across_sessions(redis_url, tmp_path, mlp_weig
         assert s.store.cache.name == "redis" and s.store.cache.available
         s.models.add(mlp_weights, model_id="m")
         s.compute.apply("esd", progress=False)
-        first = s.results.export_metrics("esd", export_format="list")
+        first = s.results.export_table("esd", export_format="list")
     keys = redis.Redis.from_url(redis_url).keys("diffract:*")
     assert len(keys) == 3  # one ESD per 2-D slice
     reader = Session(path=tmp_path / "st", cache=redis_url, readonly=True)
@@ -134,7 +134,7 @@ def test_redis_cache_serves_arrays_across_sessions(redis_url, tmp_path, mlp_weig
     calls = []
     original = reader.store._read_array
     reader.store._read_array = lambda ref: calls.append(ref) or original(ref)
-    again = reader.results.export_metrics("esd", export_format="list")
+    again = reader.results.export_table("esd", export_format="list")
     assert calls == []  # every array came from Redis
     for a, b in zip(first, again, strict=True):
         assert (a["esd"] is None and b["esd"] is None) or np.array_equal(a["esd"], b["esd"])
@@ -147,7 +147,7 @@ def test_unreachable_redis_warns_and_goes_on_uncached(tmp_path, mlp_weights):
         s = Session(path=tmp_path / "st", cache=url)
     s.models.add(mlp_weights, model_id="m")
     s.compute.apply("esd", progress=False)
-    assert len(s.results.export_metrics("esd", export_format="list")) == 6
+    assert len(s.results.export_table("esd", export_format="list")) == 6
     assert not s.store.cache.available
     s.close()
 

@@ -64,7 +64,7 @@ def session(registry, mlp_weights):
 def values(scope, *fields):
     return {
         r["name"]: tuple(r[f] for f in fields)
-        for r in scope.results.export_metrics(*fields, export_format="list")
+        for r in scope.results.export_table(*fields, export_format="list")
     }
 
 
@@ -143,23 +143,23 @@ def test_unknown_field_is_a_clear_error_and_changes_nothing(session):
 
 def test_export_of_a_field_never_applied_says_to_apply_it(session):
     with pytest.raises(FieldNotComputedError, match=r"run \.compute\.apply\('stable_rank'\)"):
-        session.results.export_metrics("stable_rank")
+        session.results.export_table("stable_rank")
 
 
 def test_export_formats(session):
     session.compute.apply("frob_norm", progress=False)
-    d = session.results.export_metrics("frob_norm", export_format="dict")
+    d = session.results.export_table("frob_norm", export_format="dict")
     assert list(d) == ["model_id", "name", "uid", "type", "frob_norm"] and len(d["name"]) == 6
-    rows = session.results.export_metrics("frob_norm", export_format="list")
+    rows = session.results.export_table("frob_norm", export_format="list")
     assert [r["name"] for r in rows] == d["name"]
-    js = json.loads(session.results.export_metrics("frob_norm", export_format="json"))
+    js = json.loads(session.results.export_table("frob_norm", export_format="json"))
     assert [r["frob_norm"] for r in js] == d["frob_norm"]
-    pdf = session.results.export_metrics("frob_norm", export_format="pandas")
+    pdf = session.results.export_table("frob_norm", export_format="pandas")
     assert list(pdf.columns) == list(d) and pdf["frob_norm"].notna().sum() == 3
-    pl = session.results.export_metrics("frob_norm", export_format="polars")
+    pl = session.results.export_table("frob_norm", export_format="polars")
     assert pl.columns == list(d) and pl["frob_norm"].drop_nulls().len() == 3
     with pytest.raises(ValueError, match="unknown export_format 'xml'"):
-        session.results.export_metrics("frob_norm", export_format="xml")
+        session.results.export_table("frob_norm", export_format="xml")
 
 
 def test_nan_and_inf_weights_are_recorded_failures_and_the_run_goes_on(registry, mlp_weights):
@@ -255,7 +255,7 @@ def test_workers_run_slices_in_worker_threads_at_the_same_time(registry, mlp_wei
 
 def test_model_level_aggregate_over_the_scope(session, mlp_weights):
     session.compute.apply("mean_frob", progress=False)
-    rows = session.results.export_metrics("mean_frob", export_format="list")
+    rows = session.results.export_table("mean_frob", export_format="list")
     assert rows == [
         {
             "model_id": "mlp",
@@ -276,7 +276,7 @@ def test_model_level_aggregate_over_the_scope(session, mlp_weights):
     ]
     part = session.filter(param_names=["layers.0.weight"])
     part.compute.apply("mean_frob", progress=False)
-    (row,) = part.results.export_metrics("mean_frob", export_format="list")
+    (row,) = part.results.export_table("mean_frob", export_format="list")
     assert row["uid"].startswith("@mlp[") and row["mean_frob"] == pytest.approx(
         np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6
     )
@@ -288,7 +288,7 @@ def test_cross_model_field_against_a_reference(session, mlp_weights):
     with pytest.raises(UnknownOptionError, match="need a reference model"):
         session.compute.apply("frob_delta")
     session.compute.apply("frob_delta", reference="mlp", progress=False)
-    rows = session.filter(model_ids=["mlp-step-0001"]).results.export_metrics(
+    rows = session.filter(model_ids=["mlp-step-0001"]).results.export_table(
         "frob_delta", export_format="list", reference="mlp"
     )
     for r in rows:
@@ -302,12 +302,12 @@ def test_duplicate_model_id_and_replace(session, mlp_weights):
     with pytest.raises(DuplicateModelError, match="already stored; pass replace=True"):
         session.models.add(mlp_weights, model_id="mlp")
     assert (
-        session.results.export_metrics("frob_norm", export_format="dict")["frob_norm"][1]
+        session.results.export_table("frob_norm", export_format="dict")["frob_norm"][1]
         is not None
     )
     session.models.add({k: 2 * v for k, v in mlp_weights.items()}, model_id="mlp", replace=True)
     with pytest.raises(FieldNotComputedError):
-        session.results.export_metrics("frob_norm")
+        session.results.export_table("frob_norm")
     session.compute.apply("frob_norm", progress=False)
     got = values(session, "frob_norm")
     assert got["layers.0.weight"][0] == pytest.approx(
@@ -372,7 +372,7 @@ def test_user_kernel_with_the_public_decorator(mlp_weights):
     s.models.add(mlp_weights, model_id="m")
     s.compute.apply("n_rows", progress=False)
     assert {
-        r["name"]: r["n_rows"] for r in s.results.export_metrics("n_rows", export_format="list")
+        r["name"]: r["n_rows"] for r in s.results.export_table("n_rows", export_format="list")
     } == {k: (v.shape[0] if v.ndim == 2 else None) for k, v in mlp_weights.items()}
 
 

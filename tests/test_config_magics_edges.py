@@ -211,7 +211,7 @@ def test_export_csv_of_param_and_model_fields_has_every_column(
     ip.run_line_magic("diffract", "compute frob_norm model_stable_rank --wait")
     if sparse_rows:  # rows that carry only their own fields (list export without padding)
         results = type(_magics(ip).session.results)
-        real = results.export_metrics
+        real = results.export_table
 
         def sparse(self, *fields, **kw):
             rows = real(self, *fields, **kw)
@@ -219,7 +219,7 @@ def test_export_csv_of_param_and_model_fields_has_every_column(
                 return rows
             return [{k: v for k, v in r.items() if k not in fields or v is not None} for r in rows]
 
-        monkeypatch.setattr(results, "export_metrics", sparse)
+        monkeypatch.setattr(results, "export_table", sparse)
     ip.run_line_magic("diffract", "export frob_norm model_stable_rank --to out.csv")
     text = (in_tmp / "out.csv").read_text()
     header = text.splitlines()[0].split(",")
@@ -244,14 +244,14 @@ def test_export_that_fails_leaves_no_half_written_file(ip, in_tmp, monkeypatch):
             raise RuntimeError("cannot format this value")
 
     results = type(_magics(ip).session.results)
-    real = results.export_metrics
+    real = results.export_table
 
     def rows_failing_late(self, *fields, **kw):
         rows = real(self, *fields, **kw)
         rows[-1] = {**rows[-1], "frob_norm": Unprintable()}
         return rows
 
-    monkeypatch.setattr(results, "export_metrics", rows_failing_late)
+    monkeypatch.setattr(results, "export_table", rows_failing_late)
     with pytest.raises(UsageError, match="cannot format this value"):
         ip.run_line_magic("diffract", "export frob_norm --to out.csv")
     assert (in_tmp / "out.csv").read_text() == "previous content\n"

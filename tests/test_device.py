@@ -52,7 +52,7 @@ def test_session_fields_on_a_device_match_the_cpu_path(mlp_weights):
         # the CPU reference in float64 (its default may take the float32 path on small slices)
         report = s.compute.apply(*fields, device=device, precision="float64", progress=False)
         assert not report.failures
-        out[device] = s.results.export_metrics(*fields, "spectrum_path", export_format="list")
+        out[device] = s.results.export_table(*fields, "spectrum_path", export_format="list")
     for device in ("torch:cpu", "jax:cpu"):
         for a, b in zip(out["cpu"], out[device], strict=True):
             if b["spectrum_path"] is not None:

@@ -135,7 +135,7 @@ def test_unstorable_output_is_a_per_slice_failure(one_model, field, what):
     err = report.failures[0].error
     assert repr(field) in err and what in err
     # everything else of the chunk is stored, on both slices
-    rows = s.results.export_metrics("frob_norm", "stable_rank", field, export_format="list")
+    rows = s.results.export_table("frob_norm", "stable_rank", field, export_format="list")
     by_name = {r["name"]: r for r in rows}
     assert all(by_name[n]["frob_norm"] > 0 for n in ("v", "w"))
     assert all(by_name[n]["stable_rank"] > 0 for n in ("v", "w"))
@@ -148,7 +148,7 @@ def test_unstorable_output_with_a_process_pool(one_model):
     report = _apply(s, "frob_norm", "bad_none", executor="processes", workers=2)
     assert [(f.name, f.field) for f in report.failures] == [("v", "bad_none")]
     assert "'bad_none'" in report.failures[0].error and "None" in report.failures[0].error
-    d = s.results.export_metrics("frob_norm", "bad_none", export_format="dict")
+    d = s.results.export_table("frob_norm", "bad_none", export_format="dict")
     assert all(v > 0 for v in d["frob_norm"])
     assert sorted(d["bad_none"], key=lambda v: v is None) == [1.0, None]
 
@@ -208,8 +208,8 @@ def test_failed_input_fails_only_the_cross_kernels_using_it(reg):
 def test_list_rows_carry_every_column_in_order(two_models):
     s = two_models
     _apply(s, "frob_norm", "model_stable_rank")
-    rows = s.results.export_metrics("frob_norm", "model_stable_rank", export_format="list")
-    cols = list(s.results.export_metrics("frob_norm", "model_stable_rank", export_format="pandas"))
+    rows = s.results.export_table("frob_norm", "model_stable_rank", export_format="list")
+    cols = list(s.results.export_table("frob_norm", "model_stable_rank", export_format="pandas"))
     assert len(rows) == 4
     for r in rows:
         assert list(r) == cols
@@ -221,8 +221,8 @@ def test_list_rows_carry_every_column_in_order(two_models):
 def test_param_and_cross_fields_keep_the_reference_rows(two_models):
     s = two_models
     _apply(s, "frob_norm", "delta_frob_norm", "model_stable_rank", reference="a")
-    alone = s.results.export_metrics("frob_norm", reference="a", export_format="list")
-    mixed = s.results.export_metrics(
+    alone = s.results.export_table("frob_norm", reference="a", export_format="list")
+    mixed = s.results.export_table(
         "frob_norm", "delta_frob_norm", "model_stable_rank", reference="a", export_format="list"
     )
     slice_rows = [r for r in mixed if r["type"] != "model"]
@@ -235,14 +235,14 @@ def test_param_and_cross_fields_keep_the_reference_rows(two_models):
     model_rows = [r for r in mixed if r["type"] == "model"]
     assert len(model_rows) == 2 and all(r["reference"] is None for r in model_rows)
     # cross fields alone: the reference model has no row
-    cross = s.results.export_metrics("delta_frob_norm", reference="a", export_format="list")
+    cross = s.results.export_table("delta_frob_norm", reference="a", export_format="list")
     assert [r["model_id"] for r in cross] == ["b"]
 
 
 def test_json_turns_non_finite_values_in_arrays_into_null(one_model):
     s = one_model
     _apply(s, "arr_nan")
-    out = json.loads(s.results.export_metrics("arr_nan", export_format="json"))
+    out = json.loads(s.results.export_table("arr_nan", export_format="json"))
     assert [r["arr_nan"] for r in out] == [[1.0, None, None]] * 2
     text = to_format([{"x": np.float32("nan"), "y": np.array([[np.inf, 2.0]])}], ["x", "y"], "json")
     assert json.loads(text) == [{"x": None, "y": [[None, 2.0]]}]
@@ -252,10 +252,10 @@ def test_polars_keeps_the_shape_of_2d_fields(one_model):
     pl = pytest.importorskip("polars")
     s = one_model
     _apply(s, "two_d")
-    df = s.results.export_metrics("two_d", export_format="polars")
+    df = s.results.export_table("two_d", export_format="polars")
     want = [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     assert df["two_d"].to_list() == [want, want]
-    assert json.loads(s.results.export_metrics("two_d", export_format="json"))[0]["two_d"] == want
+    assert json.loads(s.results.export_table("two_d", export_format="json"))[0]["two_d"] == want
     assert isinstance(df.schema["two_d"], pl.List)
 
 
@@ -266,20 +266,20 @@ def test_export_with_an_unknown_or_removed_reference(two_models):
     s = two_models
     _apply(s, "delta_frob_norm", reference="a")
     with pytest.raises(UnknownModelError, match="'nope'"):
-        s.results.export_metrics("delta_frob_norm", reference="nope")
+        s.results.export_table("delta_frob_norm", reference="nope")
     s.models.remove("a")
     with pytest.raises(UnknownModelError, match="reference model 'a'"):
-        s.results.export_metrics("delta_frob_norm", reference="a")
+        s.results.export_table("delta_frob_norm", reference="a")
 
 
 def test_not_computed_cross_field_advice_names_the_reference(two_models):
     s = two_models
     with pytest.raises(FieldNotComputedError, match=r"reference='a'") as info:
-        s.results.export_metrics("delta_frob_norm", reference="a")
+        s.results.export_table("delta_frob_norm", reference="a")
     # the advice works as written
     assert "apply('delta_frob_norm', reference='a')" in str(info.value)
     _apply(s, "delta_frob_norm", reference="a")
-    assert s.results.export_metrics("delta_frob_norm", reference="a")["delta_frob_norm"][0] > 0
+    assert s.results.export_table("delta_frob_norm", reference="a")["delta_frob_norm"][0] > 0
 
 
 def test_scope_with_only_the_reference_model(two_models):
@@ -291,16 +291,16 @@ def test_scope_with_only_the_reference_model(two_models):
     assert report.notes and "only the reference model" in report.notes[0]
     assert "only the reference model" in str(report)
     with pytest.raises(FieldNotComputedError, match="only the reference model") as info:
-        only_ref.results.export_metrics("delta_frob_norm", reference="a")
+        only_ref.results.export_table("delta_frob_norm", reference="a")
     assert "compute.apply" not in str(info.value)
 
 
 def test_get_reads_cross_and_model_level_values(two_models):
     s = two_models
     _apply(s, "frob_norm", "delta_frob_norm", "model_stable_rank", reference="a")
-    cross = s.results.export_metrics("delta_frob_norm", reference="a")["delta_frob_norm"][0]
+    cross = s.results.export_table("delta_frob_norm", reference="a")["delta_frob_norm"][0]
     assert s.results.get("delta_frob_norm", "w", "b", reference="a") == cross
-    model = s.results.export_metrics("model_stable_rank", export_format="list")
+    model = s.results.export_table("model_stable_rank", export_format="list")
     want = {r["model_id"]: r["model_stable_rank"] for r in model}
     assert s.results.get("model_stable_rank", "b") == want["b"]
     assert s.results.get("model_stable_rank", "@a") == want["a"]
@@ -331,7 +331,7 @@ def test_erase_also_erases_dependents(one_model):
     s = one_model
 
     def model_value():
-        rows = s.results.export_metrics("model_scaled", export_format="list")
+        rows = s.results.export_table("model_scaled", export_format="list")
         return rows[0]["model_scaled"]
 
     _apply(s, "model_scaled")

@@ -276,7 +276,7 @@ def reference(weights, tmp_path_factory):
     s = Session(profile="ram")
     s.models.add(dict(weights), model_id="ref")
     s.compute.apply(*FIELDS, progress=False)
-    return {r["name"]: r for r in s.results.export_metrics(*FIELDS, export_format="list")}
+    return {r["name"]: r for r in s.results.export_table(*FIELDS, export_format="list")}
 
 
 @pytest.mark.parametrize("source", list(BUILDERS))
@@ -302,7 +302,7 @@ def test_same_weights_same_slices_and_fields(source, weights, reference, tmp_pat
         ):
             assert sl.layout == "in_out"
     s.compute.apply(*FIELDS, progress=False)
-    rows = {r["name"]: r for r in s.results.export_metrics(*FIELDS, export_format="list")}
+    rows = {r["name"]: r for r in s.results.export_table(*FIELDS, export_format="list")}
     for their, canon in names.items():
         for f in FIELDS:
             want, have = reference[canon][f], rows[their][f]
@@ -334,7 +334,7 @@ def test_bf16_and_fp16_kept_and_converted(tmp_path):
         s.compute.apply("frob_norm", progress=False)
         rows = {
             r["name"]: r["frob_norm"]
-            for r in s.results.export_metrics("frob_norm", export_format="list")
+            for r in s.results.export_table("frob_norm", export_format="list")
         }
         for name, t in sd.items():
             assert rows[name] == pytest.approx(float(torch.linalg.norm(t.float())), rel=1e-5)

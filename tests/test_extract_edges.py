@@ -24,7 +24,7 @@ def frob(s, model_id="m"):
     s.compute.apply("frob_norm", progress=False)
     return {
         r["name"]: r["frob_norm"]
-        for r in s.results.export_metrics("frob_norm", export_format="list")
+        for r in s.results.export_table("frob_norm", export_format="list")
         if r["model_id"] == model_id
     }
 
@@ -391,7 +391,7 @@ def test_onnx_layout_follows_the_consuming_operator():
     twin = {"mm": inits["mm"].T, "g0": inits["g0"].T, "g1": inits["g1"]}
     s.models.add(twin, model_id="twin")
     s.compute.apply("weights_std", "stable_rank", progress=False)
-    rows = s.results.export_metrics("stable_rank", export_format="list")
+    rows = s.results.export_table("stable_rank", export_format="list")
     by = {(r["model_id"], r["name"]): r["stable_rank"] for r in rows}
     for name in twin:
         assert by[("m", name)] == pytest.approx(by[("twin", name)], rel=1e-5)

@@ -41,7 +41,7 @@ def convnet(request):
             assert s.compute.configure(esd_scale="ww") == {"esd_scale": "ww"}
         s.models.add(WEIGHTS, model_id="convnet")
         report = s.compute.apply(*FIELDS, progress=False)
-        rows = {r["name"]: r for r in s.results.export_metrics(*FIELDS, export_format="list")}
+        rows = {r["name"]: r for r in s.results.export_table(*FIELDS, export_format="list")}
         yield request.param, rows, report
 
 
@@ -91,7 +91,7 @@ def test_session_cross_model_fields():
         assert report.failures == []
         # the spectral comparisons do not apply to the 1-D biases; the weight deltas do
         assert report.not_applicable == len(BIASES) * 2
-        rows = s.results.export_metrics(*cross, export_format="list", reference="base")
+        rows = s.results.export_table(*cross, export_format="list", reference="base")
     got = {(r["model_id"], r["name"]): r for r in rows}
     for name in BIASES:
         r = got[("tuned", name)]

@@ -378,7 +378,7 @@ def _session_end_to_end(teacher, manifest):
             "mode": manifest.mode,
         }
     s.compute.apply("frob_norm", "stable_rank")
-    rows = s.results.export_metrics("frob_norm", "stable_rank", export_format="dict")
+    rows = s.results.export_table("frob_norm", "stable_rank", export_format="dict")
     if isinstance(rows, dict):  # column-wise
         rows = [dict(zip(rows, vals, strict=True)) for vals in zip(*rows.values(), strict=True)]
     by = {(r["model_id"], r["name"]): r for r in rows}

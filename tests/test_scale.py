@@ -25,7 +25,7 @@ def weights():
 
 
 def table(session):
-    rows = session.results.export_metrics(*FIELDS, export_format="list")
+    rows = session.results.export_table(*FIELDS, export_format="list")
     return {(r["name"]): {f: r[f] for f in FIELDS} for r in rows}
 
 
@@ -89,7 +89,7 @@ def _pid_registry():
 
 
 def _pids(session) -> set[int]:
-    rows = session.results.export_metrics("worker_pid", export_format="list")
+    rows = session.results.export_table("worker_pid", export_format="list")
     assert rows and all(r["worker_pid"] is not None for r in rows)
     return {int(r["worker_pid"]) for r in rows}
 

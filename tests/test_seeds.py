@@ -34,12 +34,15 @@ def test_seed_000_filtering_snippets(model, in_tmp):
     ns: dict = {"model": model}
     run("s000_1_filter_by_model.py", ns)
     df = ns["df"]
-    assert len(df) == 103 and df["frob_norm"].notna().sum() == 40  # dense + embedding matrices
+    # Diffract's table: one row per parameter holding a value (the 40 dense + embedding
+    # matrices of the 103 slices), identity columns first
+    assert list(df.columns[:4]) == ["parameter_uid", "model_id", "parameter_name", "parameter_type"]
+    assert len(df) == 40 and df["frob_norm"].notna().sum() == 40
     state = dict(model.state_dict())
-    row = df.set_index("name").loc["0.model.encoder.layer.0.attention.self.query.weight"]
+    row = df.set_index("parameter_name").loc["0.model.encoder.layer.0.attention.self.query.weight"]
     w = state["0.model.encoder.layer.0.attention.self.query.weight"].double().numpy()
     assert row["frob_norm"] == pytest.approx(np.linalg.norm(w), rel=1e-6)
-    assert row["type"] == "dense"
+    assert row["parameter_type"] == "DENSE"
     session = ns["session"]
     calls = dict(session.kernel_calls)
     assert calls.get("frob_norm") == 40
@@ -87,10 +90,15 @@ def test_seed_000_filtering_snippets(model, in_tmp):
 @pytest.mark.slow
 def test_seed_001_overview_snippet(model, in_tmp):
     ns = run("s001_1_overview.py", {"model": model})
-    results = ns["results"]
-    assert set(results) == {"model_id", "name", "uid", "type", "frob_norm", "stable_rank"}
-    assert len(results["name"]) == 103 and set(results["model_id"]) == {"run-001"}
-    ranks = [v for v in results["stable_rank"] if v is not None]
+    results = ns["results"]  # Diffract's dict: {uid: {"metadata": {...}, "fields": {...}}}
+    assert len(results) == 103
+    assert all(set(e) == {"metadata", "fields"} for e in results.values())
+    assert {e["metadata"]["model_id"] for e in results.values()} == {"run-001"}
+    assert all(
+        {"name", "model_id", "parameter_type", "in_model_idx"} <= set(e["metadata"])
+        for e in results.values()
+    )
+    ranks = [e["fields"]["stable_rank"] for e in results.values() if "stable_rank" in e["fields"]]
     assert len(ranks) == 40 and all(r >= 1.0 for r in ranks)
     # "persist ... and are reused instead of recomputed after restarting" (seed 001)
     from diffract import Session
@@ -101,6 +109,7 @@ def test_seed_001_overview_snippet(model, in_tmp):
         assert report.computed == 0 and report.reused == 80 and again.kernel_calls == {}
         exported = again.results.export_metrics("frob_norm", "stable_rank", export_format="dict")
         assert exported == results
+    assert all(set(e["fields"]) <= {"frob_norm", "stable_rank"} for e in results.values())
 
 
 def test_seed_snippets_are_verbatim_copies():

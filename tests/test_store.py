@@ -34,7 +34,7 @@ def test_fresh_process_reopens_and_recomputes_nothing(tmp_path, minilm_path):
             s.models.add({str(minilm_path)!r}, model_id="minilm")
             s.models.add({{"a.weight": __import__("numpy").arange(12.0).reshape(3, 4)}}, model_id="tiny")
             s.compute.apply(*{FIELDS!r}, progress=False)
-            print(json.dumps(s.results.export_metrics(*{FIELDS!r}, export_format="json")))
+            print(json.dumps(s.results.export_table(*{FIELDS!r}, export_format="json")))
         """,
         tmp_path,
     )
@@ -47,7 +47,7 @@ def test_fresh_process_reopens_and_recomputes_nothing(tmp_path, minilm_path):
             assert s.models.ids() == ["minilm", "tiny"], s.models.ids()
             report = s.compute.apply(*{FIELDS!r}, progress=False)
             print(json.dumps({{"calls": s.kernel_calls, "computed": report.computed, "reused": report.reused}}))
-            print(json.dumps(s.results.export_metrics(*{FIELDS!r}, export_format="json")))
+            print(json.dumps(s.results.export_table(*{FIELDS!r}, export_format="json")))
         """,
         tmp_path,
     )

@@ -244,7 +244,7 @@ def test_session_end_to_end_on_every_backend(kind, tmp_path, mlp_weights):
     s = Session(**kwargs)
     s.models.add(mlp_weights, model_id="m")
     s.compute.apply("stable_rank", "frob_norm", progress=False)
-    table = s.results.export_metrics("stable_rank", "frob_norm", export_format="list")
+    table = s.results.export_table("stable_rank", "frob_norm", export_format="list")
     s.close()
     assert sum(r["frob_norm"] is not None for r in table) == 3
     if kind in PERSISTENT:
@@ -252,7 +252,7 @@ def test_session_end_to_end_on_every_backend(kind, tmp_path, mlp_weights):
         report = again.compute.apply("stable_rank", "frob_norm", progress=False)
         assert again.kernel_calls == {} and report.reused == 6
         assert (
-            again.results.export_metrics("stable_rank", "frob_norm", export_format="list") == table
+            again.results.export_table("stable_rank", "frob_norm", export_format="list") == table
         )
 
 

@@ -25,7 +25,7 @@ def test_layers_line_and_bar(session):
     fig = session.viz.layers("frob_norm")
     assert isinstance(fig, go.Figure) and not isinstance(fig, go.FigureWidget)
     assert [t.name for t in fig.data] == ["ckpt-000", "ckpt-100"]
-    rows = session.results.export_metrics("frob_norm", export_format="list")
+    rows = session.results.export_table("frob_norm", export_format="list")
     want = [
         r["frob_norm"] for r in rows if r["model_id"] == "ckpt-000" and r["frob_norm"] is not None
     ]

@@ -184,7 +184,7 @@ def test_cancel_click_stops_after_the_current_chunk_and_keeps_fields(disk_sessio
     done_chunks = report.chunks
     assert done_chunks == 2 < w.chunks_total  # stopped right after the chunk in progress
     # every finished field stays stored, nothing else was written
-    stored = s.results.export_metrics(*fields, export_format="list")
+    stored = s.results.export_table(*fields, export_format="list")
     have = [r for r in stored if r["pl_alpha"] is not None]
     assert 0 < len(have) < 12
     # a second apply computes only what is missing
@@ -221,7 +221,7 @@ def test_run_with_progress_is_awaitable(disk_session):
 
     report = asyncio.run(main())
     assert report.ok and report.requested == ("frob_norm",)
-    assert len(disk_session.results.export_metrics("frob_norm", export_format="list")) == 24
+    assert len(disk_session.results.export_table("frob_norm", export_format="list")) == 24
 
 
 # --- live panels --------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ from diffract.kernels.spec import Kernel as Kernel
 
 if TYPE_CHECKING:
     from diffract._core.arrays import LazyArray as LazyArray
+    from diffract._core.config import list_profiles as list_profiles
     from diffract.extract import ModelTree as ModelTree
     from diffract.extract import register_extractor as register_extractor
     from diffract.run.report import (
@@ -101,6 +102,8 @@ if TYPE_CHECKING:
     )
     from diffract.session import Scope as Scope
     from diffract.session import Session as Session
+    from diffract.session.diffract_compat import upgrade_metadata_index as upgrade_metadata_index
+    from diffract.session.summaries import ParameterOverrides as ParameterOverrides
 
 
 __all__ = [  # the public names; dir(diffract) lists these (plus dunders and entry points)
@@ -123,6 +126,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "ModelTree",
     "NothingToCompareWarning",
     "OptionValueError",
+    "ParameterOverrides",
     "ParameterType",
     "ProgressEvent",
     "RunReport",
@@ -141,8 +145,10 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "is_array",
     "is_inexact_array",
     "kernel",
+    "list_profiles",
     "partition",
     "register_extractor",
+    "upgrade_metadata_index",
 ]
 
 
@@ -170,6 +176,9 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
     "LazyArray": "diffract._core.arrays",
+    "ParameterOverrides": "diffract.session.summaries",  # Diffract's names
+    "list_profiles": "diffract._core.config",
+    "upgrade_metadata_index": "diffract.session.diffract_compat",
 }
 
 

@@ -138,7 +138,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             *fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers
         )
         print(str(report), file=sys.stderr)
-        rows = scope.results.export_metrics(*fields, export_format="list")
+        rows = scope.results.export_table(*fields, export_format="list")
         if not args.all:
             rows = [r for r in rows if any(r.get(f) is not None for f in fields)]
         for r in rows:
@@ -235,9 +235,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         out = Path(args.to)
         suffix = out.suffix.lower()
         if suffix == ".json":
-            out.write_text(scope.results.export_metrics(*args.fields, export_format="json"))
+            out.write_text(scope.results.export_table(*args.fields, export_format="json"))
         elif suffix in (".csv", ".parquet"):
-            df = scope.results.export_metrics(*args.fields, export_format="pandas")
+            df = scope.results.export_table(*args.fields, export_format="pandas")
             df.to_csv(out, index=False) if suffix == ".csv" else df.to_parquet(out, index=False)
         else:
             raise DiffractError(f"--to {out}: use a .json, .csv or .parquet file name")

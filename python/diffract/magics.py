@@ -272,13 +272,13 @@ class DiffractMagics(Magics):
         out = Path(args.to)
         ext = out.suffix.lower()
         if ext == ".json":
-            text = scope.results.export_metrics(*args.fields, export_format="json")
+            text = scope.results.export_table(*args.fields, export_format="json")
             atomic_write_text(out, text if isinstance(text, str) else json.dumps(text))
         elif ext == ".csv":
-            rows = scope.results.export_metrics(*args.fields, export_format="list")
+            rows = scope.results.export_table(*args.fields, export_format="list")
             atomic_write_text(out, _csv_text(rows, args.fields), newline="")
         elif ext == ".parquet":
-            scope.results.export_metrics(*args.fields, export_format="pandas").to_parquet(out)
+            scope.results.export_table(*args.fields, export_format="pandas").to_parquet(out)
         else:
             raise UsageError(
                 f"%diffract export: unknown file type {ext or '(none)'!r}; use .json, .csv or .parquet"

@@ -21,12 +21,34 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from diffract.session import Scope
 
 __all__ = ["esd", "heatmap", "layers", "scatter"]
+
+#: Diffract's import paths ``diffract.viz.plots``, ``.data``, ``.styling`` and ``.api`` are the
+#: modules of the folder ``_viz_compat/`` beside this module (see docs/migrating-from-diffract.md)
+__path__ = [str(Path(__file__).with_name("_viz_compat"))]
+#: Diffract's names read from ``diffract.viz`` itself -> the module defining them
+_DIFFRACT_NAMES = {
+    **dict.fromkeys(
+        ("DEFAULT_THEME", "DARK_THEME", "MINIMAL_THEME", "Theme", "apply_theme", "load_theme"),
+        "diffract.viz.styling",
+    ),
+    **dict.fromkeys(("render", "render_from_config"), "diffract.viz.api"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DIFFRACT_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(_DIFFRACT_NAMES[name]), name)
+    raise AttributeError(f"module 'diffract.viz' has no attribute {name!r}")
+
 
 #: hover text shared by every per-parameter trace: model, name, type, value
 HOVER = "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>type: %{customdata[2]}<br>%{meta}: %{customdata[3]}<extra></extra>"
@@ -63,7 +85,7 @@ def _is_number(v: Any) -> bool:
 
 
 def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list[dict[str, Any]]:
-    """``scope.results.export_metrics(*fields)`` as rows, or ``[]`` while nothing is stored.
+    """``scope.results.export_table(*fields)`` as rows, or ``[]`` while nothing is stored.
 
     The reference model's own rows are left out when only cross fields are asked for (with
     per-parameter fields they stay, their cross columns None).
@@ -79,7 +101,7 @@ def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list
     from diffract._errors import FieldNotComputedError
 
     try:
-        return scope.results.export_metrics(*fields, export_format="list", reference=reference)
+        return scope.results.export_table(*fields, export_format="list", reference=reference)
     except FieldNotComputedError:
         return []
 

@@ -348,3 +348,23 @@ def check_workers(value: Any, what: str = "workers", *, from_text: bool = False)
     if value < 1:
         raise ConfigError(f"{what} must be an int >= 1, got {value!r}")
     return int(value)
+
+
+#: Diffract's built-in profiles first, then ours
+DIFFRACT_PROFILES = ("ram", "local", "hybrid")
+
+
+def list_profiles(cwd: str | os.PathLike[str] | None = None) -> list[str]:
+    """The profile names ``Session(profile=...)`` accepts.
+
+    Args:
+        cwd: the folder whose project file may define more (default: the working folder).
+
+    Returns:
+        ``ram``, ``local``, ``hybrid`` (Diffract's), then our other built-in ones and the
+        project file's.
+    """
+    data, _ = _project_file(Path(cwd or os.getcwd()))
+    table = data.get("profiles", {}) if isinstance(data.get("profiles"), dict) else {}
+    names = [*DIFFRACT_PROFILES, *PROFILES, *table]
+    return list(dict.fromkeys(names))

@@ -4,14 +4,48 @@
 ``session.utils`` each live in a module of their own (``models``, ``compute``, ``results``,
 ``viz``, ``utils``), as accessor classes of :class:`Scope`; views (widgets, viz, server,
 magics) talk to the engine only through these objects.
+
+The published Diffract's session names are importable from here too: its errors
+(``SessionError`` and subclasses), ``ApplySummary``, ``EraseSummary``, ``ParameterOverrides``
+and ``ParameterType``.
 """
 
+from diffract._core.slices import ParameterType as ParameterType
+from diffract._errors import IncompatibleStoreError as IncompatibleStoreError
+from diffract._errors import InvalidIdentifierError as InvalidIdentifierError
+from diffract._errors import KernelNotFoundError as KernelNotFoundError
+from diffract._errors import ModelAlreadyExistsError as ModelAlreadyExistsError
+from diffract._errors import ModelNotFoundError as ModelNotFoundError
+from diffract._errors import ScopeValidationError as ScopeValidationError
+from diffract._errors import SessionError as SessionError
 from diffract.session.compute import Compute as Compute
 from diffract.session.models import Models as Models
 from diffract.session.results import Results as Results
 from diffract.session.session import Scope as Scope
 from diffract.session.session import Session as Session
+from diffract.session.summaries import ApplySummary as ApplySummary
+from diffract.session.summaries import EraseSummary as EraseSummary
+from diffract.session.summaries import ParameterOverrides as ParameterOverrides
 from diffract.session.utils import Utils as Utils
 from diffract.session.viz import Viz as Viz
 
-__all__ = ["Compute", "Models", "Results", "Scope", "Session", "Utils", "Viz"]
+__all__ = [
+    "ApplySummary",
+    "Compute",
+    "EraseSummary",
+    "IncompatibleStoreError",
+    "InvalidIdentifierError",
+    "KernelNotFoundError",
+    "ModelAlreadyExistsError",
+    "ModelNotFoundError",
+    "Models",
+    "ParameterOverrides",
+    "ParameterType",
+    "Results",
+    "Scope",
+    "ScopeValidationError",
+    "Session",
+    "SessionError",
+    "Utils",
+    "Viz",
+]

@@ -17,6 +17,7 @@ from typing import Any
 #: hook name -> "module:attribute" (the attribute ``""`` means the module itself)
 FRONTENDS: dict[str, str] = {
     "figures": "diffract.viz:",  # session.viz.<name>: the figure builders of diffract.viz
+    "diffract_figures": "diffract.viz.api:",  # session.viz.box(...) etc.: Diffract's plots
     "notebook_progress": "diffract.widgets:notebook_progress",  # apply() in a notebook
     "run_with_progress": "diffract.widgets:run_with_progress",  # compute.apply_async()
     "filter_builder": "diffract.widgets:FilterBuilder",  # utils.filter_builder()

@@ -18,9 +18,10 @@ from diffract.run.report import ProgressCallback, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
 from diffract.session._frontends import frontend
 from diffract.session.checks import check_field_names, check_flag
+from diffract.session.kernel_compat import DiffractCompute, summarize
 from diffract.session.models import read_weights
 from diffract.session.progress import Finish, progress_callback
-from diffract.session.selection import Namespace, SessionLike
+from diffract.session.selection import SessionLike
 from diffract.store import Batch, Store
 
 
@@ -149,7 +150,7 @@ def _run_options(
     return merged_opts, merged_kopts
 
 
-class Compute(Namespace):
+class Compute(DiffractCompute):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
     def apply(
@@ -182,13 +183,16 @@ class Compute(Namespace):
                 they override :meth:`configure`.
 
         Returns:
-            The run's :class:`RunReport` (also kept as ``session.last_report``).
+            The run's :class:`RunReport` (also kept as ``session.last_report``); its
+            ``summary`` is Diffract's :class:`~diffract.session.summaries.ApplySummary`.
 
         Raises:
             StoreError: the session is read-only.
             ValueError: no field given.
             InvalidArgumentError: a bad field name, setting or option value.
             UnknownFieldError, UnknownOptionError: a field or option no kernel has.
+            ScopeValidationError: cross-model fields without ``reference`` on a scope that
+                does not hold exactly two models.
         """
         session = self._session
         session._check_writable()
@@ -198,6 +202,7 @@ class Compute(Namespace):
         for f in fields:
             session.registry.producer(f)  # unknown field: clear error before any work
         _check_run_args(progress, cancel, kernel_options)
+        self._pair_reference(fields, options)
         budget, n_workers = _budget_and_workers(session, memory_budget, workers)
         merged_opts, merged_kopts = _run_options(
             session, fields, options, kernel_options, conventions
@@ -218,8 +223,15 @@ class Compute(Namespace):
             call_counter=session.kernel_calls,
             executor=executor if executor is not None else session.executor,
         )
-        session.last_report = self._run(runner, fields, finish)
-        return session.last_report
+        before = set(self._store.keys())
+        report = self._run(runner, fields, finish)
+        self._store.refresh()
+        #: Diffract's view of the run: the fields written, by level
+        report.summary = summarize(  # type: ignore[attr-defined]
+            session.registry, fields, set(self._store.keys()) - before
+        )
+        session.last_report = report
+        return report
 
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
         """Run on the scope's selection (read once); then close the progress and the run."""

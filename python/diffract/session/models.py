@@ -16,9 +16,18 @@ import numpy as np
 from diffract._core.arrays import LazyArray
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
 from diffract._errors import DuplicateModelError, ExtractionError, UnknownModelError
-from diffract.extract.references import ReferenceReader, external_ref, shard_stamps
+from diffract.extract.references import external_ref, shard_stamps
 from diffract.session.checks import check_flag, check_meta, names
-from diffract.session.selection import Namespace
+from diffract.session.model_admin import DiffractModels
+from diffract.session.overrides import (
+    apply_handlers,
+    apply_overrides,
+    check_overrides,
+    content_model_id,
+    unwrap_model,
+)
+from diffract.session.summaries import ParameterOverrides
+from diffract.session.weights import read_weights as read_weights
 from diffract.store import Batch, Store
 
 _NOT_LAZY = (
@@ -28,27 +37,17 @@ _NOT_LAZY = (
 )
 
 
-def read_weights(store: Store, references: ReferenceReader, s: SliceInfo) -> np.ndarray:
-    """The weights of slice ``s``: from the store, or from the checkpoint it references.
-
-    Raises:
-        StoreError: a referenced checkpoint is gone or changed since the model was added.
-    """
-    if s.meta.get("external"):
-        return references.read(s)
-    stored: np.ndarray = store.weights(s.uid)
-    return stored
-
-
 def add_model(
     store: Store,
     model: Any,
-    model_id: str,
+    model_id: str | None,
     filter_spec: Any = None,
     *,
     replace: bool = False,
     copy_weights: bool | None = None,
     meta: dict[str, Any] | None = None,
+    parameter_overrides: Any = None,
+    custom_handlers: Any = None,
 ) -> list[SliceInfo]:
     """Extract ``model``'s weight slices and commit them to ``store`` under ``model_id``.
 
@@ -62,6 +61,8 @@ def add_model(
         replace: replace a model stored under that id (its fields are dropped).
         copy_weights: copy every leaf (True), reference the file (False), or decide per leaf.
         meta: JSON-ready provenance kept with the model.
+        parameter_overrides: ``{name: ParameterOverrides}`` (see :mod:`.overrides`).
+        custom_handlers: Diffract-style parameter handlers (see :mod:`.overrides`).
 
     Returns:
         The slices stored.
@@ -74,17 +75,22 @@ def add_model(
     """
     from diffract.extract import extract
 
-    validate_model_id(model_id)
+    if model_id is not None:
+        validate_model_id(model_id)
     replace = check_flag(replace, "replace")
     copy_weights = check_flag(copy_weights, "copy_weights", allow_none=True)
     meta = check_meta(meta)
+    overrides = check_overrides(parameter_overrides)
     store.refresh()
-    if store.has_model(model_id) and not replace:
-        raise DuplicateModelError(
-            f"model_id {model_id!r} is already stored; pass replace=True to replace it "
-            "(its fields are dropped), or choose another id"
-        )
-    ex = extract(model, filter_spec)
+    if model_id is not None:
+        _check_free(store, model_id, replace)
+    ex = extract(unwrap_model(model), filter_spec)
+    if model_id is None:  # from the content as extracted, before overrides rename anything
+        model_id = content_model_id(ex)
+        _check_free(store, model_id, replace)
+    extra = apply_handlers(ex, custom_handlers)
+    for name, m in apply_overrides(ex, overrides).items():
+        extra.setdefault(name, {}).update(m)
     if not ex.leaves:
         reasons = "; ".join(f"{n}: {r}" for n, r in list(ex.skipped.items())[:5])
         raise ExtractionError(
@@ -93,9 +99,20 @@ def add_model(
         )
     plan = _copy_plan(ex, copy_weights)
     slices, weights = _slices_and_weights(ex, model_id, plan)
+    for s in slices:
+        if s.name in extra:
+            s.meta["other_meta"] = check_meta(extra[s.name])
     info = _model_info(ex, plan, len(slices), meta)
     store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
     return slices
+
+
+def _check_free(store: Store, model_id: str, replace: bool) -> None:
+    if store.has_model(model_id) and not replace:
+        raise DuplicateModelError(
+            f"model_id {model_id!r} is already stored; pass replace=True to replace it "
+            "(its fields are dropped), or choose another id"
+        )
 
 
 @dataclass(frozen=True)
@@ -172,18 +189,20 @@ def _model_info(ex: Any, plan: _CopyPlan, n_slices: int, meta: dict[str, Any]) -
     return info
 
 
-class Models(Namespace):
+class Models(DiffractModels):
     """Add, list and remove models; list the slices of the scope."""
 
     def add(
         self,
         model: Any,
-        model_id: str,
+        model_id: str | None = None,
         filter_spec: Any = None,
         *,
         replace: bool = False,
         copy_weights: bool | None = None,
         meta: dict[str, Any] | None = None,
+        parameter_overrides: dict[str, Any] | None = None,
+        custom_handlers: Any = None,
     ) -> list[SliceInfo]:
         """Extract ``model``'s weight slices and store them under ``model_id``.
 
@@ -197,13 +216,18 @@ class Models(Namespace):
         Args:
             model: a model object (PyTorch, Flax, Equinox, Keras, ONNX), a ``{name: array}``
                 dict, or a checkpoint path (file or safetensors folder).
-            model_id: the id to store it under (non-empty, none of ``@ [ ] , /``).
+            model_id: the id to store it under (non-empty, none of ``@ [ ] , /``); None
+                derives one from the content (``model-<10 hex>``: the same model gets the
+                same id).
             filter_spec: an Equinox-style filter (predicate, bool, or prefix tree of them)
                 choosing the leaves to keep; default: floating arrays with ndim >= 1.
             replace: replace a model stored under that id (which also drops its fields).
             copy_weights: True copies every leaf into the store, False references the
                 checkpoint file, None (default) references what can be read lazily.
             meta: JSON-ready provenance kept with the model (``models.info(id)["meta"]``).
+            parameter_overrides: ``{original name: ParameterOverrides(name=, ptype=,
+                other_meta=)}`` (Diffract's): every name must be one of the model's.
+            custom_handlers: Diffract-style parameter handlers, tried before ours.
 
         Returns:
             The slices stored, in extraction order.
@@ -215,8 +239,15 @@ class Models(Namespace):
             DuplicateModelError: the id is stored and ``replace`` is False.
             ExtractionError: the model has no weight slices, or ``copy_weights=False``
                 cannot be honoured.
+            ParameterNotFoundError: an override for a name the model does not have.
         """
         self._session._check_writable()
+        if (
+            isinstance(filter_spec, dict)
+            and filter_spec
+            and all(isinstance(v, ParameterOverrides) for v in filter_spec.values())
+        ):  # Diffract's third positional argument
+            filter_spec, parameter_overrides = None, filter_spec
         return add_model(
             self._store,
             model,
@@ -225,6 +256,8 @@ class Models(Namespace):
             replace=replace,
             copy_weights=copy_weights,
             meta=meta,
+            parameter_overrides=parameter_overrides,
+            custom_handlers=custom_handlers,
         )
 
     def remove(self, model_id: str) -> None:

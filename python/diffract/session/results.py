@@ -12,7 +12,7 @@ from diffract._errors import FieldNotComputedError, InvalidArgumentError, Unknow
 from diffract.run.plan import cross_pairs
 from diffract.session.checks import check_field_names, check_reference
 from diffract.session.export import KEY_COLUMNS, to_format
-from diffract.session.selection import Namespace
+from diffract.session.exports import DiffractResults
 from diffract.store import Store
 
 
@@ -98,13 +98,17 @@ def _missing_error(
     return FieldNotComputedError("; ".join(parts))
 
 
-class Results(Namespace):
-    """Read stored fields of the scope as tables."""
+class Results(DiffractResults):
+    """Read stored fields of the scope: Diffract's exports, tables, single values."""
 
-    def export_metrics(
+    def export_table(
         self, *fields: str, export_format: str = "dict", reference: str | None = None
     ) -> Any:
         """One row per parameter: model_id, name, uid, type, then one column per field.
+
+        diffract-lab 0.1's ``export_metrics`` table: ``dict`` is column-wise (``{column:
+        [values]}``), the other formats row-wise. :meth:`export_metrics` gives Diffract's
+        shapes (nested by uid) instead.
 
         Model-level fields give one row per model (``name`` empty, ``type`` "model", ``uid``
         the owner key); cross-model fields need ``reference`` and add a ``reference`` column.
@@ -124,8 +128,8 @@ class Results(Namespace):
             FieldNotComputedError: a field has no value anywhere in the scope.
         """
         if not fields:
-            raise ValueError("export_metrics() needs at least one field name")
-        check_field_names(fields, "export_metrics()")
+            raise ValueError("export_table() needs at least one field name")
+        check_field_names(fields, "export_table()")
         check_reference(reference)
         store = self._store
         store.refresh()
@@ -134,7 +138,7 @@ class Results(Namespace):
         cross_fields = table.of("cross")
         if cross_fields and not reference:
             raise ValueError(
-                f"cross-model field(s) {cross_fields} need export_metrics(..., reference='<model_id>')"
+                f"cross-model field(s) {cross_fields} need export_table(..., reference='<model_id>')"
             )
         if cross_fields and not store.has_model(reference):
             raise UnknownModelError(

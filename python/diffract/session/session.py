@@ -113,6 +113,11 @@ class Session(Scope):
         lock_timeout: seconds to wait for another writer's lock.
         executor: where chunks run by default: "threads", "processes", a dask Client or
             a scheduler address.
+        config_path: a Diffract configuration file (``.ini``, ``.yaml``/``.yml``,
+            ``.json``; see :func:`diffract._core.config.settings_from_file`); it wins over
+            ``profile``, and the arguments win over it.
+        container: Diffract's container; not supported (a ConfigError says what to pass).
+        other_session: a session (or scope) merged into this one once it is open.
         registry: the kernels (default: the built-in registry).
         conventions: a kernel-option preset for every run, e.g. ``"weightwatcher"``
             (WeightWatcher's eigenvalue scale, size guards and layer selection; see
@@ -127,6 +132,9 @@ class Session(Scope):
     def __init__(
         self,
         profile: str | None = None,
+        config_path: str | os.PathLike[str] | None = None,
+        container: Any = None,
+        other_session: Scope | None = None,
         *,
         path: str | os.PathLike[str] | None = None,
         backend: str | None = None,
@@ -144,15 +152,35 @@ class Session(Scope):
         from diffract.store import make_cache, open_backend
 
         readonly = check_flag(readonly, "readonly")
-        self.config = resolve(
-            profile=profile,
-            path=path,
-            backend=backend,
-            cache=cache,
-            memory_budget=memory_budget,
-            workers=workers,
-            lock_timeout=lock_timeout,
-        )
+        if container is not None:
+            raise ConfigError(
+                "container= takes Diffract's dependency-injection container, which "
+                "diffract-lab does not have; pass config_path= (the same INI/YAML/JSON file) "
+                "or the settings as arguments"
+            )
+        given: dict[str, Any] = {
+            "path": path,
+            "backend": backend,
+            "cache": cache,
+            "memory_budget": memory_budget,
+            "workers": workers,
+            "lock_timeout": lock_timeout,
+        }
+        #: the format exports use when none is given (a config file's [export] section)
+        self.default_export_format = "dict"
+        if config_path is not None:
+            from diffract._core.diffract_config import settings_from_file
+
+            file_settings, extras = settings_from_file(config_path)
+            self.default_export_format = extras["default_export_format"]
+            given = {k: v if v is not None else file_settings.get(k) for k, v in given.items()}
+            given["arrays"] = file_settings.get("arrays")
+            given["cache_bytes"] = file_settings.get("cache_bytes")
+            if profile is None or file_settings["backend"] != "ram":
+                profile = "ram" if file_settings["backend"] == "ram" else "local"
+            if profile == "ram":
+                given["backend"], given["path"] = None, None
+        self.config = resolve(profile=profile, **given)
         cfg = self.config
         if cfg["backend"] == "ram" and path is not None:
             raise ConfigError(
@@ -186,6 +214,8 @@ class Session(Scope):
         self.kernel_calls: dict[str, int] = {}
         self.last_report: RunReport | None = None
         super().__init__(self, FilterChain())
+        if other_session is not None:
+            self.utils.merge_other_session(other_session, verify=False)
 
     def _check_writable(self) -> None:
         if self.readonly:

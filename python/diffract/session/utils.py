@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from diffract.session._frontends import frontend
@@ -45,3 +46,31 @@ class Utils(Namespace):
             ImportError: the widgets extra is not installed.
         """
         return frontend("filter_builder")(self._scope)
+
+    def merge_other_session(
+        self,
+        other_session: Any,
+        fields: Sequence[str] | None = None,
+        *,
+        verify: bool = True,
+        read_budget_bytes: int = 512 * 1024 * 1024,
+    ) -> None:
+        """Copy another session's (or scope's) models, weights and fields into this store.
+
+        Args:
+            other_session: a Session (its whole store) or a scope (its selection).
+            fields: copy only these fields (default: all); the weights always come along.
+            verify: skip values this store already holds (False overwrites them).
+            read_budget_bytes: accepted for Diffract's code (models are copied one at a time).
+
+        Raises:
+            StoreError: this session is read-only.
+            InvalidArgumentError: not a session or scope, or this very session.
+            IncompatibleSessionsError: a model in both whose parameters differ; nothing is merged.
+            InvalidIdentifierError: a model id outside Diffract's alphabet.
+        """
+        from diffract.session.checks import check_flag
+        from diffract.session.merge import merge
+
+        self._session._check_writable()
+        merge(self._scope, other_session, fields, check_flag(verify, "verify"), read_budget_bytes)

@@ -1,0 +1,183 @@
+"""Aggregates of a scope as Diffract's records: model-level, cross-model and ingested values.
+
+Our store keys a model-level value by ``@m`` / ``@m[scope]`` and a cross-model value by
+``uid@reference`` (see :mod:`diffract._core.owners`); Diffract names both by their context,
+``{"field", "context_models", "context_params", "value"}``. This module turns the first into
+the second, and keeps aggregates ingested with any other context as store documents.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from diffract._core.jsonable import to_jsonable
+from diffract._core.owners import is_cross_owner, parse_owner
+from diffract._errors import InvalidIdentifierError, SessionError
+from diffract.session.records import AGGREGATE_DOC, contextual_key
+from diffract.session.selection import Selection
+
+#: Diffract's identifier alphabet (model ids, parameter names, aggregate field names)
+_IDENT = re.compile(r"[A-Za-z0-9_.\-]+")
+#: characters a metric field name may not hold
+_BAD_FIELD_CHARS = '<>:"/\\|?*'
+
+
+def check_identifier(value: Any, what: str) -> str:
+    """``value`` if it is a non-empty string of letters, digits, ``_ - .``; else raise.
+
+    Raises:
+        InvalidIdentifierError: naming ``what`` and the first bad character.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidIdentifierError(f"{what} must be a non-empty string, got {value!r}")
+    if not _IDENT.fullmatch(value):
+        bad = next(c for c in value if not _IDENT.fullmatch(c))
+        raise InvalidIdentifierError(
+            f"{what} {value!r} holds the character {bad!r}; use ASCII letters, digits, "
+            "'_', '-' or '.'"
+        )
+    return value
+
+
+def check_metric_name(name: Any) -> str:
+    """A metric field name for ``ingest_metrics``: a string without ``< > : " / \\ | ? *``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidIdentifierError(f"a field name must be a non-empty string, got {name!r}")
+    bad = [c for c in name if c in _BAD_FIELD_CHARS]
+    if bad:
+        raise InvalidIdentifierError(
+            f"field name {name!r} holds the character {bad[0]!r}; the characters "
+            f"{' '.join(_BAD_FIELD_CHARS)} are not allowed"
+        )
+    return name
+
+
+def _record(field: str, models: Iterable[str], params: Iterable[str], value: Any) -> dict[str, Any]:
+    return {
+        "field": field,
+        "context_models": tuple(sorted(models)),
+        "context_params": tuple(sorted(params)),
+        "value": value,
+    }
+
+
+def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
+    """Model-level values of ``field`` for the scope's models (context: the scope's names)."""
+    store = scope._session.store
+    by_model: dict[str, list[str]] = {}
+    for s in scope._slices():
+        by_model.setdefault(s.model_id, []).append(s.name)
+    out = []
+    for m in sorted(by_model):
+        key = (scope._model_owner(m), field)
+        if store.has(key):
+            out.append(_record(field, [m], by_model[m], store.get(key)))
+    return out
+
+
+def cross_records(scope: Selection, field: str) -> list[dict[str, Any]]:
+    """Cross-model values of ``field`` between models of the scope, one per pair and name.
+
+    A value stored in both directions (each model as the reference) is reported once, with
+    the direction whose reference sorts first.
+    """
+    store = scope._session.store
+    slices = {s.uid: s for s in scope._slices()}
+    models = {s.model_id for s in slices.values()}
+    found: dict[tuple[tuple[str, ...], str], tuple[str, Any]] = {}
+    for owner, f in list(store.keys()):
+        if f != field or not is_cross_owner(owner):
+            continue
+        o = parse_owner(owner)
+        s = slices.get(o.uid or "")
+        if s is None or o.model_id not in models:
+            continue
+        pair = tuple(sorted((s.model_id, o.model_id or "")))
+        ref = o.model_id or ""
+        prev = found.get((pair, s.name))
+        if prev is None or ref < prev[0]:
+            found[(pair, s.name)] = (ref, (owner, f))
+    return [
+        _record(field, pair, [name], store.get(key))
+        for (pair, name), (_, key) in sorted(found.items())
+    ]
+
+
+def ingested_records(scope: Selection, field: str) -> list[dict[str, Any]]:
+    """Aggregates ingested with ``ingest_aggregates`` whose context meets the scope."""
+    models = set(scope._model_ids())
+    names = {s.name for s in scope._slices()}
+    out = []
+    for _, text in sorted(scope._session.store.documents(AGGREGATE_DOC).items()):
+        rec = json.loads(text)
+        if rec["field"] != field or not models & set(rec["context_models"]):
+            continue
+        if rec["context_params"] and not names & set(rec["context_params"]):
+            continue
+        value = rec["value"]
+        if rec.get("array"):
+            value = np.asarray(value, dtype=rec["array"])
+        out.append(_record(field, rec["context_models"], rec["context_params"], value))
+    return out
+
+
+def aggregate_records(scope: Selection, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Every aggregate record of ``fields`` in the scope, field by field."""
+    out: list[dict[str, Any]] = []
+    for f in fields:
+        out += model_records(scope, f)
+        out += cross_records(scope, f)
+        out += ingested_records(scope, f)
+    return out
+
+
+def ingest_documents(
+    aggregates: Any, existing: dict[str, str], force: bool
+) -> dict[tuple[str, str], str]:
+    """The store documents for ``ingest_aggregates(aggregates)``, checked first.
+
+    Raises:
+        SessionError: not a list of dicts, a missing key, or an existing uid without force.
+        InvalidIdentifierError: a bad field name or context member.
+    """
+    if not isinstance(aggregates, (list, tuple)):
+        raise SessionError(
+            f"ingest_aggregates() takes a list of dicts, got {type(aggregates).__name__}"
+        )
+    docs: dict[tuple[str, str], str] = {}
+    for i, agg in enumerate(aggregates):
+        if not isinstance(agg, dict):
+            raise SessionError(f"aggregate #{i} must be a dict, got {type(agg).__name__}")
+        missing = [k for k in ("field_name", "context_models", "value") if k not in agg]
+        if missing:
+            raise SessionError(f"aggregate #{i} lacks the key(s) {missing}")
+        field = check_identifier(agg["field_name"], "aggregate field name")
+        models = _members(agg["context_models"], "context model")
+        params = _members(agg.get("context_params") or (), "context parameter")
+        uid = contextual_key(field, models, params)
+        if (uid in existing or (AGGREGATE_DOC, uid) in docs) and not force:
+            raise SessionError(
+                f"aggregate {uid!r} is already stored; pass force=True to overwrite it"
+            )
+        value = agg["value"]
+        rec = {
+            "field": field,
+            "context_models": sorted(models),
+            "context_params": sorted(params),
+            "value": to_jsonable(value, where=uid, nonfinite="keep"),
+        }
+        if isinstance(value, np.ndarray):
+            rec["array"] = str(value.dtype)
+        docs[(AGGREGATE_DOC, uid)] = json.dumps(rec, allow_nan=True)
+    return docs
+
+
+def _members(values: Any, what: str) -> list[str]:
+    if isinstance(values, str):
+        values = [values]
+    return [check_identifier(v, what) for v in values]

@@ -1,0 +1,344 @@
+"""``results`` as the published Diffract has it: exports, ingestion and erasing of fields.
+
+Shapes are Diffract's (see :mod:`diffract.session.records`). A requested field that was
+never computed is a logged WARNING and no values, as in Diffract; a name nothing produces and
+nothing stores is a :class:`~diffract._errors.UnknownFieldError` (a ``KernelNotFoundError``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from diffract._core.owners import cross_owner
+from diffract._errors import (
+    InvalidArgumentError,
+    ParameterNotFoundError,
+    SessionError,
+    UnknownFieldError,
+)
+from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
+from diffract.session.checks import check_field_names, check_flag, check_reference
+from diffract.session.records import (
+    AGGREGATE_DOC,
+    META_DOC,
+    aggregates_to_format,
+    base_name,
+    check_format,
+    contextual_key,
+    entries_to_format,
+    metadata,
+)
+from diffract.session.selection import Namespace
+from diffract.session.summaries import EraseSummary
+from diffract.store import Batch
+
+log = logging.getLogger("diffract.session.results")
+
+_SOURCES = ("metrics", "aggregates", "all")
+
+
+class DiffractResults(Namespace):
+    """Diffract's ``results`` methods (``export_metrics``, ``export_aggregates``, ...)."""
+
+    def _format(self, export_format: str | None) -> str:
+        fmt = export_format or getattr(self._session, "default_export_format", "dict")
+        return check_format(fmt)
+
+    def _level(self, name: str) -> str | None:
+        """The level of a field's kernel; "param" for an ingested metric; None if unknown."""
+        registry = self._session.registry
+        if registry.has_field(name):
+            return registry.producer(name).level
+        if name in self._store.field_names():
+            return "param"
+        if any(base_name(n) == name for n in self._store.documents(AGGREGATE_DOC)):
+            return "model"
+        return None
+
+    def _levels(self, fields: Sequence[str], where: str) -> dict[str, str]:
+        if not fields:
+            raise ValueError(f"{where} needs at least one field name")
+        check_field_names(fields, where)
+        out = {}
+        for f in fields:
+            level = self._level(base_name(f))
+            if level is None:
+                raise UnknownFieldError(self._session.registry.unknown_field_message(f))
+            out[f] = level
+        return out
+
+    def _entries(
+        self, fields: Sequence[str], levels: dict[str, str], reference: str | None
+    ) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        """Entries of every parameter of the scope and the fields that had a value."""
+        store = self._store
+        patched = store.documents(META_DOC)
+        found: set[str] = set()
+        entries: dict[str, dict[str, Any]] = {}
+        for s in self._scope._slices():
+            values: dict[str, Any] = {}
+            for f in fields:
+                if levels[f] == "param":
+                    key = (s.uid, f)
+                elif levels[f] == "cross" and reference and s.model_id != reference:
+                    key = (cross_owner(s.uid, reference), f)
+                else:
+                    continue
+                if store.has(key):
+                    values[f] = store.get(key)
+                    found.add(f)
+            entries[s.uid] = {"metadata": metadata(s, patched), "fields": values}
+        return entries, found
+
+    def _warn_missing(self, names: Sequence[str], other: str) -> None:
+        for f in names:
+            log.warning(
+                "Requested field %r has no computed values in the current scope. Compute "
+                "it with session.compute.apply(%r), or widen the session filter if it was "
+                "computed under a narrower scope%s.",
+                f,
+                base_name(f),
+                other,
+            )
+
+    def export_metrics(
+        self, *fields: str, export_format: str | None = None, reference: str | None = None
+    ) -> Any:
+        """Per-parameter values of ``fields``, in Diffract's shapes.
+
+        ``dict``: ``{uid: {"metadata": {...}, "fields": {...}}}`` for every parameter of the
+        scope; ``list``: flat records (``parameter_uid``, ``model_id``, ``parameter_name``,
+        ``parameter_type``, ``meta_<key>``..., the fields) of parameters holding a value;
+        ``pandas`` / ``polars``: those records as a frame; ``json``: the dict as JSON.
+
+        Args:
+            *fields: field names.
+            export_format: "dict", "json", "list", "pandas" or "polars"; default: the
+                configuration's ``default_export_format`` ("dict").
+            reference: also read cross-model fields against this model (ours; without it
+                cross-model fields are aggregates: :meth:`export_aggregates`).
+
+        Returns:
+            The values in ``export_format``.
+
+        Raises:
+            ValueError: no field, or an unknown format.
+            UnknownFieldError: a field nothing computes and nothing stores.
+            UnknownModelError: ``reference`` is not stored.
+        """
+        fmt = self._format(export_format)
+        levels = self._levels(fields, "export_metrics()")
+        check_reference(reference)
+        if reference is not None:
+            self._scope._session.models._require(reference)  # type: ignore[attr-defined]
+        self._store.refresh()
+        entries, found = self._entries(fields, levels, reference)
+        for f in fields:
+            if f in found:
+                continue
+            if levels[f] == "param":
+                self._warn_missing([f], "")
+            elif not (levels[f] == "cross" and reference):
+                log.warning(
+                    "Field %r is an aggregate (%s-level) field: read it with "
+                    "results.export_aggregates(%r) or results.export(%r).",
+                    f,
+                    levels[f],
+                    f,
+                    f,
+                )
+            else:
+                self._warn_missing([f], f" (against reference {reference!r})")
+        return entries_to_format(entries, fields, fmt)
+
+    def export_aggregates(self, *fields: str, export_format: str | None = None) -> Any:
+        """Model-level and cross-model values of ``fields`` as Diffract's aggregate records.
+
+        Each record is ``{"field", "context_models", "context_params", "value"}``; a list
+        for ``dict`` and ``list``, a frame with those columns for ``pandas`` / ``polars``.
+
+        Args:
+            *fields: field names.
+            export_format: as for :meth:`export_metrics`.
+
+        Returns:
+            The records in ``export_format``.
+
+        Raises:
+            ValueError: no field, or an unknown format.
+            UnknownFieldError: a field nothing computes and nothing stores.
+        """
+        fmt = self._format(export_format)
+        levels = self._levels(fields, "export_aggregates()")
+        self._store.refresh()
+        recs = aggregate_records(self._scope, [base_name(f) for f in fields])
+        have = {r["field"] for r in recs}
+        for f in fields:
+            if base_name(f) in have:
+                continue
+            if levels[f] == "param":
+                log.warning(
+                    "Field %r is a per-parameter field: read it with results.export_metrics(%r).",
+                    f,
+                    f,
+                )
+            else:
+                self._warn_missing([f], "")
+        return aggregates_to_format(recs, fmt)
+
+    def export(
+        self,
+        *fields: str,
+        sources: str = "all",
+        export_format: str | None = None,
+        expand_contextual: bool = True,
+    ) -> Any:
+        """Per-parameter values and aggregates together, in the shapes of :meth:`export_metrics`.
+
+        With ``expand_contextual`` each aggregate is copied into the ``fields`` of every
+        parameter of the scope in its context, under its contextual key
+        ``<field>@models[<ids>]@params[<names>]``.
+
+        Args:
+            *fields: field names.
+            sources: "metrics" (= :meth:`export_metrics`), "aggregates" (=
+                :meth:`export_aggregates`) or "all".
+            export_format: as for :meth:`export_metrics`.
+            expand_contextual: copy aggregates onto the parameters of their context (with
+                False, "all" gives the per-parameter values only).
+
+        Returns:
+            The values in ``export_format``.
+
+        Raises:
+            ValueError: an unknown ``sources`` or format, or no field.
+            UnknownFieldError: a field nothing computes and nothing stores.
+        """
+        if sources not in _SOURCES:
+            raise ValueError(f"sources must be one of {list(_SOURCES)}, got {sources!r}")
+        expand_contextual = check_flag(expand_contextual, "expand_contextual")
+        if sources == "metrics":
+            return self.export_metrics(*fields, export_format=export_format)
+        if sources == "aggregates":
+            return self.export_aggregates(*fields, export_format=export_format)
+        fmt = self._format(export_format)
+        levels = self._levels(fields, "export()")
+        self._store.refresh()
+        entries, found = self._entries(fields, levels, None)
+        recs = aggregate_records(self._scope, [base_name(f) for f in fields])
+        found |= {r["field"] for r in recs}
+        if expand_contextual:
+            _expand(entries, recs)
+        self._warn_missing([f for f in fields if base_name(f) not in found], "")
+        return entries_to_format(entries, fields, fmt)
+
+    def ingest_metrics(
+        self, fields_by_uid: dict[str, dict[str, Any]], *, force: bool = False
+    ) -> None:
+        """Store externally computed per-parameter values: ``{uid: {field: value}}``.
+
+        Args:
+            fields_by_uid: values by parameter uid, then field name.
+            force: overwrite values already stored.
+
+        Raises:
+            InvalidIdentifierError: a field name with one of ``< > : " / \\ | ? *``.
+            ParameterNotFoundError: an unknown uid (a SessionError).
+            SessionError: a value already stored and ``force`` is False.
+        """
+        self._session._check_writable()
+        force = check_flag(force, "force")
+        if not isinstance(fields_by_uid, dict):
+            raise InvalidArgumentError(
+                f"ingest_metrics() takes {{uid: {{field: value}}}}, got {type(fields_by_uid).__name__}"
+            )
+        store = self._store
+        store.refresh()
+        uids = {s.uid for s in store.slices()}
+        values: dict[tuple[str, str], Any] = {}
+        for uid, fv in fields_by_uid.items():
+            if uid not in uids:
+                raise ParameterNotFoundError(f"no parameter with uid {uid!r} is stored")
+            if not isinstance(fv, dict):
+                raise InvalidArgumentError(f"the values of {uid!r} must be a dict of fields")
+            for f, v in fv.items():
+                check_metric_name(f)
+                if store.has((uid, f)) and not force:
+                    raise SessionError(
+                        f"field {f!r} is already stored for {uid!r}; pass force=True to overwrite it"
+                    )
+                values[(uid, f)] = v
+        store.commit(Batch(fields=values))
+
+    def ingest_aggregates(self, aggregates: list[dict[str, Any]], *, force: bool = False) -> None:
+        """Store externally computed aggregates.
+
+        Args:
+            aggregates: dicts with ``field_name``, ``context_models``, optional
+                ``context_params`` and ``value``.
+            force: overwrite an aggregate already stored under the same contextual key.
+
+        Raises:
+            SessionError: a missing key, or an existing aggregate without ``force``.
+            InvalidIdentifierError: a bad field name or context member.
+        """
+        self._session._check_writable()
+        force = check_flag(force, "force")
+        store = self._store
+        store.refresh()
+        docs = ingest_documents(aggregates, store.documents(AGGREGATE_DOC), force)
+        store.commit(Batch(documents=docs))
+
+    def erase(
+        self, *fields_to_erase: str, erase_dependent_also: bool = False, erase_all: bool = False
+    ) -> EraseSummary:
+        """Erase stored values of fields in this scope (Diffract's ``results.erase``).
+
+        Values computed from them are erased too (always, so nothing stale is left: that is
+        what ``erase_dependent_also=True`` asks for in Diffract).
+
+        Args:
+            *fields_to_erase: field names.
+            erase_dependent_also: accepted for Diffract's code; dependents always go.
+            erase_all: erase every computed field of the scope (the weights stay).
+
+        Returns:
+            An :class:`EraseSummary`: the fields named (sorted) and how many parameters held one.
+
+        Raises:
+            ValueError: neither or both of field names and ``erase_all``.
+            UnknownFieldError: a field no kernel computes.
+        """
+        check_flag(erase_dependent_also, "erase_dependent_also")
+        erase_all = check_flag(erase_all, "erase_all")
+        if bool(fields_to_erase) == erase_all:
+            raise ValueError("erase() takes field names or erase_all=True (not both, not neither)")
+        compute = self._scope.compute  # type: ignore[attr-defined]
+        if erase_all:
+            fields_to_erase = tuple(
+                f
+                for f in self._scope.results.fields()  # type: ignore[attr-defined]
+                if self._session.registry.has_field(f)
+            )
+            if not fields_to_erase:
+                return EraseSummary(fields=(), affected_uids=0)
+        uids = {s.uid for s in self._scope._slices()}
+        self._store.refresh()
+        affected = {o for (o, f) in self._store.keys() if f in fields_to_erase and o in uids}
+        compute.erase(*fields_to_erase)
+        return EraseSummary(fields=tuple(sorted(set(fields_to_erase))), affected_uids=len(affected))
+
+
+def _expand(entries: dict[str, dict[str, Any]], recs: list[dict[str, Any]]) -> None:
+    """Copy each aggregate into the fields of the entries in its context."""
+    for r in recs:
+        if not r["context_params"]:
+            continue
+        key = contextual_key(r["field"], r["context_models"], r["context_params"])
+        models, params = set(r["context_models"]), set(r["context_params"])
+        for e in entries.values():
+            md = e["metadata"]
+            if md["model_id"] in models and md["name"] in params:
+                e["fields"][key] = r["value"]

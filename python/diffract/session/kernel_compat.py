@@ -1,0 +1,221 @@
+"""``compute`` as the published Diffract has it: kernel listing, ``configure_kernel``, the
+``kernel`` decorator, the two-model rule of cross-model fields and the apply summary.
+
+Kernels registered here and kernel configuration belong to the session (Diffract's are
+process-wide): the session gets a registry of its own on its first custom kernel.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from diffract._errors import InvalidConfigurationError, ScopeValidationError
+from diffract.core.compute.execution import (
+    KernelApplyLevel,
+    KernelExecutionProtocol,
+    KernelRestrictions,
+)
+from diffract.kernels.spec import SPECIAL_INPUTS, make_kernel
+from diffract.session.selection import Namespace
+from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
+
+#: Diffract's ``fit_method`` values of the power-law fits, as ours: its "powerlaw" (the
+#: ``powerlaw`` package's Clauset fit) is our "clauset"; "auto" and "diffract" our default
+_FIT_METHODS = {"powerlaw": "clauset", "auto": "ww", "diffract": "ww"}
+_FIT_KERNELS = frozenset({"power_law_fit", "truncated_power_law_fit", "exponential_fit"})
+
+#: Diffract's binary cross-model kernels: their fields pair the two models of the scope
+BINARY_KERNELS = frozenset({"l_overlap", "r_overlap"})
+
+
+def _level_name(k: Any) -> str:
+    return f"KernelApplyLevel.{KernelApplyLevel.of(k.level).name}"
+
+
+def _with_inputs(func: Callable[..., Any], inputs: Sequence[str]) -> Callable[..., Any]:
+    """``func`` called with its positional inputs renamed to ``inputs`` (``require_fields``)."""
+    sig = inspect.signature(func)
+    positional = [p for p in sig.parameters.values() if p.default is p.empty]
+    if len(positional) != len(inputs):
+        raise InvalidConfigurationError(
+            f"kernel {func.__name__!r}: require_fields names {len(inputs)} field(s) but the "
+            f"function takes {len(positional)} input(s)"
+        )
+    options = [p for p in sig.parameters.values() if p.default is not p.empty]
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in inputs]
+    wrapper.__signature__ = sig.replace(parameters=[*params, *options])  # type: ignore[attr-defined]
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+class DiffractCompute(Namespace):
+    """Diffract's ``compute`` methods."""
+
+    def list_available_kernels(self, verbose: bool = False) -> list[str]:
+        """The kernel names, sorted.
+
+        Args:
+            verbose: describe each as ``"<kernel> (<inputs>; <k>=<v>, ...): KernelApplyLevel.<LEVEL>"``.
+
+        Returns:
+            The names (or descriptions).
+        """
+        kernels = sorted(self._session.registry.kernels(), key=lambda k: k.name)
+        if not verbose:
+            return [k.name for k in kernels]
+        out = []
+        for k in kernels:
+            opts = ", ".join(f"{n}={v}" for n, v in k.options.items() if n != "reference")
+            line = f"{k.name} ({', '.join(k.field_inputs())}; {opts}): {_level_name(k)}"
+            if k.level == "cross" and k.name in self._binary():
+                line += ",KernelRestrictions.BINARY"
+            out.append(line)
+        return out
+
+    def _binary(self) -> set[str]:
+        """Kernels whose fields need exactly two models (their own or a dependency's)."""
+        registry = self._session.registry
+        binary = set(BINARY_KERNELS) | getattr(self._session, "_binary_kernels", set())
+        return {
+            k.name
+            for k in registry.kernels()
+            if k.level == "cross" and any(c.name in binary for c in registry.closure(k.outputs))
+        }
+
+    def list_available_metrics(self, verbose: bool = False) -> list[str]:
+        """The field names the kernels produce, sorted.
+
+        Args:
+            verbose: ``"<field> <- <kernel>"`` instead.
+
+        Returns:
+            The names (or descriptions).
+        """
+        registry = self._session.registry
+        fields = sorted(registry.fields())
+        if not verbose:
+            return fields
+        return [f"{f} <- {registry.producer(f).name}" for f in fields]
+
+    def configure_kernel(self, kernel_name: str, **config: Any) -> dict[str, Any]:
+        """Set options of one kernel for this session's later runs (Diffract's name).
+
+        Stored values are kept: erase them to recompute with the new options.
+
+        Args:
+            kernel_name: a kernel (or a field it produces).
+            **config: option values.
+
+        Returns:
+            The options now configured for that kernel.
+
+        Raises:
+            UnknownFieldError: no such kernel (a ``KernelNotFoundError``).
+            UnknownOptionError: an option the kernel does not take (an
+                ``InvalidConfigurationError``).
+        """
+        k = self._session.registry.kernel(kernel_name)
+        if k.name in _FIT_KERNELS and config.get("fit_method") in _FIT_METHODS:
+            config["fit_method"] = _FIT_METHODS[config["fit_method"]]
+        return self.configure(kernel_name, **config)  # type: ignore[attr-defined,no-any-return]
+
+    def kernel(
+        self,
+        _func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        require_fields: Iterable[str] | None = None,
+        produce_fields: str | Iterable[str] | None = None,
+        apply_level: KernelApplyLevel = KernelApplyLevel.PARAMETER,
+        execution_protocol: KernelExecutionProtocol = KernelExecutionProtocol.SEQUENTIAL,
+        restrictions: KernelRestrictions | None = None,
+    ) -> Any:
+        """Decorator: register a kernel with this session (Diffract's arguments).
+
+        Inputs are the parameters without defaults (or ``require_fields``), options those
+        with defaults. ``execution_protocol`` and ``restrictions`` are accepted: every run
+        here uses the session's executor, and every cross-model field compares two models.
+
+        Args:
+            _func: the function, when used bare (``@session.compute.kernel``).
+            name: the kernel's name (default: the function's).
+            require_fields: the input field names, over the signature's.
+            produce_fields: the field(s) it produces (default: its name).
+            apply_level: ``KernelApplyLevel.PARAMETER``, ``IN_MODEL`` or ``CROSS_MODEL``.
+            execution_protocol: ``KernelExecutionProtocol.SEQUENTIAL`` or ``PARALLEL``.
+            restrictions: ``KernelRestrictions.BINARY`` or None.
+
+        Returns:
+            The function unchanged (or the decorator).
+        """
+        level = KernelApplyLevel(apply_level).value
+        KernelExecutionProtocol(execution_protocol)
+
+        def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+            target = _with_inputs(func, list(require_fields)) if require_fields else func
+            k = make_kernel(
+                target,
+                outputs=produce_fields,
+                level=level,  # type: ignore[arg-type]
+                name=name or func.__name__,
+            )
+            session = self._session
+            if not getattr(session, "_own_registry", False):
+                session.registry = session.registry.copy()
+                session._own_registry = True  # type: ignore[attr-defined]
+            session.registry.register(k, replace=True)
+            if restrictions is not None and KernelRestrictions.BINARY in restrictions:
+                if not hasattr(session, "_binary_kernels"):
+                    session._binary_kernels = set()  # type: ignore[attr-defined]
+                session._binary_kernels.add(k.name)  # type: ignore[attr-defined]
+            return func
+
+        return wrap(_func) if _func is not None else wrap
+
+    def _pair_reference(self, fields: Sequence[str], options: dict[str, Any]) -> None:
+        """Cross-model fields without ``reference``: exactly two models in scope, else raise.
+
+        With two, the first id (sorted) becomes the reference of the run.
+        """
+        session = self._session
+        if options.get("reference") or session._options.get("reference"):
+            return
+        closure = session.registry.closure(fields)
+        binary = BINARY_KERNELS | getattr(session, "_binary_kernels", set())
+        cross = [k for k in closure if k.level == "cross" and k.name in binary]
+        if not cross:
+            return  # other cross-model fields name their reference model
+        models = self._scope._model_ids()
+        if len(models) == 2:
+            options["reference"] = models[0]
+            return
+        field = next(f for f in fields if any(f in k.outputs for k in closure))
+        raise ScopeValidationError(
+            f"Cannot produce {field!r}: it depends on the cross-model kernel "
+            f"{cross[0].name!r}, which compares exactly two models, but the current scope has "
+            f"{len(models)}: {models}. Restrict the scope to a model pair, e.g. "
+            f"session.filter(model_ids={models[:2] or ['a', 'b']!r}).compute.apply({field!r}), "
+            "or pass reference='<model_id>'."
+        )
+
+
+def summarize(registry: Any, fields: Sequence[str], written: set[tuple[str, str]]) -> ApplySummary:
+    """The :class:`ApplySummary` of a run that wrote the ``(owner, field)`` keys ``written``."""
+    names = {f for _, f in written}
+    by_level: dict[str, list[str]] = {"param": [], "model": [], "cross": []}
+    for f in sorted(names):
+        if registry.has_field(f) and f not in SPECIAL_INPUTS:
+            by_level[registry.producer(f).level].append(f)
+    return ApplySummary(
+        parameter_fields=tuple(by_level["param"]),
+        in_model_fields=tuple(by_level["model"]),
+        cross_model_fields=tuple(by_level["cross"]),
+        skipped=tuple((f, NOTHING_WRITTEN) for f in fields if f not in names),
+    )

@@ -1,0 +1,215 @@
+"""``models`` as the published Diffract has it: ``list``, ``rename``, ``erase``, ``parameters``."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from diffract._core.owners import cross_owner, model_owner, parse_owner
+from diffract._core.slices import SliceInfo, make_uid, validate_model_id
+from diffract._errors import InvalidArgumentError, ParameterNotFoundError, SessionError
+from diffract.session.aggregates import check_identifier
+from diffract.session.checks import check_flag, check_meta
+from diffract.session.records import META_DOC, other_meta
+from diffract.session.selection import Namespace
+from diffract.session.summaries import EraseSummary
+from diffract.store import Batch
+
+
+class Parameters(Namespace):
+    """``models.parameters``: the parameters of the scope and their metadata."""
+
+    def list(self, *, verbose: bool = False) -> builtins.list[dict[str, Any]]:
+        """One dict per parameter of the scope.
+
+        Args:
+            verbose: also ``available_fields`` (stored field names, ``weights`` included) and
+                ``other_meta``.
+
+        Returns:
+            Dicts with ``uid``, ``name``, ``model_id``, ``parameter_type``.
+        """
+        verbose = check_flag(verbose, "verbose")
+        store = self._store
+        store.refresh()
+        patched = store.documents(META_DOC)
+        fields: dict[str, builtins.list[str]] = {}
+        if verbose:
+            for o, f in store.keys():
+                fields.setdefault(o, []).append(f)
+        out = []
+        for s in self._scope._slices():
+            d: dict[str, Any] = {
+                "uid": s.uid,
+                "name": s.name,
+                "model_id": s.model_id,
+                "parameter_type": s.type.name,
+            }
+            if verbose:
+                d["available_fields"] = ["weights", *sorted(fields.get(s.uid, []))]
+                d["other_meta"] = other_meta(s, patched)
+            out.append(d)
+        return out
+
+    def patch_meta(self, *, updates: dict[str, dict[str, Any]], force: bool = False) -> None:
+        """Merge ``updates = {uid: {key: value}}`` into the parameters' ``other_meta``.
+
+        Args:
+            updates: new metadata by parameter uid (looked up in the whole store).
+            force: overwrite keys already set.
+
+        Raises:
+            ParameterNotFoundError: an unknown uid.
+            SessionError: a value that is not a dict, or an existing key without ``force``.
+            InvalidArgumentError: a value that is not JSON data.
+        """
+        self._session._check_writable()
+        force = check_flag(force, "force")
+        if not isinstance(updates, dict):
+            raise SessionError(
+                f"updates must be a dict {{uid: {{key: value}}}}, got {type(updates).__name__}"
+            )
+        if not updates:
+            return
+        store = self._store
+        store.refresh()
+        by_uid = {s.uid: s for s in store.slices()}
+        patched = store.documents(META_DOC)
+        docs: dict[tuple[str, str], str] = {}
+        for uid, meta in updates.items():
+            s = by_uid.get(uid)
+            if s is None:
+                raise ParameterNotFoundError(f"no parameter with uid {uid!r} is stored")
+            if not isinstance(meta, dict):
+                raise SessionError(f"updates[{uid!r}] must be a dict, got {type(meta).__name__}")
+            current = other_meta(s, patched)
+            clash = sorted(k for k in meta if k in current)
+            if clash and not force:
+                raise SessionError(
+                    f"parameter {uid!r} already has metadata {clash}; pass force=True to overwrite"
+                )
+            mine = json.loads(patched.get(uid) or "{}")
+            mine.update(check_meta(meta))
+            docs[(META_DOC, uid)] = json.dumps(mine, sort_keys=True)
+        store.commit(Batch(documents=docs))
+
+
+class DiffractModels(Namespace):
+    """Diffract's ``models`` methods (``list``, ``rename``, ``erase``, ``parameters``)."""
+
+    @property
+    def parameters(self) -> Parameters:
+        """The parameters of this scope: ``list(verbose=)``, ``patch_meta(updates=, force=)``."""
+        return Parameters(self._scope)
+
+    def list(self) -> builtins.list[str]:
+        """The model ids of this scope, sorted.
+
+        Returns:
+            The ids.
+        """
+        return self._scope._model_ids()
+
+    def erase(self, *model_ids: str, erase_all: bool = False) -> EraseSummary:
+        """Remove models, their parameters and every value computed on them.
+
+        Args:
+            *model_ids: models of this scope.
+            erase_all: remove every model of this scope.
+
+        Returns:
+            An :class:`EraseSummary` with the models removed and the parameters they had.
+
+        Raises:
+            ValueError: neither or both of ids and ``erase_all``.
+            UnknownModelError: a model that is not stored.
+        """
+        self._session._check_writable()
+        erase_all = check_flag(erase_all, "erase_all")
+        if bool(model_ids) == erase_all:
+            raise ValueError("erase() takes model ids or erase_all=True (not both, not neither)")
+        ids = self._scope._model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
+        for m in ids:
+            self._require(m)  # type: ignore[attr-defined]
+        n = sum(len(self._store.slices(m)) for m in ids)
+        if ids:
+            self._store.commit(Batch(remove_models=ids))
+        return EraseSummary(models=tuple(sorted(ids)), affected_uids=n)
+
+    def rename(self, model_id: str, new_model_id: str) -> None:
+        """Store a model under a new id, with its weights and every value computed on it.
+
+        Parameter uids derive from the model id, so they change with it (Diffract keeps them).
+
+        Args:
+            model_id: a stored model.
+            new_model_id: its new id.
+
+        Raises:
+            UnknownModelError: ``model_id`` is not stored.
+            DuplicateModelError: ``new_model_id`` is taken.
+            InvalidModelIdError: a bad new id.
+        """
+        from diffract._errors import DuplicateModelError
+        from diffract.session.weights import read_weights
+
+        session = self._session
+        session._check_writable()
+        validate_model_id(new_model_id)
+        check_identifier(new_model_id, "model id")
+        self._require(model_id)  # type: ignore[attr-defined]
+        store = self._store
+        if store.has_model(new_model_id):
+            raise DuplicateModelError(f"model_id {new_model_id!r} is already stored")
+        old = store.slices(model_id)
+        new_uid = {s.uid: make_uid(new_model_id, s.name) for s in old}
+        slices, weights = [], {}
+        for s in old:
+            slices.append(_renamed(s, new_model_id, new_uid[s.uid]))
+            if not s.meta.get("external"):
+                weights[new_uid[s.uid]] = read_weights(store, session._references, s)
+        fields = {}
+        for o, f in builtins.list(store.keys()):
+            moved = _moved_owner(o, model_id, new_model_id, new_uid)
+            if moved is not None:
+                fields[(moved, f)] = store.get((o, f))
+        docs = {
+            (META_DOC, new_uid[u]): t for u, t in store.documents(META_DOC).items() if u in new_uid
+        }
+        info = dict(store.models()[model_id])
+        store.commit(
+            Batch(
+                add_models={new_model_id: info},
+                slices=slices,
+                weights=weights,
+                fields=fields,
+                documents=docs,
+            )
+        )
+        store.commit(Batch(remove_models=[model_id]))
+
+
+def _renamed(s: SliceInfo, model_id: str, uid: str) -> SliceInfo:
+    return SliceInfo(model_id, s.name, uid, s.type, s.shape, s.dtype, s.index, dict(s.meta))
+
+
+def _moved_owner(owner: str, old: str, new: str, new_uid: dict[str, str]) -> str | None:
+    """The owner key a value of model ``old`` has once the model is ``new``; None if not its."""
+    o = parse_owner(owner)
+    if o.level == "model":
+        return model_owner(new, o.scope) if o.model_id == old else None
+    if o.level == "param":
+        return new_uid.get(owner)
+    uid = new_uid.get(o.uid or "", o.uid or "")
+    ref = new if o.model_id == old else (o.model_id or "")
+    if uid == o.uid and ref == o.model_id:
+        return None
+    return cross_owner(uid, ref)
+
+
+def _check_ids(ids: Sequence[str]) -> None:
+    for m in ids:
+        if not isinstance(m, str):
+            raise InvalidArgumentError(f"model ids must be strings, got {type(m).__name__}")

