@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,9 @@ def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, An
                 f"{path}: a {found!r} store, opened as {backend!r}; open it with profile/backend {found!r}"
             )
         return info
-    if path.exists() and any(not _creation_leftover(p) for p in path.iterdir()):
+    if path.exists() and any(
+        not (_creation_leftover(p) or is_diffract_entry(p)) for p in path.iterdir()
+    ):
         raise StoreCorruptError(
             f"{path} exists but is not a diffract store (no {STORE_MARKER}); refusing to write into "
             "a foreign folder: choose another path="
@@ -89,6 +92,20 @@ def open_store_folder(path: Path, backend: str, *, create: bool) -> dict[str, An
     if not create:
         raise StoreError(f"no diffract store at {path}")
     return {}
+
+
+#: what the published Diffract (``diffract-core``) keeps in ``.diffract/``: its local and
+#: hybrid profiles' folders, its Zarr store and its logs; our store may live beside them
+DIFFRACT_ENTRIES = ("sqlite", "hybrid", "zarr_store")
+_DIFFRACT_LOG = re.compile(r"(?:sqlite|hybrid)\.log(?:\.\d+)?")
+
+
+def is_diffract_entry(p: Path) -> bool:
+    """Whether ``p`` (an entry of a store folder) belongs to a Diffract store: never ours to
+    refuse, read or write."""
+    if p.is_dir():
+        return p.name in DIFFRACT_ENTRIES
+    return _DIFFRACT_LOG.fullmatch(p.name) is not None
 
 
 def is_marker_temp(name: str) -> bool:
