@@ -1,6 +1,6 @@
 """diffract: inspect and track neural-network weights.
 
-``import diffract`` is light: NumPy only. Frameworks, h5py, Plotly and widgets load when used.
+``import diffract`` is light: no NumPy, framework, h5py, Plotly or widget module until used.
 """
 
 from __future__ import annotations
@@ -77,14 +77,14 @@ from diffract._errors import (
 from diffract._errors import (
     UnknownOptionError as UnknownOptionError,
 )
-from diffract.kernels.registry import kernel as kernel
-from diffract.kernels.spec import Kernel as Kernel
 
 if TYPE_CHECKING:
     from diffract._core.arrays import LazyArray as LazyArray
     from diffract._core.config import list_profiles as list_profiles
     from diffract.extract import ModelTree as ModelTree
     from diffract.extract import register_extractor as register_extractor
+    from diffract.kernels.registry import kernel as kernel
+    from diffract.kernels.spec import Kernel as Kernel
     from diffract.run.report import (
         Failure as Failure,
     )
@@ -176,6 +176,8 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
     "LazyArray": "diffract._core.arrays",
+    "Kernel": "diffract.kernels.spec",
+    "kernel": "diffract.kernels.registry",
     "ParameterOverrides": "diffract.session.summaries",  # Diffract's names
     "list_profiles": "diffract._core.config",
     "upgrade_metadata_index": "diffract.session.diffract_compat",

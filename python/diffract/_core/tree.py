@@ -17,8 +17,6 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-import numpy as np
-
 from diffract._core.dtypes import NON_NUMPY_FLOATS
 
 Leaf = Any
@@ -56,7 +54,8 @@ def is_array(element: Any) -> bool:
         Whether ``element`` is an array. Frameworks the user has not imported are not checked
         (and not imported).
     """
-    if isinstance(element, (np.ndarray, np.generic)):
+    np = sys.modules.get("numpy")  # not imported yet: nothing can be a NumPy array
+    if np is not None and isinstance(element, (np.ndarray, np.generic)):
         return True
     from diffract._core.arrays import LazyArray
 
@@ -88,6 +87,8 @@ def is_inexact_array(element: Any) -> bool:
     name = _dtype_name(element)
     if name in NON_NUMPY_FLOATS:
         return True
+    import numpy as np
+
     try:
         return bool(np.issubdtype(np.dtype(name), np.inexact))
     except TypeError:
@@ -219,7 +220,8 @@ def tree_leaves_with_path(tree: Any, is_leaf: IsLeaf = None) -> list[tuple[tuple
 
 def _make_filter_tree(is_leaf: IsLeaf) -> Callable[[Any, Any], Any]:
     def _filter_tree(mask: Any, arg: Any) -> Any:
-        if isinstance(mask, (bool, np.bool_)):
+        np = sys.modules.get("numpy")
+        if isinstance(mask, bool) or (np is not None and isinstance(mask, np.bool_)):
             return tree_map(lambda _: bool(mask), arg, is_leaf=is_leaf)
         if callable(mask):
             return tree_map(mask, arg, is_leaf=is_leaf)
