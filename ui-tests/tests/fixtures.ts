@@ -15,7 +15,11 @@ interface Allowed {
   why: string;
 }
 
-/** Known messages that say nothing about diffract-lab. Keep each with its reason. */
+/**
+ * Known messages that say nothing about diffract-lab, each with its reason. Empty: a full run
+ * logs none (Galata's deletion of the test folder, which the file browser then fails to list,
+ * happens after the check; see the `context` fixture).
+ */
 const KNOWN_NOISE: Allowed[] = [];
 
 interface Seen {
@@ -27,6 +31,12 @@ interface Seen {
 export class ConsoleGuard {
   readonly seen: Seen[] = [];
   private readonly allowed: Allowed[] = [...KNOWN_NOISE];
+  private closed = false;
+
+  /** The test is over: what the page logs while fixtures tear down is not the test's. */
+  close(): void {
+    this.closed = true;
+  }
 
   /** Let messages matching `pattern` (text or source URL) pass in this test, for the reason `why`. */
   allow(pattern: RegExp, why: string): void {
@@ -37,6 +47,9 @@ export class ConsoleGuard {
   }
 
   onConsole(msg: ConsoleMessage): void {
+    if (this.closed) {
+      return;
+    }
     const type = msg.type();
     const text = msg.text();
     const isError = type === 'error' || type === 'assert';
@@ -47,6 +60,9 @@ export class ConsoleGuard {
   }
 
   onPageError(error: Error): void {
+    if (this.closed) {
+      return;
+    }
     this.seen.push({ kind: 'page error', text: `${error.name}: ${error.message}\n${error.stack ?? ''}`, url: '' });
   }
 
@@ -60,11 +76,15 @@ export const test = base.extend<{ consoleGuard: ConsoleGuard }>({
   consoleGuard: async ({}, use) => {
     await use(new ConsoleGuard());
   },
-  // `page` is built on `context`, so these listeners are in place before JupyterLab loads
-  context: async ({ context, consoleGuard }, use, testInfo) => {
+  // `page` is built on `context`, so these listeners are in place before JupyterLab loads.
+  // Depending on `tmpPath` makes this teardown (the check) run before Galata's tmpPath teardown
+  // deletes the test folder, which the file browser, still open on it, would then fail to list.
+  context: async ({ context, consoleGuard, tmpPath }, use, testInfo) => {
+    void tmpPath;
     context.on('console', msg => consoleGuard.onConsole(msg));
     context.on('weberror', e => consoleGuard.onPageError(e.error()));
     await use(context);
+    consoleGuard.close();
     const bad = consoleGuard.unexpected();
     if (bad.length) {
       await testInfo.attach('browser-console', { body: JSON.stringify(consoleGuard.seen, null, 2), contentType: 'application/json' });
