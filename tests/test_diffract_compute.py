@@ -112,6 +112,8 @@ def test_binary_cross_fields_need_exactly_two_models(session):
     assert "session.filter(model_ids=" in str(err.value)
     assert session.results.fields() == []  # raised before any work
     pair = session.filter(model_ids=["a", "b"])
+    with pair as scope:  # Diffract's scopes are context managers too
+        assert scope is pair
     summary = pair.compute.apply("l_agreement", progress=False).summary
     assert summary.cross_model_fields == ("l_agreement",)  # l_overlap is transient here
     recs = pair.results.export_aggregates("l_agreement")

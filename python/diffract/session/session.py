@@ -88,6 +88,13 @@ class Scope(Selection):
         )
         return Scope(self._session, self._chain.and_(f))
 
+    def __enter__(self) -> Scope:
+        """``with scope:`` (as Diffract's scopes): the scope itself; its session stays open."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
     def __repr__(self) -> str:
         return f"<diffract scope {self._chain.to_json()}: {len(self)} slices>"
 
