@@ -187,6 +187,10 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         return _version()
+    if name == "viz":  # Diffract's ``diffract.viz``, loaded on first use
+        import importlib
+
+        return importlib.import_module("diffract.viz")
     if name in _LAZY:
         import importlib
 
