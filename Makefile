@@ -26,9 +26,10 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# torch is pinned to the CPU wheel on local disk (torch==2.13.0): see pyproject.toml
-$(STAMP): pyproject.toml package.json | $(VENV)/bin/python
-	$(PIP) install -q -e ".[test]"
+# this project's own installs pin torch to the CPU wheel on local disk (constraints.txt);
+# the package's metadata keeps open ranges (pyproject.toml) so users' pip can resolve it
+$(STAMP): pyproject.toml constraints.txt package.json | $(VENV)/bin/python
+	$(PIP) install -q -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 
 # The front end: node_modules from package-lock.json, the widget bundles and the prebuilt lab

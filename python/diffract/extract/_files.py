@@ -110,6 +110,14 @@ def _npy_header(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple
     where = f"{path}: member {info.filename!r}"
     if not info.filename.endswith(".npy"):
         raise ExtractionError(f"{where} is not a .npy array (an .npz holds only .npy members)")
+    stored = info.compress_type == zipfile.ZIP_STORED
+    if (stored and info.compress_size != info.file_size) or (
+        info.file_size > 1100 * info.compress_size + 4096
+    ):
+        raise ExtractionError(  # deflate expands at most ~1032x: the sizes are made up
+            f"{where} claims {info.file_size} bytes from {info.compress_size} stored bytes "
+            "(corrupt or crafted file)"
+        )
     try:
         with zf.open(info) as fh:
             version = np.lib.format.read_magic(fh)
@@ -369,7 +377,13 @@ def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
 
 def _extract_path(obj: Any) -> ModelTree:
     path = Path(os.fspath(obj)).expanduser()
-    if not path.exists():
+    try:
+        found = path.exists()
+    except (ValueError, UnicodeError) as exc:  # a NUL or a lone surrogate in the path
+        raise ExtractionError(
+            f"checkpoint path {str(path)!r} is not a valid path ({exc})"
+        ) from None
+    if not found:
         raise ExtractionError(f"checkpoint not found: {path}")
     skipped: dict[str, str] = {}
     if path.is_dir():

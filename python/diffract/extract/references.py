@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -65,9 +66,11 @@ def _folder_shard_files(folder: str) -> list[str]:
     index = root / INDEX_FILE
     if index.exists():
         try:
+            if not stat.S_ISREG(os.stat(index).st_mode):  # a FIFO would block the read
+                return []
             weight_map = json.loads(index.read_text())["weight_map"]
             return sorted({str(v) for v in weight_map.values()})
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return []
     return sorted(p.name for p in root.glob("*.safetensors"))
 

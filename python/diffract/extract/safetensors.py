@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import struct
 from typing import Any
 
@@ -134,7 +135,10 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any
     """
     path = os.fspath(path)
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device: opening it could block
+            raise ExtractionError(f"{path}: not a regular file (a FIFO, device or folder)")
+        size = st.st_size
         with open(path, "rb") as fh:
             head = fh.read(8)
             if len(head) < 8:
