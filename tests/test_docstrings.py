@@ -51,6 +51,9 @@ PUBLIC = {
     "ParameterOverrides",
     "list_profiles",
     "upgrade_metadata_index",
+    # model editing (issue 15)
+    "svd_smoothing",
+    "svd_sharpness",
     # errors
     "DiffractError",
     "ConfigError",

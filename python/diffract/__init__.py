@@ -100,6 +100,8 @@ if TYPE_CHECKING:
     from diffract.run.report import (
         RunReport as RunReport,
     )
+    from diffract.edit import svd_sharpness as svd_sharpness
+    from diffract.edit import svd_smoothing as svd_smoothing
     from diffract.session import Scope as Scope
     from diffract.session import Session as Session
     from diffract.session.diffract_compat import upgrade_metadata_index as upgrade_metadata_index
@@ -148,6 +150,8 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "list_profiles",
     "partition",
     "register_extractor",
+    "svd_sharpness",
+    "svd_smoothing",
     "upgrade_metadata_index",
 ]
 
@@ -181,6 +185,8 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "ParameterOverrides": "diffract.session.summaries",  # Diffract's names
     "list_profiles": "diffract._core.config",
     "upgrade_metadata_index": "diffract.session.diffract_compat",
+    "svd_smoothing": "diffract.edit",  # model editing (WeightWatcher's SVDSmoothing)
+    "svd_sharpness": "diffract.edit",
 }
 
 
