@@ -29,6 +29,9 @@ $(VENV)/bin/python:
 # this project's own installs pin torch to the CPU wheel on local disk (constraints.txt);
 # the package's metadata keeps open ranges (pyproject.toml) so users' pip can resolve it
 $(STAMP): pyproject.toml constraints.txt package.json | $(VENV)/bin/python
+	@# a development build writes labextension/install.json, which the wheel's shared-data
+	@# also maps from ./install.json: a second editable install would add it twice
+	rm -f python/diffract/labextension/install.json
 	$(PIP) install -q -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 

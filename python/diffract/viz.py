@@ -340,6 +340,7 @@ def esd_spec(
         if hi <= lo:
             hi = lo * 1.01 + 1e-12
         edges = np.logspace(np.log10(lo), np.log10(hi), bins + 1)
+        edges[0], edges[-1] = lo, hi  # logspace may round the ends inward and drop a value
         counts, _ = np.histogram(evals, bins=edges)
         density = counts / (evals.size * np.diff(edges))
         centers = np.sqrt(edges[:-1] * edges[1:])
