@@ -290,3 +290,18 @@ def test_catastrophic_regex_is_bounded():
     assert lines[0] == "re:(a+)+$ 0"  # RE2: no match, at once
     assert lines[1].endswith((" 0", "FilterError")), lines[1]
     assert float(lines[2].split()[1]) < 10
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(a+)+$", r"[\w.]+", r"\d+\.weight", r"layer\Z", r"(a)\1", r"a(?=b)b", r"(?i)ÉTÉ", r".*"],
+)
+def test_bounded_regex_matches_as_python_re(pattern):
+    """Whichever engine runs a pattern, it matches exactly what Python's ``re`` matches."""
+    import re
+
+    from diffract._core.filters import compile_pattern
+
+    compiled = compile_pattern("re:" + pattern, "param_names")
+    for text in ["aaa", "été.x_1", "12.weight", "layer", "aa", "ab", "ÉTÉ", "m\ud800", ""]:
+        assert compiled.fullmatch(text) == (re.fullmatch(pattern, text) is not None), text

@@ -75,7 +75,7 @@ class _BoundedPattern:
         except (re.error, RecursionError, OverflowError) as exc:
             raise FilterError(f"invalid regular expression {pattern!r} in {what}: {exc}") from None
         self._re2 = _re2_compile(pattern)
-        self._timed = None if self._re2 is not None else _timed_compile(pattern)
+        self._timed: Any = False  # the ``regex`` form, compiled when first needed
 
     def fullmatch(self, value: str) -> bool:
         """Whether the whole of ``value`` matches.
@@ -90,7 +90,12 @@ class _BoundedPattern:
             FilterError: the match ran past the time budget (a catastrophic pattern).
         """
         if self._re2 is not None:
-            return self._re2.fullmatch(value) is not None
+            try:
+                return self._re2.fullmatch(value) is not None
+            except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form for RE2
+                pass
+        if self._timed is False:
+            self._timed = _timed_compile(self.pattern)
         if self._timed is None:
             return re.fullmatch(self.pattern, value) is not None
         try:

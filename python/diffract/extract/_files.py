@@ -126,7 +126,7 @@ def _npy_header(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple
             elif version == (2, 0):
                 shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             else:  # format 3.0 (UTF-8 field names): numpy's private reader
-                shape, _, dtype = np.lib.format._read_array_header(fh, version)
+                shape, _, dtype = np.lib.format._read_array_header(fh, version)  # type: ignore[attr-defined]
             header_size = fh.tell()
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
         raise ExtractionError(f"{where} is not a readable .npy array ({exc})") from None
@@ -309,7 +309,7 @@ def _check_records(path: Path, obj: Any, torch: Any) -> None:
     offset without checking the record's size: a short record would be read past its end
     (into the next records). The storages' addresses differ as their records' offsets do,
     which pairs each storage with its record."""
-    storages = {}
+    storages: dict[int, int] = {}  # data pointer -> bytes its tensors need
     for t in _tensors(obj, torch):
         if t.layout != torch.strided:
             continue
