@@ -183,3 +183,10 @@ def test_binary_pair_on_minilm():
     assert rec["context_models"] == ("base", "tuned")
     assert rec["context_params"] == ("0.model.encoder.layer.0.attention.self.query.weight",)
     assert 0.0 < float(rec["value"]) <= 1.0 + 1e-6
+
+
+def test_diffract_module_paths():
+    from diffract.session import errors, namespaces, summaries
+
+    assert errors.SessionError is SessionError and summaries.ApplySummary is ApplySummary
+    assert namespaces.ModelsNamespace is type(Session(profile="ram").models)
