@@ -15,6 +15,9 @@ Figures:
     The eigenvalue spectrum of one slice on log-log axes with its power-law fit.
 ``scatter(x, y)``
     Two per-parameter fields against each other, one colour per model.
+``esd_full(slice)``, ``esd_grid()``, ``save(folder)``
+    The ESD with xmin line, MP bulk and randomized ESD; a grid of them; files of every
+    figure (defined in :mod:`diffract.viz_esd`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from diffract.session import Scope
 
-__all__ = ["esd", "heatmap", "layers", "scatter"]
+__all__ = ["esd", "esd_full", "esd_grid", "heatmap", "layers", "save", "scatter"]  # noqa: F822 (three from viz_esd, by __getattr__)
 
 #: Diffract's import paths ``diffract.viz.plots``, ``.data``, ``.styling`` and ``.api`` are the
 #: modules of the folder ``_viz_compat/`` beside this module (see docs/migrating-from-diffract.md)
@@ -39,6 +42,8 @@ _DIFFRACT_NAMES = {
         "diffract.viz.styling",
     ),
     **dict.fromkeys(("render", "render_from_config"), "diffract.viz.api"),
+    # ours, in the module beside this one (it imports this one)
+    **dict.fromkeys(("esd_full", "esd_grid", "save"), "diffract.viz_esd"),
 }
 
 
