@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shlex
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,15 +22,20 @@ USAGE = """Work with a diffract store from a cell. Subcommands:
         Open (or create) a store: PATH is a store folder (default: the configured profile's,
         ./.diffract for "local"); --profile ram keeps nothing. Returns the Session; later
         subcommands use it. If opening fails, the previous session stays open and in use.
+        A notebook Session that already has the store open for writing is used as it is.
+  %diffract use NAME
+        Use the notebook's Session in variable NAME. Without open or use, the subcommands
+        below use the notebook's Session (the most recently defined one, if there are several).
   %diffract add EXPR --id ID [--replace]
         Add a model as ID: EXPR is a checkpoint file or folder ("ckpt.safetensors", quoted
         or not), or a Python expression evaluated in the notebook (a dict of arrays, a model).
   %diffract compute FIELD... [--models ID...] [--names NAME...] [--types TYPE...] [--wait]
         Compute fields (only those not stored yet) on the selection. In a notebook it runs in
         the background with a progress widget whose Cancel button works (--wait blocks).
-  %diffract show FIELD [--kind line|bar|heatmap|scatter|esd] [--y FIELD] [--slice UID] [--models ID...]
+  %diffract show FIELD [--kind line|bar|heatmap|scatter|esd] [--y FIELD] [--slice UID] [--models ID...] [--names NAME...] [--types TYPE...]
         A live panel of a stored field (updates while a computation runs). --kind esd
-        shows one parameter's spectrum and needs --slice UID (its uid or name).
+        shows one parameter's spectrum and needs --slice UID (its uid or name; --models ID
+        when the name is in several models).
   %diffract filter
         The interactive filter builder; its .scope is the chosen selection.
   %diffract runs [PATH]
@@ -58,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path", nargs="?")
     p.add_argument("--profile", default=None)
     p.add_argument("--readonly", action="store_true")
+    p = sub.add_parser("use", add_help=False)
+    p.add_argument("name")
     p = sub.add_parser("add", add_help=False)
     p.add_argument("expr", nargs="+")
     p.add_argument("--id", required=True, dest="model_id")
@@ -77,8 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="line")
     p.add_argument("--y", default=None)
     p.add_argument("--slice", default=None)
-    p.add_argument("--model", default=None)
     selection(p)
+    # the spelling of the 0.x docs; one model id, added to --models (not in the help)
+    p.add_argument("--model", action="append", dest="models", help=argparse.SUPPRESS)
     sub.add_parser("filter", add_help=False)
     p = sub.add_parser("runs", add_help=False)
     p.add_argument("path", nargs="?", default=".")
@@ -100,6 +109,8 @@ class DiffractMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.session: Any = None
+        #: the user variable ``self.session`` came from (None: opened by ``%diffract open``)
+        self.source: str | None = None
 
     @line_magic
     def diffract(self, line: str) -> Any:
@@ -109,7 +120,8 @@ class DiffractMagics(Magics):
             raise UsageError(f"%diffract: {exc}") from None
         if args.cmd is None:
             raise UsageError(
-                "%diffract needs a subcommand: open, add, compute, show, filter, runs, export (see %diffract?)"
+                "%diffract needs a subcommand: open, use, add, compute, show, filter, runs, export "
+                "(see %diffract?)"
             )
         if args.cmd == "add":
             args.raw_expr = _raw_add_expr(line)
@@ -124,8 +136,27 @@ class DiffractMagics(Magics):
 
     # --- helpers -------------------------------------------------------------------------------
     def _session(self) -> Any:
+        """The session the subcommands use: the one ``open`` or ``use`` chose, else the
+        notebook's own Session (announced once, with the others found)."""
+        if self.source is not None and self.shell.user_ns.get(self.source) is not self.session:
+            self.session, self.source = None, None  # the variable was rebound or deleted
         if self.session is None:
-            raise UsageError("no store is open: run %diffract open [PATH] first")
+            found = _notebook_sessions(self.shell.user_ns)
+            if not found:
+                raise UsageError(
+                    "no store is open: run %diffract open [PATH] first (or create a Session "
+                    "in the notebook, or pick one with %diffract use NAME)"
+                )
+            name, session = found[-1]
+            self.session, self.source = session, name
+            others = [n for n, _ in found[:-1]]
+            also = (
+                f"; also found {', '.join(others)} (the most recently defined is used; "
+                "%diffract use NAME picks another)"
+                if others
+                else ""
+            )
+            print(f"%diffract: using the notebook's Session {name!r} ({_describe(session)}){also}")
         return self.session
 
     def _scope(self, args: argparse.Namespace) -> Any:
@@ -135,9 +166,28 @@ class DiffractMagics(Magics):
         return s
 
     # --- subcommands ---------------------------------------------------------------------------
+    def _cmd_use(self, args: argparse.Namespace) -> Any:
+        found = dict(_notebook_sessions(self.shell.user_ns))
+        if args.name not in found:
+            what = (
+                "is not defined"
+                if args.name not in self.shell.user_ns
+                else f"is a {type(self.shell.user_ns[args.name]).__name__}, not a Session"
+            )
+            have = ", ".join(found) or "none"
+            raise UsageError(f"%diffract use: {args.name!r} {what}; notebook Sessions: {have}")
+        self.session, self.source = found[args.name], args.name
+        note = ""
+        if _superseded(self.session):
+            note = (
+                "; note: it can only read now, since a newer session of this kernel took its "
+                "writer lock over (close that one and reopen this store to write here)"
+            )
+        print(f"%diffract: using {args.name!r} ({_describe(self.session)}){note}")
+        return self.session
+
     def _cmd_open(self, args: argparse.Namespace) -> Any:
         from diffract._core.config import resolve
-        from diffract.session import Session
 
         old = self.session
         kept = (
@@ -152,17 +202,29 @@ class DiffractMagics(Magics):
                 cfg = resolve(profile=args.profile, path=args.path)
         except Exception as exc:
             raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
+        if not args.readonly:
+            writer = self._notebook_writer(cfg["path"])
+            if writer is not None:  # never a second writer beside the user's own session
+                name, session = writer
+                self.session, self.source = session, name
+                print(
+                    f"%diffract open: the notebook's Session {name!r} already has this store "
+                    "open for writing; using it"
+                )
+                return session
         # the same store, open for writing, must be released first (its writer lock)
         same = (
             old is not None
             and not old.readonly
             and not args.readonly
             and _same_store(old.store.path, cfg["path"])
+            and not _in_namespace(old, self.shell.user_ns)
         )
         if same:
             old.close()
         try:
-            self.session = Session(args.profile, path=args.path, readonly=args.readonly)
+            self.session = _open_session(args)
+            self.source = None
         except Exception as exc:
             if same:
                 try:
@@ -176,9 +238,20 @@ class DiffractMagics(Magics):
                     ) from None
                 kept = f"; the previous session ({_describe(old)}) was reopened and stays in use"
             raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
-        if old is not None and not same:
-            old.close()
+        if old is not None and not same and not _in_namespace(old, self.shell.user_ns):
+            old.close()  # ours alone; a session the notebook holds stays open
         return self.session
+
+    def _notebook_writer(self, path: Any) -> tuple[str, Any] | None:
+        """The notebook's Session (variable name, session) writing to the store at ``path``."""
+        for name, session in reversed(_notebook_sessions(self.shell.user_ns)):
+            if (
+                not session.readonly
+                and not _superseded(session)
+                and _same_store(session.store.path, path)
+            ):
+                return name, session
+        return None
 
     def _cmd_add(self, args: argparse.Namespace) -> None:
         s = self._session()
@@ -243,12 +316,13 @@ class DiffractMagics(Magics):
                 if args.field == "esd" or self._session().registry.has_field(args.field):
                     raise UsageError(
                         "%diffract show: --kind esd needs --slice UID (the uid or name of the "
-                        "parameter whose spectrum to show, and --model ID if the name is in "
+                        "parameter whose spectrum to show, and --models ID if the name is in "
                         "several models), e.g. %diffract show esd --kind esd --slice "
                         "layers.0.weight"
                     )
                 slice_ = args.field  # `show layers.0.weight --kind esd`: FIELD names the slice
-            return FieldPanel(scope, "esd", kind="esd", slice=slice_, model_id=args.model)
+            model_id = args.models[0] if args.models and len(args.models) == 1 else None
+            return FieldPanel(scope, "esd", kind="esd", slice=slice_, model_id=model_id)
         return FieldPanel(scope, fields, kind=args.kind)
 
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
@@ -343,6 +417,48 @@ def _looks_like_path(text: str) -> bool:
         or text.startswith(("~", "."))
         or text.lower().endswith(_CHECKPOINT_SUFFIXES)
     )
+
+
+def _open_session(args: argparse.Namespace) -> Any:
+    """``Session(...)`` for ``%diffract open``; a warning it gives (a writer lock taken over
+    from another session of this kernel) is printed in plain words, without a source line."""
+    from diffract.session import Session
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = Session(args.profile, path=args.path, readonly=args.readonly)
+    for w in caught:
+        text = str(w.message)
+        if "takes the writer lock over" in text:
+            text = (
+                f"another session of this kernel had {_describe(session)} open for writing; "
+                "the new session took its writer lock over, so the earlier one can only read "
+                "now (close sessions you replace)"
+            )
+        print(f"%diffract open: note: {text}", file=sys.stderr)
+    return session
+
+
+def _notebook_sessions(user_ns: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The Sessions the notebook holds in variables, in the order they were first defined
+    (IPython's ``_``, ``_1``... output caches left out)."""
+    from diffract.session import Session
+
+    return [
+        (name, value)
+        for name, value in list(user_ns.items())
+        if not name.startswith("_") and isinstance(value, Session)
+    ]
+
+
+def _in_namespace(session: Any, user_ns: Mapping[str, Any]) -> bool:
+    return any(value is session for _, value in _notebook_sessions(user_ns))
+
+
+def _superseded(session: Any) -> bool:
+    """Whether a newer session of this process took ``session``'s writer lock over."""
+    lock = getattr(session.store, "_lock", None)
+    return bool(getattr(lock, "superseded", False))
 
 
 def _describe(session: Any) -> str:
