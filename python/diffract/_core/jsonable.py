@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any, Literal
-
-import numpy as np
 
 from diffract._errors import InvalidArgumentError
 
@@ -49,6 +48,10 @@ def to_jsonable(
             type JSON cannot hold; the message names ``where``.
     """
 
+    # NumPy values exist only once NumPy is imported: canonical JSON for sampling manifests
+    # (standard library only) must not import it
+    np = sys.modules.get("numpy")
+
     def fix(v: Any, at: str) -> Any:
         if v is None or isinstance(v, (str, bool)):
             return v
@@ -56,9 +59,9 @@ def to_jsonable(
             return v
         if isinstance(v, float):
             return v if nonfinite == "keep" or math.isfinite(v) else None
-        if isinstance(v, np.generic) and (v.dtype.kind in "biuf" or isinstance(v, np.str_)):
+        if np is not None and isinstance(v, np.generic) and (v.dtype.kind in "biuf" or isinstance(v, np.str_)):
             return fix(v.item(), at)
-        if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+        if np is not None and isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
             if v.ndim == 0:
                 return fix(v.item(), at)
             return fix(v.tolist(), at) if arrays == "list" else None

@@ -18,6 +18,24 @@ The core is pure Python: importing this module imports neither numpy nor torch.
 
 from __future__ import annotations
 
+from diffract.sampling.base import EXCLUSION_REASONS as EXCLUSION_REASONS
+from diffract.sampling.base import MODES as MODES
+from diffract.sampling.base import REASON_DUPLICATE as REASON_DUPLICATE
+from diffract.sampling.base import REASON_ELIGIBLE as REASON_ELIGIBLE
+from diffract.sampling.base import REASON_MISSING_TEACHER as REASON_MISSING_TEACHER
+from diffract.sampling.base import REASON_NO_OP as REASON_NO_OP
+from diffract.sampling.base import REASON_NOT_SELECTED as REASON_NOT_SELECTED
+from diffract.sampling.base import REASON_OVER_CAP as REASON_OVER_CAP
+from diffract.sampling.base import REASON_PAIRWISE_LIMIT as REASON_PAIRWISE_LIMIT
+from diffract.sampling.base import REASON_TEACHER_ANCHOR as REASON_TEACHER_ANCHOR
+from diffract.sampling.base import REASON_TOO_MANY_AXES as REASON_TOO_MANY_AXES
+from diffract.sampling.base import SOURCE_TEACHER as SOURCE_TEACHER
+from diffract.sampling.base import SamplingError as SamplingError
+from diffract.sampling.base import canonical_json as canonical_json
+from diffract.sampling.base import stable_hash as stable_hash
+from diffract.sampling.candidates import Candidate as Candidate
+from diffract.sampling.candidates import SparseSamplingPolicy as SparseSamplingPolicy
+from diffract.sampling.candidates import SubblockConfig as SubblockConfig
 from diffract.sampling.layout import NAMING_SCHEMES as NAMING_SCHEMES
 from diffract.sampling.layout import ModelLayout as ModelLayout
 from diffract.sampling.layout import NamingScheme as NamingScheme
@@ -30,27 +48,9 @@ from diffract.sampling.manifests import list_manifests as list_manifests
 from diffract.sampling.manifests import load_manifest as load_manifest
 from diffract.sampling.manifests import save_manifest as save_manifest
 from diffract.sampling.materialize import materialize as materialize
-from diffract.sampling.records import EXCLUSION_REASONS as EXCLUSION_REASONS
-from diffract.sampling.records import MODES as MODES
-from diffract.sampling.records import REASON_DUPLICATE as REASON_DUPLICATE
-from diffract.sampling.records import REASON_ELIGIBLE as REASON_ELIGIBLE
-from diffract.sampling.records import REASON_MISSING_TEACHER as REASON_MISSING_TEACHER
-from diffract.sampling.records import REASON_NO_OP as REASON_NO_OP
-from diffract.sampling.records import REASON_NOT_SELECTED as REASON_NOT_SELECTED
-from diffract.sampling.records import REASON_OVER_CAP as REASON_OVER_CAP
-from diffract.sampling.records import REASON_PAIRWISE_LIMIT as REASON_PAIRWISE_LIMIT
-from diffract.sampling.records import REASON_TEACHER_ANCHOR as REASON_TEACHER_ANCHOR
-from diffract.sampling.records import REASON_TOO_MANY_AXES as REASON_TOO_MANY_AXES
-from diffract.sampling.records import SOURCE_TEACHER as SOURCE_TEACHER
-from diffract.sampling.records import Candidate as Candidate
-from diffract.sampling.records import SamplingError as SamplingError
 from diffract.sampling.records import SparseSampleManifest as SparseSampleManifest
 from diffract.sampling.records import SparseSampleRecord as SparseSampleRecord
-from diffract.sampling.records import SparseSamplingPolicy as SparseSamplingPolicy
-from diffract.sampling.records import SubblockConfig as SubblockConfig
-from diffract.sampling.records import canonical_json as canonical_json
 from diffract.sampling.records import manifest_from_dict as manifest_from_dict
 from diffract.sampling.records import record_from_dict as record_from_dict
-from diffract.sampling.records import stable_hash as stable_hash
 from diffract.sampling.select import sample_replacement_candidates as sample_replacement_candidates
 from diffract.sampling.select import sample_subblock_configs as sample_subblock_configs

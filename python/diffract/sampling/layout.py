@@ -7,9 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from diffract.sampling.records import (
-    SamplingError,
-)
+from diffract.sampling.base import SamplingError
 
 #: ``<prefix><layer|layers|h|block|blocks>.<index>.<rest>``: what a per-layer parameter looks like
 _LAYER_NAME = re.compile(

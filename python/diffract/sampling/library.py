@@ -6,13 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from diffract.sampling.base import SOURCE_TEACHER, SamplingError
+from diffract.sampling.candidates import Candidate, SubblockConfig
 from diffract.sampling.layout import LayerLayout, ModelLayout, NamingScheme, model_layout
-from diffract.sampling.records import (
-    SOURCE_TEACHER,
-    Candidate,
-    SamplingError,
-    SubblockConfig,
-)
 from diffract.sampling.sources import ModelSource
 
 

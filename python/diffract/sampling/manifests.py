@@ -9,13 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from diffract.sampling.records import (
-    SamplingError,
-    SparseSampleManifest,
-    SparseSampleRecord,
-    canonical_json,
-    manifest_from_dict,
-)
+from diffract.sampling.base import SamplingError, canonical_json
+from diffract.sampling.records import SparseSampleManifest, SparseSampleRecord, manifest_from_dict
 
 #: the document kind manifests are saved under in a store
 DOCUMENT_KIND = "sampling_manifest"

@@ -7,14 +7,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from diffract._errors import RESERVED_MODEL_ID_CHARS
+from diffract.sampling.base import MODE_REPLACEMENT, SamplingError
 from diffract.sampling.layout import model_layout
 from diffract.sampling.library import slice_block
-from diffract.sampling.records import (
-    MODE_REPLACEMENT,
-    SamplingError,
-    SparseSampleManifest,
-    SparseSampleRecord,
-)
+from diffract.sampling.records import SparseSampleManifest, SparseSampleRecord
 from diffract.sampling.sources import ModelSource
 
 _ID_UNSAFE = re.compile("[" + re.escape("".join(RESERVED_MODEL_ID_CHARS)) + r"\s]")

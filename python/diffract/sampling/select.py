@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from diffract.sampling.records import (
+from diffract.sampling.base import (
     BLOCK_KIND,
     MODE_REPLACEMENT,
     MODE_SUBBLOCK,
@@ -24,16 +24,12 @@ from diffract.sampling.records import (
     REASON_TEACHER_ANCHOR,
     REASON_TOO_MANY_AXES,
     SAMPLE_ID_HEX,
-    Candidate,
     SamplingError,
-    SparseSampleManifest,
-    SparseSampleRecord,
-    SparseSamplingPolicy,
-    as_candidates,
     canonical_json,
     stable_hash,
-    width_key,
 )
+from diffract.sampling.candidates import Candidate, SparseSamplingPolicy, as_candidates
+from diffract.sampling.records import SparseSampleManifest, SparseSampleRecord, width_key
 
 # --- deterministic orders -------------------------------------------------------------------
 

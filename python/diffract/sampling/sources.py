@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from diffract.sampling.records import (
-    SamplingError,
-)
+from diffract.sampling.base import SamplingError
 
 
 class LazyWeights(Mapping):
