@@ -321,13 +321,13 @@ def save(
     if format not in FORMATS:
         raise InvalidArgumentError(f"save: unknown format {format!r}; use one of {list(FORMATS)}")
     if format != "html":
-        try:
-            import kaleido  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("kaleido") is None:
             raise ImportError(
                 f"save(format={format!r}) needs kaleido (pip install kaleido) and Chrome or "
                 "Chromium; format='html' needs neither"
-            ) from None
+            )
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     chosen = _esd_slices(scope, slices)
