@@ -245,6 +245,105 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_store(path: str) -> bool:
+    """Whether ``path`` is an existing store (else it is read as a checkpoint)."""
+    from diffract.store import detect_backend
+
+    try:
+        detect_backend(path)
+    except DiffractError:
+        return False
+    return True
+
+
+def _report_rows(scope: Any, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows ``analyze`` prints (slices where some field is stored), with their shape."""
+    rows = scope.results.export_table(*fields, export_format="list")
+    rows = [r for r in rows if any(r.get(f) is not None for f in fields)]
+    for r in rows:
+        r["shape"] = "x".join(str(d) for d in scope.session.store.slice(r["uid"]).shape)
+    return rows
+
+
+def _stored_fields(session: Any) -> list[str]:
+    """The preferred fields some value of which the store holds, in their usual order."""
+    held = {f for (_owner, f) in session.store.keys()}
+    return [f for f in PREFERRED_FIELDS if f in held]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from diffract.report import build_html
+    from diffract.session import Session
+    from diffract.store import atomic_write_text
+
+    if args.esds < 1:
+        raise DiffractError(f"--esds must be a positive number, got {args.esds}")
+    target = args.path
+    if target is not None and _is_store(target):
+        if args.id or args.fields:
+            raise DiffractError("--id and --fields apply to a checkpoint, not to a store")
+        with Session(path=target, readonly=True, backend=_detect(target)) as session:
+            fields = _stored_fields(session)
+            if not fields:
+                raise DiffractError(
+                    f"{target} holds none of the fields {', '.join(PREFERRED_FIELDS)}"
+                )
+            rows = _report_rows(session, fields)
+            summary = f"{len(session.models.ids())} model(s) read from the store {target}"
+            text = build_html(
+                session,
+                rows,
+                fields,
+                title=target,
+                summary=summary,
+                failures=None,
+                max_esds=args.esds,
+            )
+    else:
+        path = Path(target) if target else demo_model_path()
+        model_id = args.id or (DEMO_MODEL_ID if not target else default_model_id(path))
+        fields = _analyze_fields(args.fields)
+        with Session(profile="ram") as session:
+            slices = session.models.add(str(path), model_id=model_id)
+            print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
+            report = session.compute.apply(*fields, progress=False, workers=args.workers)
+            print(str(report), file=sys.stderr)
+            rows = _report_rows(session, fields)
+            summary = f"{model_id}: {report} (analyzed in memory; nothing stored)"
+            text = build_html(
+                session,
+                rows,
+                fields,
+                title=str(path),
+                summary=summary,
+                failures=report.failures,
+                max_esds=args.esds,
+            )
+    out = Path(args.output)
+    atomic_write_text(out, text)
+    print(f"wrote {out} ({len(rows)} layers)", file=sys.stderr)
+    return 0
+
+
+def _detect(path: str) -> str:
+    from diffract.store import detect_backend
+
+    return detect_backend(path)
+
+
+def _analyze_fields(spec: str | None) -> list[str]:
+    """``--fields a,b`` checked against the registry, or the preferred fields it knows."""
+    from diffract.kernels.registry import default_registry
+
+    registry = default_registry()
+    if spec:
+        fields = [f.strip() for f in spec.split(",") if f.strip()]
+        for f in fields:
+            registry.producer(f)  # UnknownFieldError naming it, with close matches
+        return fields
+    return [f for f in PREFERRED_FIELDS if registry.has_field(f)]
+
+
 def cmd_fields(args: argparse.Namespace) -> int:
     from diffract.kernels.registry import default_registry
 
@@ -316,7 +415,7 @@ def _backend_for(dst: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``diffract`` argument parser with its subcommands (``analyze``, ``list``, ``export``,
-    ``fields``, ``config``, ``store copy``).
+    ``report``, ``fields``, ``config``, ``store copy``).
 
     Returns:
         The parser; each subcommand sets ``func`` to its handler.
@@ -369,6 +468,22 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--models", nargs="*")
     store_args(ex)
     ex.set_defaults(func=cmd_export)
+
+    rp = sub.add_parser(
+        "report", help="write one offline HTML report (table, alpha across depth, ESDs, failures)"
+    )
+    rp.add_argument(
+        "path",
+        nargs="?",
+        help="a checkpoint (analyzed in memory, as analyze does) or an existing store "
+        "(default: the bundled all-MiniLM-L6-v2)",
+    )
+    rp.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    rp.add_argument("--id", help="model_id of a checkpoint (default: the file name)")
+    rp.add_argument("--fields", help="comma-separated fields of a checkpoint (default as analyze)")
+    rp.add_argument("--esds", type=int, default=12, help="ESD panels at most (default 12)")
+    rp.add_argument("--workers", type=int, default=1, help="threads across slices")
+    rp.set_defaults(func=cmd_report)
 
     fl = sub.add_parser("fields", help="list every field a kernel can compute")
     fl.set_defaults(func=cmd_fields)

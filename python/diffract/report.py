@@ -1,0 +1,220 @@
+"""``diffract report``: one offline HTML file with a per-layer table, alpha across depth, an
+ESD grid and the failures of the run, for readers who do not use notebooks.
+
+The file loads nothing from the network: Plotly's JavaScript (from the ``plotly`` package)
+is written into it, and every figure is inline JSON.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from diffract._core.jsonable import to_jsonable
+
+#: ESD panels in the grid at most (spread evenly across depth)
+MAX_ESDS = 12
+
+_STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1200px;
+       padding: 0 16px; color: #1d1d1f; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; }
+.meta { color: #555; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th { position: sticky; top: 0; background: #f6f6f6; }
+td.text, th.text { text-align: left; }
+.failures li { font-family: ui-monospace, monospace; font-size: 13px; }
+.none { color: #555; font-style: italic; }
+"""
+
+
+def fmt(v: Any) -> str:
+    """A value as the table shows it (four significant digits, like ``diffract analyze``).
+
+    Args:
+        v: a stored value (None when not stored).
+
+    Returns:
+        Its text: ``-`` for None, ``nan``, ``%.4g`` for floats, ``str`` otherwise.
+    """
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def _cell(v: Any) -> str:
+    """A numeric cell: the rounded text, the stored value in full in ``data-value``."""
+    if hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"<td>{html.escape(fmt(v))}</td>"
+    full = repr(float(v)) if isinstance(v, float) else str(v)
+    return f'<td data-value="{full}" title="{full}">{html.escape(fmt(v))}</td>'
+
+
+def table_html(rows: Sequence[dict[str, Any]], fields: Sequence[str], *, models: bool) -> str:
+    """The per-layer table.
+
+    Args:
+        rows: one dict per slice with ``model_id``, ``name``, ``type``, ``shape`` and the fields.
+        fields: the field columns, in order.
+        models: whether to show a model column (more than one model).
+
+    Returns:
+        An HTML ``<table>`` (class ``layers``); each field cell carries its stored value in
+        ``data-value``.
+    """
+    text_cols = (["model_id"] if models else []) + ["name", "type", "shape"]
+    head = "".join(f'<th class="text">{c}</th>' for c in text_cols)
+    head += "".join(f"<th>{html.escape(f)}</th>" for f in fields)
+    body = []
+    for r in rows:
+        cells = "".join(
+            f'<td class="text">{html.escape(str(r.get(c, "")))}</td>' for c in text_cols
+        )
+        cells += "".join(_cell(r.get(f)) for f in fields)
+        body.append(f"<tr>{cells}</tr>")
+    return (
+        '<div class="table-wrap"><table class="layers"><thead><tr>'
+        + head
+        + "</tr></thead><tbody>"
+        + "".join(body)
+        + "</tbody></table></div>"
+    )
+
+
+def failures_html(failures: Sequence[Any] | None) -> str:
+    """The failures section's body.
+
+    Args:
+        failures: the run's :class:`~diffract.run.report.Failure` list, or None when no run
+            was made (a store read as it is).
+
+    Returns:
+        HTML: a list of ``model:name [field] error`` lines, or a sentence saying there were none.
+    """
+    if failures is None:
+        return (
+            '<p class="none">No run was made: this report reads a store as it is, and a store '
+            "does not keep the failures of past runs.</p>"
+        )
+    if not failures:
+        return '<p class="none">No failures.</p>'
+    items = "".join(
+        f"<li><b>{html.escape(f.model_id)}:{html.escape(f.name)}</b> [{html.escape(f.field)}] "
+        f"{html.escape(f.error)}</li>"
+        for f in failures
+    )
+    return f'<ul class="failures">{items}</ul>'
+
+
+def _spread(items: Sequence[Any], n: int) -> list[Any]:
+    """At most ``n`` of ``items``, evenly spaced (first and last kept)."""
+    if len(items) <= n:
+        return list(items)
+    if n == 1:
+        return [items[0]]
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
+
+
+def _has_esd(scope: Any, uid: str) -> bool:
+    from diffract._errors import FieldNotComputedError, UnknownFieldError
+
+    try:
+        return scope.results.get("esd", uid) is not None
+    except (FieldNotComputedError, UnknownFieldError, KeyError):
+        return False
+
+
+def _figure_div(div_id: str, spec: dict[str, Any]) -> str:
+    data = to_jsonable(spec, where="figure", other="str")
+    text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    config = '{"displaylogo":false,"responsive":true}'
+    return (
+        f'<div id="{div_id}" class="figure"></div><script>'
+        f"(function(){{var f={text};Plotly.newPlot({json.dumps(div_id)},f.data,f.layout,{config});}})();"
+        "</script>"
+    )
+
+
+def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ESDS) -> str:
+    """The figures of the report: the alpha field across depth and a grid of stored ESDs.
+
+    Args:
+        scope: the session or scope to draw.
+        alpha_field: the field drawn across depth (skipped when nothing of it is stored).
+        max_esds: ESD panels at most (spread evenly across the slices with a stored ESD).
+
+    Returns:
+        HTML: two sections, each a figure or a sentence saying what is missing.
+    """
+    from diffract import viz, viz_esd
+
+    depth = viz.layers_spec(scope, alpha_field)
+    if any(t["y"] for t in depth["data"]):
+        alpha = _figure_div("alpha-depth", depth)
+    else:
+        alpha = f'<p class="none">No {html.escape(alpha_field)} values are stored.</p>'
+    with_esd = [s for s in scope.models.slices() if _has_esd(scope, s.uid)]
+    if with_esd:
+        chosen = _spread(with_esd, max_esds)
+        grid = viz_esd.esd_grid_spec(scope, [s.uid for s in chosen])
+        esd = (
+            f'<p class="meta">{len(chosen)} of the {len(with_esd)} slices with a stored ESD, '
+            "spread across depth.</p>" + _figure_div("esd-grid", grid)
+        )
+    else:
+        esd = '<p class="none">No ESD is stored (compute a spectral field such as pl_alpha).</p>'
+    return f"<h2>{html.escape(alpha_field)} across depth</h2>{alpha}<h2>ESD grid</h2>{esd}"
+
+
+def build_html(
+    scope: Any,
+    rows: Sequence[dict[str, Any]],
+    fields: Sequence[str],
+    *,
+    title: str,
+    summary: str,
+    failures: Sequence[Any] | None,
+    max_esds: int = MAX_ESDS,
+) -> str:
+    """The whole report as one HTML document that needs no network.
+
+    Args:
+        scope: the session or scope the figures are drawn from.
+        rows: the per-layer table's rows (see :func:`table_html`).
+        fields: the table's field columns.
+        title: the page title (the checkpoint or store).
+        summary: one line under the title (what was computed, where it is stored).
+        failures: the run's failures, or None when no run was made.
+        max_esds: ESD panels at most.
+
+    Returns:
+        The HTML text.
+    """
+    from plotly.offline import get_plotlyjs
+
+    models = len({r.get("model_id") for r in rows}) > 1
+    alpha = "pl_alpha" if "pl_alpha" in fields or not fields else fields[0]
+    body = (
+        f"<h1>diffract report: {html.escape(title)}</h1>"
+        f'<p class="meta">{html.escape(summary)}</p>'
+        f"<h2>Per-layer table ({len(rows)} layers)</h2>"
+        + table_html(rows, fields, models=models)
+        + figures(scope, alpha_field=alpha, max_esds=max_esds)
+        + f"<h2>Failures</h2>{failures_html(failures)}"
+    )
+    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>diffract report: {html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><script>{plotly_js}</script></head>"
+        f"<body>{body}</body></html>"
+    )
