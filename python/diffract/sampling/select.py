@@ -28,7 +28,12 @@ from diffract.sampling.base import (
     canonical_json,
     stable_hash,
 )
-from diffract.sampling.candidates import Candidate, SparseSamplingPolicy, as_candidates
+from diffract.sampling.candidates import (
+    Candidate,
+    SparseSamplingPolicy,
+    SubblockConfig,
+    as_candidates,
+)
 from diffract.sampling.records import SparseSampleManifest, SparseSampleRecord, width_key
 
 # --- deterministic orders -------------------------------------------------------------------
@@ -252,53 +257,50 @@ def _check_policy(policy: SparseSamplingPolicy | None) -> SparseSamplingPolicy:
     return policy
 
 
-def _replacement_width(group: list[Candidate], policy: SparseSamplingPolicy) -> list[_Item]:
-    seed = policy.seed
-    width = group[0].hidden_width
-    teachers = _teachers(group)
-    items: list[_Item] = []
-    for c in group:
-        content = {
-            "mode": MODE_REPLACEMENT,
-            "hidden_width": c.hidden_width,
-            "layer_idx": c.layer_idx,
-            "block_config": c.block_config,
-        }
-        sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
-        record = SparseSampleRecord(
-            sample_id=sample_id,
-            candidate_id=c.candidate_id,
-            layer_idx=c.layer_idx,
-            hidden_width=c.hidden_width,
-            subblock_kind=BLOCK_KIND,
-            subblock_name=BLOCK_KIND,
-            changed_axes=c.changed_axes,
-            block_config=c.block_config,
-            subblock_config=None,
-            no_op=any(s.no_op for s in c.subblocks),
-        )
-        sig, values = _signature(c, c.changed_axes)
-        it = _Item(
-            record, c, sig, values, canonical_json(content), _tie(seed, sample_id, c.candidate_id)
-        )
-        teacher = teachers.get(c.layer_idx)
-        if c.is_teacher:
-            it.reason = REASON_TEACHER_ANCHOR
-        elif teacher is None:
-            it.reason = REASON_MISSING_TEACHER
-        elif _disables_active(c, teacher, (s.name for s in c.subblocks)):
-            it.reason = REASON_NO_OP
-        elif len(c.changed_axes) > 2:
-            it.reason = REASON_TOO_MANY_AXES
-        items.append(it)
+def _replacement_item(c: Candidate, seed: int, teachers: dict[int, Candidate]) -> _Item:
+    """The record of one whole-layer candidate, with the reason it is not eligible (if any)."""
+    content = {
+        "mode": MODE_REPLACEMENT,
+        "hidden_width": c.hidden_width,
+        "layer_idx": c.layer_idx,
+        "block_config": c.block_config,
+    }
+    sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
+    record = SparseSampleRecord(
+        sample_id=sample_id,
+        candidate_id=c.candidate_id,
+        layer_idx=c.layer_idx,
+        hidden_width=c.hidden_width,
+        subblock_kind=BLOCK_KIND,
+        subblock_name=BLOCK_KIND,
+        changed_axes=c.changed_axes,
+        block_config=c.block_config,
+        subblock_config=None,
+        no_op=any(s.no_op for s in c.subblocks),
+    )
+    sig, values = _signature(c, c.changed_axes)
+    it = _Item(
+        record, c, sig, values, canonical_json(content), _tie(seed, sample_id, c.candidate_id)
+    )
+    teacher = teachers.get(c.layer_idx)
+    if c.is_teacher:
+        it.reason = REASON_TEACHER_ANCHOR
+    elif teacher is None:
+        it.reason = REASON_MISSING_TEACHER
+    elif _disables_active(c, teacher, (s.name for s in c.subblocks)):
+        it.reason = REASON_NO_OP
+    elif len(c.changed_axes) > 2:
+        it.reason = REASON_TOO_MANY_AXES
+    return it
 
-    seen = {it.content: it for it in items if it.candidate.is_teacher}
-    _dedupe(items, seen, lambda it: it.candidate.candidate_id)
 
+def _eligible_by_signature(
+    items: list[_Item], group: list[Candidate], seed: int, width: int | None
+) -> dict[Signature, list[_Item]]:
+    """Eligible items grouped by signature, each group in the seeded layer-spread order."""
     layers = sorted({c.layer_idx for c in group})
     order = _spread_order(layers, lambda i: _tie(seed, "layer", width, layers[i]))
     layer_rank = {layers[i]: r for r, i in enumerate(order)}
-
     sigs: dict[Signature, list[_Item]] = {}
     for it in items:
         if it.reason == REASON_ELIGIBLE:
@@ -307,10 +309,21 @@ def _replacement_width(group: list[Candidate], policy: SparseSamplingPolicy) -> 
         lst.sort(
             key=lambda it: (layer_rank[it.candidate.layer_idx], it.tie, it.candidate.candidate_id)
         )
+    return sigs
 
+
+def _admit_replacements(
+    items: list[_Item],
+    sigs: dict[Signature, list[_Item]],
+    policy: SparseSamplingPolicy,
+    width: int | None,
+) -> None:
+    """Select within the cap: single-axis signatures first, then pairs (at most
+    ``max_pairwise_per_family`` per pair of axes), then more layers of admitted signatures;
+    every eligible item left over is marked over the cap."""
     budget = policy.replacement_cap
     admitted: list[Signature] = []
-    by_axes = _ordered_signatures(sigs, seed, ["replacement", width])
+    by_axes = _ordered_signatures(sigs, policy.seed, ["replacement", width])
 
     def admit(queue: Iterable[Signature]) -> None:
         nonlocal budget
@@ -343,6 +356,16 @@ def _replacement_width(group: list[Candidate], policy: SparseSamplingPolicy) -> 
     for it in items:
         if it.reason == REASON_ELIGIBLE:
             it.reason = REASON_OVER_CAP
+
+
+def _replacement_width(group: list[Candidate], policy: SparseSamplingPolicy) -> list[_Item]:
+    """The items of one hidden width in replacement mode, each with its reason."""
+    teachers = _teachers(group)
+    items = [_replacement_item(c, policy.seed, teachers) for c in group]
+    seen = {it.content: it for it in items if it.candidate.is_teacher}
+    _dedupe(items, seen, lambda it: it.candidate.candidate_id)
+    sigs = _eligible_by_signature(items, group, policy.seed, group[0].hidden_width)
+    _admit_replacements(items, sigs, policy, group[0].hidden_width)
     return items
 
 
@@ -379,84 +402,93 @@ def sample_subblock_configs(
     return _manifest(MODE_SUBBLOCK, policy, items)
 
 
+def _subblock_item(
+    c: Candidate, sub: SubblockConfig, teacher: Candidate | None, seed: int
+) -> tuple[_Item, tuple[Any, ...]]:
+    """The record of one subblock of a candidate, with the reason it is not eligible (if any),
+    and the family it is counted in."""
+    t_sub = teacher.subblock(sub.name) if teacher is not None else None
+    t_data = None if t_sub is None else {"name": t_sub.name, **t_sub.to_dict()}
+    axes = tuple(a for a in c.changed_axes if a.partition(".")[0] == sub.name)
+    content = {
+        "mode": MODE_SUBBLOCK,
+        "hidden_width": c.hidden_width,
+        "subblock_kind": sub.kind,
+        "subblock_name": sub.name,
+        "subblock_config": sub.config,
+        "no_op": sub.no_op,
+        "teacher_subblock": t_data,
+    }
+    sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
+    record = SparseSampleRecord(
+        sample_id=sample_id,
+        candidate_id=c.candidate_id,
+        layer_idx=c.layer_idx,
+        hidden_width=c.hidden_width,
+        subblock_kind=sub.kind,
+        subblock_name=sub.name,
+        changed_axes=axes,
+        block_config=c.block_config,
+        subblock_config=sub.config,
+        no_op=sub.no_op,
+    )
+    sig, values = _signature(c, axes)
+    it = _Item(
+        record, c, sig, values, canonical_json(content), _tie(seed, sample_id, c.candidate_id)
+    )
+    if t_sub is None:
+        it.reason = REASON_MISSING_TEACHER
+    elif sub.no_op and not t_sub.no_op:
+        it.reason = REASON_NO_OP
+    elif len(axes) > 2:
+        it.reason = REASON_TOO_MANY_AXES
+    return it, (sub.kind, sub.name, canonical_json(t_data))
+
+
+def _subblock_prefer(it: _Item) -> tuple[Any, ...]:
+    return (not it.candidate.is_teacher, it.candidate.layer_idx, it.candidate.candidate_id)
+
+
+def _select_in_family(
+    fam: tuple[Any, ...], members: list[_Item], policy: SparseSamplingPolicy, width: int | None
+) -> None:
+    """Select the teacher's config, every single-axis signature and at most
+    ``max_pairwise_per_family`` pairs of one family; mark the pairs over that limit."""
+    sigs: dict[Signature, list[_Item]] = {}
+    for it in sorted(members, key=_subblock_prefer):
+        sigs.setdefault(it.signature, []).append(it)
+    teacher_items = sigs.pop((), [])
+    if teacher_items:
+        teacher_items[0].reason = "selected"
+    by_axes = _ordered_signatures(sigs, policy.seed, ["subblock", width, *fam])
+    chosen = [s for axes, lst in by_axes.items() if len(axes) == 1 for s in lst]
+    pair_lists = [lst for axes, lst in by_axes.items() if len(axes) == 2]
+    pair_order = list(_round_robin(pair_lists))
+    chosen += pair_order[: policy.max_pairwise_per_family]
+    for sig in pair_order[policy.max_pairwise_per_family :]:
+        for it in sigs[sig]:
+            it.reason = REASON_PAIRWISE_LIMIT
+    for sig in chosen:
+        sigs[sig][0].reason = "selected"
+
+
 def _subblock_width(group: list[Candidate], policy: SparseSamplingPolicy) -> list[_Item]:
-    seed = policy.seed
+    """The items of one hidden width in subblock mode, each with its reason."""
     teachers = _teachers(group)
     items: list[_Item] = []
     family_of: dict[int, tuple[Any, ...]] = {}
     for c in group:
-        teacher = teachers.get(c.layer_idx)
         for sub in c.subblocks:
-            t_sub = teacher.subblock(sub.name) if teacher is not None else None
-            t_data = None if t_sub is None else {"name": t_sub.name, **t_sub.to_dict()}
-            axes = tuple(a for a in c.changed_axes if a.partition(".")[0] == sub.name)
-            content = {
-                "mode": MODE_SUBBLOCK,
-                "hidden_width": c.hidden_width,
-                "subblock_kind": sub.kind,
-                "subblock_name": sub.name,
-                "subblock_config": sub.config,
-                "no_op": sub.no_op,
-                "teacher_subblock": t_data,
-            }
-            sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
-            record = SparseSampleRecord(
-                sample_id=sample_id,
-                candidate_id=c.candidate_id,
-                layer_idx=c.layer_idx,
-                hidden_width=c.hidden_width,
-                subblock_kind=sub.kind,
-                subblock_name=sub.name,
-                changed_axes=axes,
-                block_config=c.block_config,
-                subblock_config=sub.config,
-                no_op=sub.no_op,
-            )
-            sig, values = _signature(c, axes)
-            it = _Item(
-                record,
-                c,
-                sig,
-                values,
-                canonical_json(content),
-                _tie(seed, sample_id, c.candidate_id),
-            )
-            if t_sub is None:
-                it.reason = REASON_MISSING_TEACHER
-            elif sub.no_op and not t_sub.no_op:
-                it.reason = REASON_NO_OP
-            elif len(axes) > 2:
-                it.reason = REASON_TOO_MANY_AXES
-            family_of[id(it)] = (sub.kind, sub.name, canonical_json(t_data))
+            it, family = _subblock_item(c, sub, teachers.get(c.layer_idx), policy.seed)
+            family_of[id(it)] = family
             items.append(it)
-
-    def prefer(it: _Item) -> tuple[Any, ...]:
-        return (not it.candidate.is_teacher, it.candidate.layer_idx, it.candidate.candidate_id)
-
-    _dedupe(items, {}, prefer)
-
+    _dedupe(items, {}, _subblock_prefer)
     families: dict[tuple[Any, ...], list[_Item]] = {}
     for it in items:
         if it.reason == REASON_ELIGIBLE:
             families.setdefault(family_of[id(it)], []).append(it)
-    width = group[0].hidden_width
     for fam in sorted(families):
-        sigs: dict[Signature, list[_Item]] = {}
-        for it in sorted(families[fam], key=prefer):
-            sigs.setdefault(it.signature, []).append(it)
-        teacher_items = sigs.pop((), [])
-        if teacher_items:
-            teacher_items[0].reason = "selected"
-        by_axes = _ordered_signatures(sigs, seed, ["subblock", width, *fam])
-        chosen = [s for axes, lst in by_axes.items() if len(axes) == 1 for s in lst]
-        pair_lists = [lst for axes, lst in by_axes.items() if len(axes) == 2]
-        pair_order = list(_round_robin(pair_lists))
-        chosen += pair_order[: policy.max_pairwise_per_family]
-        for sig in pair_order[policy.max_pairwise_per_family :]:
-            for it in sigs[sig]:
-                it.reason = REASON_PAIRWISE_LIMIT
-        for sig in chosen:
-            sigs[sig][0].reason = "selected"
+        _select_in_family(fam, families[fam], policy, group[0].hidden_width)
     for it in items:
         if it.reason == REASON_ELIGIBLE:
             it.reason = REASON_NOT_SELECTED
