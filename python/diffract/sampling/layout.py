@@ -125,61 +125,74 @@ def model_layout(
             "'<prefix>layer.<i>.<module>.weight' (also 'layers', 'h', 'block', 'blocks')"
         )
     first = layers[min(layers)][1]
-    scheme = next(
-        (
-            s
-            for s in NAMING_SCHEMES
-            if all(f"{m}.weight" in first for m in (*s.attention_modules(), *s.ffn_modules()))
-        ),
-        None,
-    )
-    if scheme is None:
-        raise SamplingError(
-            f"layer {min(layers)} matches none of the naming schemes "
-            f"{[s.name for s in NAMING_SCHEMES]}; its parameters are {sorted(first)[:12]}"
-        )
+    scheme = _scheme_of(min(layers), first)
     q_shape = tuple(shapes[first[f"{scheme.query}.weight"]])
     hidden = int(q_shape[1])
     if head_dim is None:
-        if num_heads is None:
-            raise SamplingError(
-                "the number of attention heads is not in the weight shapes: pass num_heads= "
-                "(e.g. num_heads=12 for MiniLM, the 'num_attention_heads' of its config.json)"
-            )
-        if q_shape[0] % num_heads:
-            raise SamplingError(
-                f"num_heads={num_heads} does not divide the query rows {q_shape[0]}"
-            )
-        head_dim = q_shape[0] // num_heads
-    out: dict[int, LayerLayout] = {}
-    for idx in sorted(layers):
-        prefix, rest = layers[idx]
-
-        def group(mods: Iterable[str], rest=rest, idx=idx) -> dict[str, dict[str, str]]:
-            g: dict[str, dict[str, str]] = {}
-            for m in mods:
-                if f"{m}.weight" not in rest:
-                    raise SamplingError(f"layer {idx} lacks {m}.weight (scheme {scheme.name})")
-                g[m] = {"weight": rest[f"{m}.weight"]}
-                if f"{m}.bias" in rest:
-                    g[m]["bias"] = rest[f"{m}.bias"]
-            return g
-
-        attention = group(scheme.attention_modules())
-        ffn = group(scheme.ffn_modules())
-        used = {n for g in (attention, ffn) for d in g.values() for n in d.values()}
-        q_rows = int(shapes[attention[scheme.query]["weight"]][0])
-        k_rows = int(shapes[attention[scheme.key]["weight"]][0])
-        if q_rows % head_dim or k_rows % head_dim:
-            raise SamplingError(f"layer {idx}: head_dim={head_dim} does not divide q/k rows")
-        out[idx] = LayerLayout(
-            index=idx,
-            prefix=prefix,
-            attention=attention,
-            ffn=ffn,
-            other=tuple(sorted(n for n in rest.values() if n not in used)),
-            intermediate_size=int(shapes[ffn[scheme.ffn_in[0]]["weight"]][0]),
-            num_heads=q_rows // head_dim,
-            num_kv_heads=k_rows // head_dim,
-        )
+        head_dim = _head_dim(q_shape, num_heads)
+    out = {
+        idx: _layer_layout(idx, prefix, rest, scheme, shapes, head_dim)
+        for idx, (prefix, rest) in sorted(layers.items())
+    }
     return ModelLayout(scheme=scheme, hidden_width=hidden, head_dim=head_dim, layers=out)
+
+
+def _scheme_of(idx: int, names: Mapping[str, str]) -> NamingScheme:
+    """The first naming scheme whose attention and FFN weights are all among ``names``."""
+    for s in NAMING_SCHEMES:
+        if all(f"{m}.weight" in names for m in (*s.attention_modules(), *s.ffn_modules())):
+            return s
+    raise SamplingError(
+        f"layer {idx} matches none of the naming schemes "
+        f"{[s.name for s in NAMING_SCHEMES]}; its parameters are {sorted(names)[:12]}"
+    )
+
+
+def _head_dim(q_shape: tuple[int, ...], num_heads: int | None) -> int:
+    if num_heads is None:
+        raise SamplingError(
+            "the number of attention heads is not in the weight shapes: pass num_heads= "
+            "(e.g. num_heads=12 for MiniLM, the 'num_attention_heads' of its config.json)"
+        )
+    if q_shape[0] % num_heads:
+        raise SamplingError(f"num_heads={num_heads} does not divide the query rows {q_shape[0]}")
+    return int(q_shape[0] // num_heads)
+
+
+def _layer_layout(
+    idx: int,
+    prefix: str,
+    rest: Mapping[str, str],
+    scheme: NamingScheme,
+    shapes: Mapping[str, Sequence[int]],
+    head_dim: int,
+) -> LayerLayout:
+    """One layer's modules under ``scheme`` (weights and biases), heads from the q/k rows."""
+
+    def group(mods: Iterable[str]) -> dict[str, dict[str, str]]:
+        g: dict[str, dict[str, str]] = {}
+        for m in mods:
+            if f"{m}.weight" not in rest:
+                raise SamplingError(f"layer {idx} lacks {m}.weight (scheme {scheme.name})")
+            g[m] = {"weight": rest[f"{m}.weight"]}
+            if f"{m}.bias" in rest:
+                g[m]["bias"] = rest[f"{m}.bias"]
+        return g
+
+    attention = group(scheme.attention_modules())
+    ffn = group(scheme.ffn_modules())
+    used = {n for g in (attention, ffn) for d in g.values() for n in d.values()}
+    q_rows = int(shapes[attention[scheme.query]["weight"]][0])
+    k_rows = int(shapes[attention[scheme.key]["weight"]][0])
+    if q_rows % head_dim or k_rows % head_dim:
+        raise SamplingError(f"layer {idx}: head_dim={head_dim} does not divide q/k rows")
+    return LayerLayout(
+        index=idx,
+        prefix=prefix,
+        attention=attention,
+        ffn=ffn,
+        other=tuple(sorted(n for n in rest.values() if n not in used)),
+        intermediate_size=int(shapes[ffn[scheme.ffn_in[0]]["weight"]][0]),
+        num_heads=q_rows // head_dim,
+        num_kv_heads=k_rows // head_dim,
+    )
