@@ -272,6 +272,7 @@ def _stored_fields(session: Any) -> list[str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from diffract._core.config import check_workers
     from diffract.report import build_html
     from diffract.session import Session
     from diffract.store import atomic_write_text
@@ -303,6 +304,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = Path(target) if target else demo_model_path()
         model_id = args.id or (DEMO_MODEL_ID if not target else default_model_id(path))
         fields = _analyze_fields(args.fields)
+        check_workers(args.workers, "--workers")
         with Session(profile="ram") as session:
             slices = session.models.add(str(path), model_id=model_id)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
@@ -314,7 +316,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 session,
                 rows,
                 fields,
-                title=str(path),
+                title=str(path) if target else f"{DEMO_MODEL_ID} (the bundled demo model)",
                 summary=summary,
                 failures=report.failures,
                 max_esds=args.esds,
