@@ -173,9 +173,10 @@ def unregister_extractor(name: str) -> None:
 
 
 def _builtin() -> list[Extractor]:
-    from diffract.extract import _files, _jax, _keras, _numpy, _onnx, _torch
+    from diffract.extract import _files, _jax, _keras, _numpy, _onnx, _torch, lora
 
     return [
+        *lora.EXTRACTORS,  # PEFT adapters: before the file and torch extractors
         *_files.EXTRACTORS,
         *_torch.EXTRACTORS,
         *_jax.EXTRACTORS,

@@ -1,0 +1,258 @@
+"""LoRA / PEFT adapters: each adapted layer becomes one slice holding its update B @ A.
+
+PEFT stores a LoRA adapter of a layer as two matrices, ``<layer>.lora_A[.<adapter>].weight``
+(r x in) and ``<layer>.lora_B[.<adapter>].weight`` (out x r); the layer's update is
+``scaling * B @ A`` with ``scaling = lora_alpha / r`` (``lora_alpha / sqrt(r)`` with
+``use_rslora``), as PEFT's ``LoraLayer`` computes it. Here each pair becomes the slice
+``<layer>.lora`` (``<layer>.lora.<adapter>`` for an adapter not named ``default``) of type
+dense, ``base_model.model.`` left off the name; every other leaf stays, named as in the base
+model (a PEFT module's ``base_model.model.<layer>.base_layer.weight`` is ``<layer>.weight``).
+
+Recognised inputs:
+
+- a PyTorch module with LoRA layers (a ``peft`` model, or any module with ``lora_A`` /
+  ``lora_B`` parameters): the scaling is the layer's own ``scaling[adapter]`` when it has one,
+  else 1;
+- a PEFT adapter folder (``adapter_config.json`` with ``adapter_model.safetensors`` or
+  ``.bin``) or the weights file itself beside its ``adapter_config.json``: the scaling comes
+  from the config (``lora_alpha``, ``r``, ``use_rslora``, ``alpha_pattern``, ``rank_pattern``).
+
+Mismatched pairs (ranks that differ between A and B, or from the config; a matrix without its
+partner) are :class:`~diffract.ExtractionError` naming the slice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diffract._core.slices import ParameterType
+from diffract._core.tree import dotted_name, tree_leaves_with_path
+from diffract._errors import ExtractionError
+from diffract.extract import Extractor, ModelTree, nest_dotted
+
+_PAIR = re.compile(r"^(?P<layer>.+)\.lora_(?P<ab>[AB])(?:\.(?P<adapter>[^.]+))?\.weight$")
+_PREFIX = "base_model.model."
+_CONFIG = "adapter_config.json"
+_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def _as_numpy(leaf: Any) -> np.ndarray:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(leaf, torch.Tensor):
+        return leaf.detach().to("cpu", dtype=torch.float32).numpy()
+    load = getattr(leaf, "load", None)  # a LazyArray from a checkpoint file
+    return np.asarray(load() if callable(load) else leaf, dtype=np.float32)
+
+
+def slice_name(layer: str, adapter: str | None) -> str:
+    """The slice name of a LoRA pair: ``<layer>.lora`` (``.lora.<adapter>`` unless default).
+
+    Args:
+        layer: the adapted layer's dotted name (``base_model.model.`` is left off).
+        adapter: the adapter's name, or None when the names carry none (PEFT files).
+
+    Returns:
+        The dotted slice name.
+    """
+    base = layer.removeprefix(_PREFIX)
+    return f"{base}.lora" if adapter in (None, "default") else f"{base}.lora.{adapter}"
+
+
+def base_name(name: str) -> str:
+    """The name of a PEFT model's other leaf as in the base model: ``base_model.model.`` and
+    the ``.base_layer`` of adapted layers left off.
+
+    Args:
+        name: a dotted leaf name of the adapted model.
+
+    Returns:
+        The base model's name for it.
+    """
+    return name.removeprefix(_PREFIX).replace(".base_layer.", ".")
+
+
+def _pairs(flat: dict[str, Any]) -> tuple[dict[tuple[str, str | None], dict[str, str]], list[str]]:
+    pairs: dict[tuple[str, str | None], dict[str, str]] = {}
+    others = []
+    for name in flat:
+        m = _PAIR.match(name)
+        if m is None:
+            others.append(name)
+        else:
+            pairs.setdefault((m["layer"], m["adapter"]), {})[m["ab"]] = name
+    return pairs, others
+
+
+def merge_lora(
+    flat: dict[str, Any], scaling: Any, source: str = "model"
+) -> tuple[dict[str, Any], dict[str, ParameterType], dict[str, str]]:
+    """Replace every LoRA pair of ``flat`` by its scaled update ``scaling * B @ A``.
+
+    Args:
+        flat: dotted name -> array (tensor, NumPy array or lazy checkpoint array).
+        scaling: ``scaling(layer, adapter, rank) -> float``.
+        source: what the leaves came from, for error messages.
+
+    Returns:
+        ``(leaves, types, skipped)``: the other leaves unchanged plus one float32 update per
+        pair, the update slices' types (dense), and the pairs left out with the reason.
+
+    Raises:
+        ExtractionError: a pair with mismatched ranks or a matrix without its partner.
+    """
+    pairs, others = _pairs(flat)
+    out = {base_name(name): flat[name] for name in others}
+    types: dict[str, ParameterType] = {}
+    skipped: dict[str, str] = {}
+    for (layer, adapter), names in pairs.items():
+        target = slice_name(layer, adapter)
+        if set(names) != {"A", "B"}:
+            have, lack = next(iter(names)), "B" if "A" in names else "A"
+            raise ExtractionError(
+                f"LoRA slice {target!r} ({source}): {names[have]!r} has no lora_{lack} partner"
+            )
+        a, b = _as_numpy(flat[names["A"]]), _as_numpy(flat[names["B"]])
+        if a.ndim != 2 or b.ndim != 2:
+            for n in names.values():
+                skipped[n] = "LoRA factor of a convolution or embedding: not merged (kept out)"
+            continue
+        if a.shape[0] != b.shape[1]:
+            raise ExtractionError(
+                f"LoRA slice {target!r} ({source}): mismatched ranks, lora_A {tuple(a.shape)} "
+                f"has rank {a.shape[0]} but lora_B {tuple(b.shape)} has rank {b.shape[1]}"
+            )
+        s = float(scaling(layer, adapter, int(a.shape[0])))
+        out[target] = (s * (b.astype(np.float64) @ a.astype(np.float64))).astype(np.float32)
+        types[target] = ParameterType.DENSE
+    return out, types, skipped
+
+
+# --------------------------------------------------------------------------------------
+# PyTorch modules
+# --------------------------------------------------------------------------------------
+
+
+def _is_lora_module(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.nn.Module):
+        return False
+    return any(_PAIR.match(name) for name, _p in obj.named_parameters())
+
+
+def _from_lora_module(module: Any) -> ModelTree:
+    from diffract.extract._torch import _from_module
+
+    base = _from_module(module)
+    flat = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(base.tree)}
+    scales = {
+        name: dict(sc)
+        for name, m in module.named_modules()
+        if isinstance(sc := getattr(m, "scaling", None), dict)
+    }
+
+    def scaling(layer: str, adapter: str | None, _rank: int) -> float:
+        return float(scales.get(layer, {}).get(adapter or "default", 1.0))
+
+    leaves, types, skipped = merge_lora(flat, scaling, type(module).__qualname__)
+    kept_types = {base_name(k): v for k, v in base.types.items() if base_name(k) in leaves}
+    return ModelTree(
+        tree=nest_dotted(leaves),
+        types={**kept_types, **types},
+        framework="torch",
+        source=base.source,
+        skipped={**base.skipped, **skipped},
+        layouts={base_name(k): v for k, v in base.layouts.items() if base_name(k) in leaves},
+    )
+
+
+# --------------------------------------------------------------------------------------
+# PEFT adapter files
+# --------------------------------------------------------------------------------------
+
+
+def _adapter_files(obj: Any) -> tuple[Path, Path] | None:
+    """(config, weights) of a PEFT adapter folder or weights file, or None."""
+    if not isinstance(obj, (str, os.PathLike)):
+        return None
+    path = Path(os.fspath(obj)).expanduser()
+    folder = path if path.is_dir() else path.parent
+    config = folder / _CONFIG
+    if not config.is_file():
+        return None
+    if path.is_dir():
+        found = [folder / w for w in _WEIGHTS if (folder / w).is_file()]
+        return (config, found[0]) if found else None
+    return (config, path) if path.suffix in (".safetensors", ".bin") else None
+
+
+def _is_adapter_path(obj: Any) -> bool:
+    return _adapter_files(obj) is not None
+
+
+def _pattern_value(patterns: dict[str, Any], layer: str, default: Any) -> Any:
+    """PEFT's rank_pattern / alpha_pattern lookup: the first key matching the end of the
+    layer's name (at a dot)."""
+    for key, value in patterns.items():
+        if re.fullmatch(rf"(.*\.)?(?:{key})", layer):
+            return value
+    return default
+
+
+def _config_scaling(config: dict[str, Any], source: str) -> Any:
+    r0, alpha0 = config.get("r", 8), config.get("lora_alpha", 8)
+    rslora = bool(config.get("use_rslora", False))
+    ranks, alphas = config.get("rank_pattern") or {}, config.get("alpha_pattern") or {}
+
+    def scaling(layer: str, adapter: str | None, rank: int) -> float:
+        name = layer.removeprefix(_PREFIX)
+        r = int(_pattern_value(ranks, name, r0))
+        if r != rank:
+            raise ExtractionError(
+                f"LoRA slice {slice_name(layer, adapter)!r} ({source}): mismatched ranks, the "
+                f"factors have rank {rank} but {_CONFIG} says r={r}"
+            )
+        alpha = float(_pattern_value(alphas, name, alpha0))
+        return alpha / math.sqrt(r) if rslora else alpha / r
+
+    return scaling
+
+
+def _from_adapter_path(obj: Any) -> ModelTree:
+    from diffract.extract._files import _extract_path
+
+    found = _adapter_files(obj)
+    assert found is not None
+    config_path, weights = found
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ExtractionError(
+            f"{config_path}: not a readable PEFT adapter config ({exc})"
+        ) from None
+    if not isinstance(config, dict):
+        raise ExtractionError(f"{config_path}: a PEFT adapter config is a JSON object")
+    base = _extract_path(weights)
+    flat = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(base.tree)}
+    leaves, types, skipped = merge_lora(flat, _config_scaling(config, str(weights)), str(weights))
+    return ModelTree(
+        tree=nest_dotted(leaves),
+        types=types,
+        framework="peft",
+        source=str(weights),
+        file_backed=not types,  # the updates are computed arrays, in memory
+        skipped={**base.skipped, **skipped},
+    )
+
+
+EXTRACTORS = [
+    Extractor("peft.adapter", _is_adapter_path, _from_adapter_path),
+    Extractor("peft.module", _is_lora_module, _from_lora_module),
+]
