@@ -239,7 +239,8 @@ class Store:
         if batch.is_empty():
             return
         for (_, fld), v in batch.fields.items():
-            problem = storable_error(v)
+            # complex scalars read back as Python complex (a store copy writes them again)
+            problem = None if isinstance(v, complex) else storable_error(v)
             if problem is not None:
                 raise StoreError(
                     f"field {fld!r}: {problem} cannot be stored (use a number, str or numeric "
@@ -316,7 +317,7 @@ class Store:
     @locked
     def get(self, key: Key) -> Any:
         v = self._state.values[tuple(key)]
-        if isinstance(v, (int, float, str, bool, np.ndarray, np.generic)) or v is None:
+        if isinstance(v, (int, float, complex, str, bool, np.ndarray, np.generic)) or v is None:
             return v
         ckey = f"{self.store_id}:{v.cache_key()}" if hasattr(v, "cache_key") else None
         if ckey is not None:
@@ -330,7 +331,7 @@ class Store:
             if tuple(key) not in self._state.values:
                 raise KeyError(key) from None
             v = self._state.values[tuple(key)]
-            if isinstance(v, (int, float, str, bool, np.ndarray, np.generic)) or v is None:
+            if isinstance(v, (int, float, complex, str, bool, np.ndarray, np.generic)) or v is None:
                 return v
             ckey = f"{self.store_id}:{v.cache_key()}" if hasattr(v, "cache_key") else None
             try:

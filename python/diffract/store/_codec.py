@@ -2,7 +2,7 @@
 
 Format: ``b"DFV1"``, a 4-byte little-endian header length, a JSON header
 (``{"kind": ..., "dtype": ..., "shape": [...]}``) and, for arrays, the raw C-order bytes.
-Only numbers, strings, booleans and NumPy arrays of numeric dtypes are accepted.
+Only numbers (complex ones too), strings, booleans and NumPy arrays of numeric dtypes are accepted.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ def encode(value: Any) -> bytes:
         header, payload = {"kind": "int", "value": int(value)}, b""
     elif isinstance(value, (float, np.floating)):
         header, payload = {"kind": "float", "value": repr(float(value))}, b""
+    elif isinstance(value, (complex, np.complexfloating)):
+        c = complex(value)
+        header, payload = {"kind": "complex", "value": [repr(c.real), repr(c.imag)]}, b""
     elif isinstance(value, str):
         header, payload = {"kind": "str", "value": value}, b""
     else:
@@ -103,6 +106,9 @@ def _decode_value(header: dict[str, Any], payload: bytes) -> Any:
         return np.frombuffer(payload, dtype=dtype).reshape(shape).copy()
     if kind == "float":
         return float(header["value"])
+    if kind == "complex":
+        re_, im = header["value"]
+        return complex(float(re_), float(im))
     if kind in ("int", "bool", "str"):
         value = header["value"]
         if kind == "str" and not isinstance(value, str):

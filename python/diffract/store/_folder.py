@@ -12,6 +12,7 @@ from typing import Any
 from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._base import LAYOUT_VERSION
 from diffract.store._lock import atomic_write_text
+from diffract.store._safe import read_head, require_regular
 
 STORE_MARKER = "diffract-store.json"
 
@@ -30,11 +31,7 @@ def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
     Returns:
         True for an SQLite database file; False for anything else or an unreadable file.
     """
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
+    return read_head(path, 16) == b"SQLite format 3\x00"  # never blocks on a FIFO
 
 
 def read_marker(path: Path) -> dict[str, Any] | None:
@@ -42,6 +39,7 @@ def read_marker(path: Path) -> dict[str, Any] | None:
     marker = path / STORE_MARKER
     if not marker.exists():
         return None
+    require_regular(marker, "store marker")  # a FIFO would block the read
     try:
         info = json.loads(marker.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -399,6 +399,9 @@ def h5py_file(path: Path):
     return _h5py().File(path, "r")
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def _scalar(v: Any, kind: str) -> Any:
     if kind == "str":
         return v.decode() if isinstance(v, bytes) else str(v)
@@ -406,6 +409,10 @@ def _scalar(v: Any, kind: str) -> Any:
         return int(v)
     if kind == "bool":
         return bool(v)
+    if kind == "complex":
+        return complex(v)
+    if kind == "tagged":
+        return _untag(_text(v))
     return float(v)
 
 
@@ -416,9 +423,56 @@ def _kind(v: Any) -> str | None:
         return "int"
     if isinstance(v, (float, np.floating)):
         return "float"
+    if isinstance(v, (complex, np.complexfloating)):
+        return "complex"
     if isinstance(v, str):
         return "str"
     return None
+
+
+def _native(v: Any, kind: str) -> bool:
+    """Whether HDF5 holds ``v`` as its kind's dataset type exactly (int64, UTF-8 text)."""
+    if kind == "int":
+        return _INT64[0] <= int(v) <= _INT64[1]
+    if kind == "str":
+        if "\x00" in v:
+            return False
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            return False
+    return True
+
+
+def _tag(v: Any, kind: str) -> str:
+    """A scalar as tagged text: the kind's letter and an exact text form (a field whose
+    values are of several kinds, or that HDF5 cannot hold natively, is stored this way)."""
+    if kind == "str":
+        return "s" + v.encode("utf-8", "surrogatepass").hex()
+    if kind == "int":
+        return f"i{int(v)}"
+    if kind == "bool":
+        return "b1" if v else "b0"
+    if kind == "complex":
+        c = complex(v)
+        return f"c{c.real!r},{c.imag!r}"
+    return f"f{float(v)!r}"
+
+
+def _untag(t: str) -> Any:
+    letter, body = t[:1], t[1:]
+    if letter == "s":
+        return bytes.fromhex(body).decode("utf-8", "surrogatepass")
+    if letter == "i":
+        return int(body)
+    if letter == "b":
+        return body == "1"
+    if letter == "c":
+        re_, _, im = body.partition(",")
+        return complex(float(re_), float(im))
+    if letter == "f":
+        return float(body)
+    raise ValueError(f"unknown tagged value {t[:20]!r}")
 
 
 def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
@@ -436,23 +490,29 @@ def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
             raise StoreError(
                 f"field {fname!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
             )
-        bucket = scalars.setdefault(fname, {"owners": [], "values": [], "kinds": set()})
+        bucket = scalars.setdefault(fname, {"owners": [], "values": [], "kinds": []})
         bucket["owners"].append(owner)
         bucket["values"].append(v)
-        bucket["kinds"].add(kind)
+        bucket["kinds"].append(kind)
     for fname, b in scalars.items():
-        kinds = b["kinds"]
-        kind = kinds.pop() if len(kinds) == 1 else ("str" if "str" in kinds else "float")
+        kinds = set(b["kinds"])
+        kind = kinds.pop() if len(kinds) == 1 else "tagged"
+        if kind != "tagged" and not all(_native(v, kind) for v in b["values"]):
+            kind = "tagged"
         g = f.require_group("fields").create_group(_h5name(fname))
         g.attrs["kind"] = kind
         g.create_dataset("owners", data=np.array(b["owners"], dtype=object), dtype=str_dt)
-        if kind == "str":
-            g.create_dataset(
-                "values", data=np.array([str(x) for x in b["values"]], dtype=object), dtype=str_dt
-            )
+        vals = b["values"]
+        if kind == "tagged":
+            tagged = [_tag(v, k) for v, k in zip(vals, b["kinds"], strict=True)]
+            g.create_dataset("values", data=np.array(tagged, dtype=object), dtype=str_dt)
+        elif kind == "str":
+            g.create_dataset("values", data=np.array(vals, dtype=object), dtype=str_dt)
         elif kind == "int":
-            g.create_dataset("values", data=np.array(b["values"], dtype=np.int64))
+            g.create_dataset("values", data=np.array([int(x) for x in vals], dtype=np.int64))
         elif kind == "bool":
-            g.create_dataset("values", data=np.array(b["values"], dtype=bool))
+            g.create_dataset("values", data=np.array(vals, dtype=bool))
+        elif kind == "complex":
+            g.create_dataset("values", data=np.array(vals, dtype=np.complex128))
         else:
-            g.create_dataset("values", data=np.array(b["values"], dtype=np.float64))
+            g.create_dataset("values", data=np.array(vals, dtype=np.float64))

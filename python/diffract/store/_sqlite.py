@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from diffract.store._folder import (
     is_sqlite_file,
 )
 from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._safe import read_head, require_regular
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -149,7 +151,7 @@ class SQLiteStore(Store):
                 with contextlib.suppress(OSError):
                     self._lock.path.unlink()
             if isinstance(exc, sqlite3.DatabaseError):
-                raise StoreCorruptError(f"{path}: unreadable SQLite store ({exc})") from None
+                raise _db_error(path, exc) from None
             raise
 
     def _check_meta(self) -> None:
@@ -201,7 +203,7 @@ class SQLiteStore(Store):
                 db.execute("BEGIN")
             seq = db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise StoreCorruptError(f"{self.db_path}: unreadable SQLite store ({exc})") from None
+            raise _db_error(self.db_path, exc) from None
         key = (version, seq[0] if seq else None)
         if key == self._data_version:
             return
@@ -230,18 +232,19 @@ class SQLiteStore(Store):
             ):
                 if kind == "array":
                     values[(owner, fld)] = RowRef("fields", vid, aref)
-                elif kind == "str":
-                    values[(owner, fld)] = txt
-                elif kind == "int":
-                    values[(owner, fld)] = int(num)
-                elif kind == "bool":
-                    values[(owner, fld)] = bool(num)
                 else:
-                    values[(owner, fld)] = float("nan") if num is None else float(num)
+                    values[(owner, fld)] = _row_value(kind, num, txt)
             docs = {(k, n): t for k, n, t in db.execute("SELECT kind, name, text FROM documents")}
             if own_txn:
                 db.execute("COMMIT")
-        except (sqlite3.DatabaseError, json.JSONDecodeError, KeyError) as exc:
+        except (
+            sqlite3.DatabaseError,
+            json.JSONDecodeError,
+            KeyError,
+            ValueError,
+            TypeError,
+            AttributeError,
+        ) as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             raise StoreCorruptError(
@@ -323,6 +326,53 @@ class SQLiteStore(Store):
         self.refresh()
 
 
+#: SQLite's primary result codes that mean the file's bytes are damaged or foreign
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _db_error(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """The error to raise for ``exc``: damage is :class:`StoreCorruptError`; a full disk,
+    an I/O error or a refused write is a plain :class:`StoreError` that says the store's
+    data was not found damaged (a user must not be told to delete good data)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or (code & 0xFF) in _CORRUPT_CODES:
+        return StoreCorruptError(f"{path}: unreadable SQLite store ({exc})")
+    return StoreError(
+        f"{path}: cannot open the SQLite store ({exc}; a full disk, a file size limit or "
+        "missing permissions?); its data was not found damaged, nothing was changed"
+    )
+
+
+def _check_size(path: Path) -> None:
+    """Refuse a database file shorter than its header says (a truncated copy or download):
+    SQLite would read it without complaint and silently lack the values of the lost pages.
+
+    The header's page count is valid when its "version-valid-for" number equals the change
+    counter. A writer's checkpoint may write page 1 before it extends the file, so a short
+    file is looked at again before it is called damaged.
+
+    Raises:
+        StoreCorruptError: the file is shorter than its pages, or not whole pages.
+    """
+    for attempt in range(3):
+        head = read_head(path, 100)
+        if head is None or len(head) < 100:
+            return  # a file too short for a header is refused by SQLite itself
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        pages = int.from_bytes(head[28:32], "big")
+        valid = head[24:28] == head[92:96] and pages > 0
+        size = path.stat().st_size
+        if not valid or (size >= page * pages and size % page == 0):
+            return
+        time.sleep(0.05 * (attempt + 1))
+    raise StoreCorruptError(
+        f"{path}: truncated SQLite store ({size} bytes, its header says {pages} pages of "
+        f"{page} bytes = {page * pages}); the store is damaged, nothing was changed "
+        "(restore it from a whole copy)"
+    )
+
+
 def _check_db_file(path: Path) -> bool:
     """Whether ``path`` holds a database (False: nothing there); refuse what is not one."""
     if path.is_dir():
@@ -337,6 +387,7 @@ def _check_db_file(path: Path) -> bool:
                 "start a new store)"
             )
         return False
+    require_regular(path, "SQLite store file")  # a FIFO would block the open
     if path.stat().st_size == 0:
         raise StoreCorruptError(
             f"{path}: empty file (0 bytes), not a diffract SQLite store; nothing was changed "
@@ -346,6 +397,7 @@ def _check_db_file(path: Path) -> bool:
         raise StoreCorruptError(
             f"{path}: not an SQLite database (wrong magic bytes); not a diffract sqlite store"
         )
+    _check_size(path)
     return True
 
 
@@ -402,20 +454,56 @@ class _Rows:
 
 
 def _scalar_row(key: Key, v: Any) -> tuple[str, str, str, float | None, str | None]:
+    """A scalar as its row's ``(owner, field, kind, num, txt)``. Ints are kept exact as
+    decimal text (``num`` holds them as REAL for SQL only), complex numbers as their repr,
+    and text SQLite cannot hold as UTF-8 (a lone surrogate) as tagged hexadecimal."""
     owner, fld = key
     if isinstance(v, np.ndarray):
         v = v.item()
     if isinstance(v, (bool, np.bool_)):
         return (owner, fld, "bool", float(v), None)
     if isinstance(v, (int, np.integer)):
-        return (owner, fld, "int", float(v), None)
+        return (owner, fld, "int", _approx(int(v)), str(int(v)))
     if isinstance(v, (float, np.floating)):
-        return (owner, fld, "float", None if np.isnan(v) else float(v), None)
+        # the text keeps -0.0 (SQLite stores an integral REAL as an integer)
+        return (owner, fld, "float", None if np.isnan(v) else float(v), repr(float(v)))
+    if isinstance(v, (complex, np.complexfloating)):
+        c = complex(v)
+        return (owner, fld, "complex", None, f"{c.real!r},{c.imag!r}")
     if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return (owner, fld, "strx", None, v.encode("utf-8", "surrogatepass").hex())
         return (owner, fld, "str", None, v)
     raise StoreError(
         f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
     )
+
+
+def _approx(i: int) -> float | None:
+    try:
+        return float(i)
+    except OverflowError:
+        return None
+
+
+def _row_value(kind: str, num: Any, txt: Any) -> Any:
+    """The value of a scalar row (see :func:`_scalar_row`)."""
+    if kind == "str":
+        return txt
+    if kind == "int":
+        return int(txt) if txt is not None else int(num)  # stores before exact ints: REAL
+    if kind == "bool":
+        return bool(num)
+    if kind == "complex":
+        re_, _, im = txt.partition(",")
+        return complex(float(re_), float(im))
+    if kind == "strx":
+        return bytes.fromhex(txt).decode("utf-8", "surrogatepass")
+    if txt is not None:
+        return float(txt)
+    return float("nan") if num is None else float(num)
 
 
 def _insert_batch(db: sqlite3.Connection, batch: Batch, rows: _Rows, vid: int) -> int:

@@ -298,7 +298,7 @@ class ZarrStore(SegmentLog):
             if isinstance(v, ZarrRef):
                 arrays.setdefault(fld, {})[owner] = v.path
             else:
-                scalars.setdefault(fld, {})[owner] = v
+                scalars.setdefault(fld, {})[owner] = _json_scalar(v)
         rec = {
             "seq": int(name[:12]),
             "created": time.time(),
@@ -372,6 +372,9 @@ def _record_contents(rec: dict[str, Any]) -> dict[str, Any]:
     values: dict = {}
     for fld, owners in rec.get("scalars", {}).items():
         for owner, v in owners.items():
+            if isinstance(v, dict):  # see _split_fields
+                re_, im = v["complex"]
+                v = complex(float(re_), float(im))
             values[(owner, fld)] = v
     for fld, owners in rec.get("arrays", {}).items():
         for owner, p in owners.items():
@@ -385,6 +388,14 @@ def _record_contents(rec: dict[str, Any]) -> dict[str, Any]:
         "remove_models": rec.get("remove_models", []),
         "documents": {(d[0], d[1]): d[2] for d in rec.get("documents", [])},
     }
+
+
+def _json_scalar(v: Any) -> Any:
+    """A scalar as the record holds it: JSON has no complex numbers (read back in
+    :func:`_record_contents`)."""
+    if isinstance(v, complex):
+        return {"complex": [repr(v.real), repr(v.imag)]}
+    return v
 
 
 def _split_fields(
@@ -403,7 +414,9 @@ def _split_fields(
             continue
         if isinstance(v, (np.ndarray, np.generic)):
             v = v.item()
-        if not isinstance(v, (bool, int, float, str)):
+        if isinstance(v, complex):
+            v = _json_scalar(v)
+        elif not isinstance(v, (bool, int, float, str)):
             raise StoreError(
                 f"field {fld!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"
             )
