@@ -342,3 +342,131 @@ def test_widget_bundles_are_built():
     # (anywidget wraps a bundle's Path in FileContents, whose str() is the file's text)
     assert str(FilterBuilder._esm) == (widgets.STATIC / "filter.js").read_text()
     assert str(ProgressWidget._esm) == (widgets.STATIC / "progress.js").read_text()
+
+
+# --- panels render what Python holds; progress tells the truth ----------------------------------
+
+
+def _synced(widget, name):
+    """The value of a synced trait as the front end receives it (the serialized state)."""
+    return widget.get_state(name)[name]
+
+
+@pytest.mark.parametrize("kind", ["heatmap", "line", "bar", "scatter", "esd"])
+def test_panel_state_traits_hold_the_data_a_late_view_renders(disk_session, kind):
+    """The blank-heatmap race: plotly sends edits made after construction as one-shot messages a
+    browser model still loading its module drops; a view then renders ``_widget_data``. That
+    state must hold every trace Python holds, after the first read and after each update."""
+    from diffract.widgets import FieldPanel
+
+    s = disk_session
+    s.filter(model_ids="m1").compute.apply("frob_norm", "stable_rank", "esd", progress=False)
+    opts = {
+        "heatmap": ("frob_norm",),
+        "line": ("frob_norm",),
+        "bar": ("frob_norm",),
+        "scatter": (("frob_norm", "stable_rank"),),
+        "esd": (),
+    }[kind]
+    extra = {"slice": "layers.1.weight", "model_id": "m1"} if kind == "esd" else {}
+    p = FieldPanel(s, *opts, kind=kind, **extra)
+    data = _synced(p.figure, "_widget_data")
+    assert len(data) == len(p.figure.data) >= 1
+    key = "z" if kind == "heatmap" else "y"
+    assert data[0][key] is not None and len(p.figure.data[0][key]) > 0
+    assert _synced(p.figure, "_widget_layout")["height"] == 380
+    if kind in ("heatmap", "line"):
+        s.compute.apply("frob_norm", progress=False)  # m2 lands: a new row / trace
+        assert p.refresh()
+        data = _synced(p.figure, "_widget_data")
+        names = [d.get("name") for d in data]
+        if kind == "line":
+            assert names == ["m1", "m2"]
+        else:
+            assert list(p.figure.data[0].y) == ["m1", "m2"] and len(data[0]["y"]) == 2
+    p.stop()
+
+
+def _event(stage, cd, ct, sd, st, param=None, elapsed=1.0, cancelled=False):
+    from diffract.run.report import ProgressEvent
+
+    return ProgressEvent(stage, cd, ct, sd, st, "f", param, elapsed, None, 0, cancelled)
+
+
+def test_progress_moves_inside_one_chunk_and_the_eta_is_smoothed():
+    w = ProgressWidget(["f"])
+    w.callback(_event("start", 0, 1, 0, 10, elapsed=0.0))
+    assert w.status == "running" and w.slices_done == 0
+    etas = []
+    for i in range(10):
+        for _kernel in range(2):
+            w.callback(_event("kernel", 0, 1, 0, 10, param=f"s{i}", elapsed=1.0 + i))
+        etas.append(w.eta)
+    # one chunk: the slices reached move with the kernel events, nothing is stored yet
+    assert w.slices_done == 9 and w.slices_stored == 0 and w.kernel_calls == 20
+    assert etas[0] is None and all(e is not None for e in etas[1:])
+    # a slice 5x slower moves the smoothed ETA by less than half of the raw jump
+    before = w.eta
+    w.callback(_event("kernel", 0, 1, 0, 10, param="s9", elapsed=60.0))
+    raw = 60.0 / 9 * 1
+    assert abs(w.eta - before) < abs(raw - before)
+    w.callback(_event("chunk", 1, 1, 10, 10, elapsed=61.0))
+    w.callback(_event("done", 1, 1, 10, 10, elapsed=61.0))
+    w.finish()
+    assert w.status == "done" and w.slices_done == w.slices_stored == 10 and w.eta is None
+    assert w.cancellable is False
+
+
+def test_progress_final_states_add_up(disk_session):
+    s = disk_session
+    # done: the report's counts
+    w = ProgressWidget(["frob_norm"], registry=s.registry)
+    report = s.compute.apply("frob_norm", progress=w.callback)
+    w.finish(report)
+    assert w.status == "done" and w.outcome.startswith(f"done: {report.computed} computed")
+    assert w.slices_done == w.slices_total == 12
+    # nothing to compute: everything is stored
+    w2 = ProgressWidget(["frob_norm"])
+    report2 = s.compute.apply("frob_norm", progress=w2.callback)
+    w2.finish(report2)
+    assert w2.status == "done" and w2.outcome.startswith("nothing to compute")
+    # the blocking pair has no report: the last event says it was cancelled
+    w3 = ProgressWidget(["x"])
+    w3.callback(_event("start", 0, 4, 0, 4))
+    w3.callback(_event("chunk", 1, 4, 1, 4))
+    w3.callback(_event("kernel", 1, 4, 1, 4, param="b"))
+    w3.callback(_event("kernel", 1, 4, 1, 4, param="c"))
+    w3.callback(_event("done", 1, 4, 1, 4, cancelled=True))
+    w3.finish()
+    assert w3.status == "cancelled" and w3.slices_done == w3.slices_stored == 1
+
+
+def test_progress_lists_failures_with_slice_kernel_and_message(disk_session):
+    import numpy as np
+
+    import diffract
+
+    @diffract.kernel(outputs="w_fails_on_layer2", min_ndim=2, replace=True)
+    def w_fails_on_layer2(weights):
+        if weights.shape[0] == weights.shape[1] and float(np.abs(weights).sum()) > 0:
+            raise ValueError("boom on a square matrix")
+        return 1.0
+
+    run = run_with_progress(disk_session, "w_fails_on_layer2")
+    with pytest.warns(diffract.KernelFailureWarning, match="boom on a square matrix"):
+        report = run.wait(60)
+    w = run.widget
+    assert report.failures and w.failures == len(report.failures)
+    assert len(w.failure_list) == min(len(report.failures), 50)
+    row = w.failure_list[0]
+    f = report.failures[0]
+    assert row == {
+        "model_id": f.model_id,
+        "slice": f.name,
+        "uid": f.uid,
+        "field": "w_fails_on_layer2",
+        "kernel": "w_fails_on_layer2",
+        "error": f.error,
+    }
+    assert "boom on a square matrix" in row["error"]
+    assert f"{len(report.failures)} failed" in w.outcome

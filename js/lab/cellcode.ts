@@ -12,20 +12,60 @@ export function relativePath(from: string, to: string): string {
   return parts.join('/') || '.';
 }
 
-/** The code of the cell "Open in notebook" inserts. */
-export function openStoreCode(storePath: string, notebookDir: string, modelId?: string): string {
-  const rel = relativePath(notebookDir, storePath);
+/** Whether `name` occurs as a Python identifier in `source`. */
+function mentions(source: string, name: string): boolean {
+  return new RegExp(`(^|[^A-Za-z0-9_])${name}($|[^A-Za-z0-9_])`).test(source);
+}
+
+/**
+ * A suffix that makes `runs_session` / `runs_scope` names no cell of the notebook mentions:
+ * '' first, then '_2', '_3'... The plugin cannot see the kernel's variables reliably, so the names
+ * are ones a user is unlikely to have chosen, and never `session` or `scope`.
+ */
+export function freshSuffix(sources: readonly string[], bases: readonly string[] = ['runs_session', 'runs_scope']): string {
+  const text = sources.join('\n');
+  for (let n = 1; ; n++) {
+    const suffix = n === 1 ? '' : `_${n}`;
+    if (!bases.some(b => mentions(text, b + suffix))) {
+      return suffix;
+    }
+  }
+}
+
+/** What the inserted cell opens: the store, and optionally the model and field shown. */
+export interface OpenTarget {
+  store: string;
+  model?: string;
+  field?: string;
+}
+
+/**
+ * The code of the cell "Open in notebook" inserts: a read-only Session of the store under a
+ * fresh name, the selected model's scope and, when a field is selected, a FieldPanel of it.
+ *
+ * @param target the store (relative to the server root), model and field.
+ * @param notebookDir the notebook's folder (relative to the server root).
+ * @param sources the notebook's cell sources (the names in them are not reused).
+ */
+export function openStoreCode(target: OpenTarget, notebookDir: string, sources: readonly string[] = []): string {
+  const rel = relativePath(notebookDir, target.store);
+  const sfx = freshSuffix(sources);
+  const s = `runs_session${sfx}`;
   const lines = [
     'from diffract import Session',
+    ...(target.field ? ['from diffract.widgets import FieldPanel'] : []),
     '',
     '# opened from the "Weight runs" sidebar; use readonly=False to compute into this store',
-    `session = Session(path=${JSON.stringify(rel)}, readonly=True)`
+    `${s} = Session(path=${JSON.stringify(rel)}, readonly=True)`
   ];
-  if (modelId) {
-    lines.push(`scope = session.filter(model_ids=[${JSON.stringify(modelId)}])`);
-    lines.push('print(scope.models.ids(), len(scope), "slices; fields:", scope.results.fields())');
-  } else {
-    lines.push('print(session.models.ids(), len(session), "slices; fields:", session.results.fields())');
+  let v = s;
+  if (target.model) {
+    v = `runs_scope${sfx}`;
+    lines.push(`${v} = ${s}.filter(model_ids=[${JSON.stringify(target.model)}])`);
+  }
+  lines.push(`print(${v}.models.ids(), len(${v}), "slices; fields:", ${v}.results.fields())`);
+  if (target.field) {
+    lines.push(`FieldPanel(${v}, ${JSON.stringify(target.field)})`);
   }
   return lines.join('\n');
 }

@@ -1,6 +1,7 @@
 /** The selected model: its title, "Open in notebook", the field chips and the chart. */
 import { renderChart } from './chart';
 import { h } from './dom';
+import type { OpenTarget } from './cellcode';
 import type { RunsModel } from './model';
 
 export class DetailView {
@@ -9,7 +10,7 @@ export class DetailView {
 
   constructor(
     private readonly model: RunsModel,
-    private readonly onOpen: (store: string, modelId: string) => void
+    private readonly onOpen: (target: OpenTarget) => void
   ) {}
 
   /** Title and chips from the model (the chart keeps its plot until `plot`). */
@@ -23,7 +24,7 @@ export class DetailView {
     const title = h('div', 'diffract-detail-title');
     title.append(h('b', '', m.model_id), h('span', 'diffract-muted', ` · ${m.slices} slices · ${m.framework ?? ''}`));
     const openBtn = h('button', 'jp-Button jp-mod-styled jp-mod-accept diffract-open', 'Open in notebook');
-    openBtn.addEventListener('click', () => this.onOpen(sel.store, sel.model));
+    openBtn.addEventListener('click', () => this.onOpen({ store: sel.store, model: sel.model, field: this.model.selection?.field || undefined }));
     this.node.append(title, openBtn);
     if (!m.fields.length) {
       this.node.append(h('div', 'diffract-empty', 'No fields computed for this model yet: session.compute.apply("pl_alpha")'));

@@ -34,7 +34,7 @@ const plugin: JupyterFrontEndPlugin<RunsPanel> = {
     themes: IThemeManager | null
   ): RunsPanel => {
     const model: RunsModel = new RunsModel({ request: requestAPI, version: VERSION, isActive: (): boolean => panel.isVisible });
-    const panel = new RunsPanel(model, (store, modelId) => void openInNotebook(app, notebooks, store, modelId));
+    const panel = new RunsPanel(model, target => void openInNotebook(app, notebooks, target));
     shell.add(panel, 'left', { rank: 600 });
     if (restorer) {
       restorer.add(panel, PANEL_ID);

@@ -3,23 +3,23 @@ import type { JupyterFrontEnd } from '@jupyterlab/application';
 import { PathExt } from '@jupyterlab/coreutils';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
-import { openStoreCode } from './cellcode';
+import { openStoreCode, type OpenTarget } from './cellcode';
 
 /** Put the cell into the active notebook (a new one when none is open): into an empty active code
  * cell, else into a new cell below it. */
 export async function openInNotebook(
   app: JupyterFrontEnd,
   notebooks: INotebookTracker | null,
-  store: string,
-  model?: string
+  target: OpenTarget
 ): Promise<NotebookPanel> {
   let panel = notebooks?.currentWidget ?? null;
   if (!panel) {
     panel = (await app.commands.execute('notebook:create-new', { kernelName: 'python3' })) as NotebookPanel;
     await panel.context.ready;
   }
-  const code = openStoreCode(store, PathExt.dirname(panel.context.path), model);
   const notebook = panel.content;
+  const sources = notebook.widgets.map(cell => cell.model.sharedModel.getSource());
+  const code = openStoreCode(target, PathExt.dirname(panel.context.path), sources);
   const active = notebook.activeCell;
   if (!(active && active.model.type === 'code' && active.model.sharedModel.getSource().trim() === '')) {
     NotebookActions.insertBelow(notebook);

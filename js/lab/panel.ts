@@ -3,6 +3,7 @@
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import type { OpenTarget } from './cellcode';
 import { DetailView } from './detail';
 import { h } from './dom';
 import type { RunsModel, VersionState } from './model';
@@ -24,7 +25,7 @@ export class RunsPanel extends Widget {
 
   constructor(
     readonly model: RunsModel,
-    onOpen: (store: string, modelId: string) => void
+    onOpen: (target: OpenTarget) => void
   ) {
     super();
     this.id = PANEL_ID;

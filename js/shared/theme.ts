@@ -34,6 +34,11 @@ export const WIDGET_CSS = `
 .diffract-w.d-status-done .d-bar > div { background: var(--jp-success-color1, #388e3c); }
 .diffract-w .d-stats { display: flex; gap: 14px; flex-wrap: wrap; color: var(--jp-ui-font-color2, #555); font-size: 12px; }
 .diffract-w .d-stats b { color: var(--jp-ui-font-color1, #1a1a1a); font-weight: 600; }
+.diffract-w .d-failures { font-size: 12px; margin-top: 4px; }
+.diffract-w .d-failures summary { cursor: pointer; color: var(--jp-error-color1, #c62828); }
+.diffract-w .d-failures table { border-collapse: collapse; margin-top: 4px; }
+.diffract-w .d-failures td, .diffract-w .d-failures th { padding: 1px 8px 1px 0; text-align: left; vertical-align: top; }
+.diffract-w .d-outcome { font-size: 12px; font-weight: 600; margin-top: 4px; }
 .diffract-w .d-msg { font-size: 12px; color: var(--jp-ui-font-color2, #555); margin-top: 4px; }
 `;
 

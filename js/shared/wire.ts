@@ -30,6 +30,16 @@ export interface FilterBuilderState {
 
 export type ProgressStatus = 'waiting' | 'running' | 'cancelling' | 'cancelled' | 'done' | 'error';
 
+/** One failure as the progress widget lists it. */
+export interface ProgressFailure {
+  model_id: string;
+  slice: string;
+  uid: string;
+  field: string;
+  kernel: string;
+  error: string;
+}
+
 export interface ProgressState {
   fields: string[];
   status: ProgressStatus;
@@ -37,11 +47,17 @@ export interface ProgressState {
   chunks_total: number;
   slices_done: number;
   slices_total: number;
+  /** slices whose values are committed to the store (slices_done also counts those reached) */
+  slices_stored: number;
+  kernel_calls: number;
   field: string;
   param: string;
   elapsed: number;
   eta: number | null;
   failures: number;
+  failure_list: ProgressFailure[];
+  /** the final one-line summary: empty while the run goes on */
+  outcome: string;
   message: string;
   cancellable: boolean;
   cancel_requested: boolean;

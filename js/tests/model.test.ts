@@ -363,7 +363,7 @@ test('the views render from the model: store rows, the selected model, chips and
   server.summaries.get('runs/.diffract')!.models.push(modelEntry('m3', []));
   const list = new StoreListView(model);
   const opened: string[] = [];
-  const detail = new DetailView(model, (store, id) => opened.push(`${store}:${id}`));
+  const detail = new DetailView(model, t => void opened.push(`${t.store}:${t.model}:${t.field}`));
   document.body.append(list.node, detail.node);
   model.changed.connect(() => list.render());
   model.selectionChanged.connect(() => {
@@ -402,7 +402,7 @@ test('the views render from the model: store rows, the selected model, chips and
   await detail.plot();
   assert.equal(detail.node.querySelector('.diffract-chart')!.textContent, 'Cannot read pl_alpha: boom');
   (detail.node.querySelector('.diffract-open') as HTMLElement).click();
-  assert.deepEqual(opened, ['runs/.diffract:m1']);
+  assert.deepEqual(opened, ['runs/.diffract:m1:pl_alpha']);
 
   await model.select('runs/.diffract', 'm3');
   assert.match(detail.node.textContent!, /No fields computed for this model yet/);

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { MockModel, renderProps, setupDom } from './mock';
 setupDom();
 
-import { openStoreCode, relativePath } from '../lab/cellcode';
+import { freshSuffix, openStoreCode, relativePath } from '../lab/cellcode';
 import { plotText } from '../shared/format';
 import filter from '../widgets/filter';
 import progress from '../widgets/progress';
@@ -76,11 +76,15 @@ function progressState(): ProgressState {
     chunks_total: 8,
     slices_done: 20,
     slices_total: 80,
+    slices_stored: 18,
+    kernel_calls: 41,
     field: 'pl_alpha',
     param: 'layers.2.weight',
     elapsed: 3.5,
     eta: 10.5,
     failures: 1,
+    failure_list: [],
+    outcome: '',
     message: '',
     cancellable: true,
     cancel_requested: false
@@ -102,9 +106,35 @@ test('progress shows chunks, field, time and failures; Cancel asks the kernel', 
   cancel.click();
   assert.equal(model.state.cancel_requested, true);
   assert.ok(cancel.disabled);
-  model.update({ status: 'cancelled', message: 'cancelled: finished values kept' });
+  assert.equal(el.querySelector('.diffract-slices')!.textContent, '20/80 (18 stored)');
+  assert.equal(el.querySelector('.diffract-kernel-calls')!.textContent, '41');
+  model.update({
+    status: 'cancelled',
+    slices_done: 18,
+    outcome: 'cancelled: 36 computed · 0 already stored · 1 failed · 124 skipped (values)',
+    failure_list: [{ model_id: 'm1', slice: 'layers.3.weight', uid: 'u3', field: 'pl_alpha', kernel: 'powerlaw', error: 'LinAlgError: SVD did not converge' }],
+    message: 'cancelled: finished values kept'
+  });
   assert.equal(box.dataset.status, 'cancelled');
   assert.equal(el.querySelector('.diffract-eta')!.textContent, '–');
+  // after the end: no Cancel, no "now", no ETA; the counts of the report; the failures listed
+  assert.equal(cancel.style.display, 'none');
+  assert.ok((el.querySelector('.diffract-now') as HTMLElement).hidden);
+  assert.ok((el.querySelector('.diffract-eta-item') as HTMLElement).hidden);
+  assert.equal(el.querySelector('.diffract-slices')!.textContent, '18/80');
+  assert.match(el.querySelector('.diffract-outcome')!.textContent!, /124 skipped/);
+  assert.equal(el.querySelector('.diffract-progress-title')!.textContent, 'pl_alpha');
+  const row = el.querySelector('.diffract-failure-list .diffract-failure')!;
+  assert.deepEqual(Array.from(row.querySelectorAll('td')).map(td => td.textContent), ['m1:layers.3.weight', 'powerlaw (pl_alpha)', 'LinAlgError: SVD did not converge']);
+  assert.match(el.querySelector('.diffract-failure-list summary')!.textContent!, /^1 failure$/);
+});
+
+test('progress: nothing to compute when every value is stored', () => {
+  const model = new MockModel<ProgressState>({ ...progressState(), status: 'done', chunks_total: 0, chunks_done: 0, slices_done: 0, slices_total: 0, slices_stored: 0, failures: 0, eta: null, outcome: '' });
+  const el = document.createElement('div');
+  progress.render(renderProps(model, el));
+  assert.equal(el.querySelector('.diffract-outcome')!.textContent, 'nothing to compute: every requested value is stored');
+  assert.equal((el.querySelector('[role=progressbar] > div') as HTMLElement).style.width, '100%');
 });
 
 test('a blocking apply shows no usable Cancel', () => {
@@ -118,9 +148,20 @@ test('sidebar helpers: relative paths and the inserted cell', () => {
   assert.equal(relativePath('', 'runs/.diffract'), 'runs/.diffract');
   assert.equal(relativePath('notebooks', 'notebooks/.diffract'), '.diffract');
   assert.equal(relativePath('a/b', 'c/.diffract'), '../../c/.diffract');
-  const code = openStoreCode('runs/.diffract', 'notebooks', 'm1');
-  assert.match(code, /Session\(path="\.\.\/runs\/\.diffract", readonly=True\)/);
-  assert.match(code, /session\.filter\(model_ids=\["m1"\]\)/);
+  const code = openStoreCode({ store: 'runs/.diffract', model: 'm1', field: 'pl_alpha' }, 'notebooks');
+  assert.match(code, /^runs_session = Session\(path="\.\.\/runs\/\.diffract", readonly=True\)$/m);
+  assert.match(code, /^runs_scope = runs_session\.filter\(model_ids=\["m1"\]\)$/m);
+  assert.match(code, /^FieldPanel\(runs_scope, "pl_alpha"\)$/m);
+  assert.doesNotMatch(code, /(^|[^_])session =/m);
+  // a user's `session` (or anything else) is never a reason to rename; an earlier inserted cell is
+  assert.equal(freshSuffix(['session = Session()', 'scope = 1']), '');
+  assert.equal(freshSuffix(['runs_session = Session(path=".diffract")']), '_2');
+  assert.equal(freshSuffix(['runs_session = 1', 'x = runs_scope_2']), '_3');
+  assert.equal(freshSuffix(['my_runs_session = 1', 'runs_session_x = 2']), '');
+  const again = openStoreCode({ store: '.diffract' }, '', ['runs_session = Session(path=".diffract", readonly=True)']);
+  assert.match(again, /^runs_session_2 = Session\(path="\.diffract", readonly=True\)$/m);
+  assert.match(again, /print\(runs_session_2\.models\.ids\(\)/);
+  assert.doesNotMatch(again, /FieldPanel/);
 });
 
 test('plot text escapes the HTML subset Plotly reads', () => {

@@ -1,12 +1,17 @@
 /**
  * The progress widget of a chunked computation, in anywidget's module form:
  * `export default { render }`. State: ProgressState in wire.ts.
+ *
+ * While the run goes on the elapsed time (and the ETA, counted down) tick every second between
+ * the kernel's updates; once it has ended the widget shows how (done, cancelled, failed, or
+ * nothing to compute), the counts of its report, and the failures in an expandable list, with
+ * no Cancel button and no "now" line.
  */
 import type { AnyWidget, RenderProps } from '@anywidget/types';
 
 import { el, fmtSeconds } from '../shared/format';
 import { injectStyle } from '../shared/theme';
-import type { ProgressState } from '../shared/wire';
+import type { ProgressFailure, ProgressState } from '../shared/wire';
 
 const LABELS: Record<string, string> = {
   waiting: 'waiting',
@@ -16,6 +21,19 @@ const LABELS: Record<string, string> = {
   done: 'done',
   error: 'failed'
 };
+
+const ACTIVE = new Set(['waiting', 'running', 'cancelling']);
+
+/** The expandable list of failures: slice, kernel (field) and message. */
+function failureList(rows: ProgressFailure[], total: number): HTMLElement {
+  const table = el('table', {}, el('tr', {}, el('th', {}, 'slice'), el('th', {}, 'kernel'), el('th', {}, 'message')));
+  for (const f of rows) {
+    const kernel = f.kernel && f.kernel !== f.field ? `${f.kernel} (${f.field})` : f.field;
+    table.append(el('tr', { class: 'diffract-failure' }, el('td', { title: f.uid }, `${f.model_id}:${f.slice}`), el('td', {}, kernel), el('td', {}, f.error)));
+  }
+  const more = total > rows.length ? ` (the first ${rows.length}; run.report.failures has all)` : '';
+  return el('details', { class: 'd-failures diffract-failure-list' }, el('summary', {}, `${total} failure${total === 1 ? '' : 's'}${more}`), table);
+}
 
 function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   injectStyle(root);
@@ -33,10 +51,13 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   const bar = el('div', { class: 'd-bar', role: 'progressbar', 'aria-valuemin': '0', 'aria-valuemax': '100' }, fill);
   const chunks = el('b', { class: 'diffract-chunks' });
   const slices = el('b', { class: 'diffract-slices' });
+  const calls = el('b', { class: 'diffract-kernel-calls' });
   const current = el('b', { class: 'diffract-current' });
   const elapsed = el('b', { class: 'diffract-elapsed' });
   const eta = el('b', { class: 'diffract-eta' });
   const failures = el('b', { class: 'diffract-failures' });
+  const nowItem = el('span', { class: 'diffract-now' }, 'now ', current);
+  const etaItem = el('span', { class: 'diffract-eta-item' }, 'ETA ', eta);
   box.append(
     el('div', { class: 'd-row' }, bar),
     el(
@@ -44,51 +65,91 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
       { class: 'd-stats' },
       el('span', {}, 'chunks ', chunks),
       el('span', {}, 'slices ', slices),
-      el('span', {}, 'now ', current),
+      el('span', {}, 'kernel calls ', calls),
+      nowItem,
       el('span', {}, 'elapsed ', elapsed),
-      el('span', {}, 'ETA ', eta),
+      etaItem,
       el('span', {}, 'failures ', failures)
     )
   );
+  const outcome = el('div', { class: 'd-outcome diffract-outcome' });
+  const failBox = el('div', {});
   const msg = el('div', { class: 'd-msg diffract-message' });
-  box.append(msg);
+  box.append(outcome, failBox, msg);
 
+  // the kernel's elapsed/eta and when they arrived: the display ticks from there
+  let since = performance.now();
+  let shownFailures = '';
+  const tick = () => {
+    const st = model.get('status');
+    const extra = ACTIVE.has(st) && st !== 'waiting' ? (performance.now() - since) / 1000 : 0;
+    elapsed.textContent = fmtSeconds(model.get('elapsed') + extra);
+    const e = model.get('eta');
+    eta.textContent = st === 'running' && e != null ? fmtSeconds(Math.max(e - extra, 0)) : '–';
+  };
   const update = () => {
     const st = model.get('status');
+    const active = ACTIVE.has(st);
     box.className = `diffract-w diffract-progress d-status-${st}`;
     box.dataset.status = st;
-    title.textContent = `computing ${model.get('fields').join(', ')}`;
+    const fields = model.get('fields').join(', ');
+    title.textContent = active ? `computing ${fields}` : fields;
     status.textContent = LABELS[st] ?? st;
     const ct = model.get('chunks_total');
     const cd = model.get('chunks_done');
     const sd = model.get('slices_done');
     const stot = model.get('slices_total');
+    const nothing = st === 'done' && stot === 0;
     const pct = stot > 0 ? (100 * sd) / stot : ct > 0 ? (100 * cd) / ct : st === 'done' ? 100 : 0;
     fill.style.width = `${pct.toFixed(1)}%`;
     bar.setAttribute('aria-valuenow', pct.toFixed(0));
     chunks.textContent = `${cd}/${ct}`;
-    slices.textContent = `${sd}/${stot}`;
+    const stored = model.get('slices_stored');
+    slices.textContent = active && sd > stored ? `${sd}/${stot} (${stored} stored)` : `${sd}/${stot}`;
+    calls.textContent = String(model.get('kernel_calls'));
     const f = model.get('field');
     const p = model.get('param');
     current.textContent = f ? `${f}${p ? ' @ ' + p : ''}` : '–';
-    elapsed.textContent = fmtSeconds(model.get('elapsed'));
-    eta.textContent = st === 'running' ? fmtSeconds(model.get('eta')) : '–';
-    failures.textContent = String(model.get('failures'));
-    failures.style.color = model.get('failures') > 0 ? 'var(--jp-error-color1, #c62828)' : '';
-    const active = st === 'running' || st === 'waiting';
+    nowItem.hidden = !active;
+    etaItem.hidden = !active;
+    const nf = model.get('failures');
+    failures.textContent = String(nf);
+    failures.style.color = nf > 0 ? 'var(--jp-error-color1, #c62828)' : '';
     cancel.disabled = !active || !model.get('cancellable') || model.get('cancel_requested');
-    cancel.style.display = model.get('cancellable') || active ? '' : 'none';
+    cancel.hidden = !active || (!model.get('cancellable') && st !== 'waiting' && st !== 'running');
+    cancel.style.display = cancel.hidden ? 'none' : '';
+    outcome.textContent = nothing && !model.get('outcome') ? 'nothing to compute: every requested value is stored' : model.get('outcome');
+    outcome.hidden = !outcome.textContent;
+    const rows = model.get('failure_list') ?? [];
+    const key = JSON.stringify([rows, nf]);
+    if (key !== shownFailures) {
+      shownFailures = key;
+      failBox.replaceChildren(...(rows.length ? [failureList(rows, nf)] : []));
+    }
     msg.textContent = model.get('message');
+    tick();
+  };
+  const onTime = () => {
+    since = performance.now();
+    update();
   };
   update();
-  const keys: (keyof ProgressState)[] = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'field', 'param', 'elapsed', 'eta', 'failures', 'message', 'cancellable', 'cancel_requested', 'fields'];
+  const timer = setInterval(tick, 1000);
+  // under Node (the unit tests) a pending interval would keep the process alive
+  (timer as unknown as { unref?: () => void }).unref?.();
+  const keys: (keyof ProgressState)[] = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'slices_stored', 'kernel_calls', 'field', 'param', 'failures', 'failure_list', 'outcome', 'message', 'cancellable', 'cancel_requested', 'fields'];
   for (const k of keys) {
     model.on(`change:${k}`, update);
   }
+  model.on('change:elapsed', onTime);
+  model.on('change:eta', onTime);
   return () => {
+    clearInterval(timer);
     for (const k of keys) {
       model.off(`change:${k}`, update);
     }
+    model.off('change:elapsed', onTime);
+    model.off('change:eta', onTime);
   };
 }
 

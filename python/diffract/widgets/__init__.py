@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import html
 import json
-import threading
-import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,9 +36,14 @@ from diffract._core.filters import Filter, FilterChain
 from diffract._errors import FilterError
 
 if TYPE_CHECKING:
-    from diffract.run.report import ProgressEvent, RunReport
     from diffract.session import Scope
     from diffract.widgets.panel import FieldPanel
+    from diffract.widgets.progress import (
+        ProgressRun,
+        ProgressWidget,
+        notebook_progress,
+        run_with_progress,
+    )
 
 __all__ = [
     "FieldPanel",
@@ -357,330 +360,6 @@ class FilterBuilder(anywidget.AnyWidget):
 
 
 # ------------------------------------------------------------------------------------------
-# progress
-# ------------------------------------------------------------------------------------------
-
-
-class ProgressWidget(anywidget.AnyWidget):
-    """Progress of one ``apply``: chunks, slices, current field/parameter, time, failures.
-
-    ``callback`` receives the engine's ProgressEvents; ``cancel_event`` is set when the user
-    clicks Cancel (``cancel_requested``) or calls :meth:`cancel`.
-
-    Args:
-        fields: the fields being computed (shown in the title).
-        cancel: the event the run watches; default: a new one (``cancel_event``).
-        **kwargs: passed to ``anywidget.AnyWidget``.
-    """
-
-    _esm = _esm("progress")
-
-    fields = t.List(t.Unicode()).tag(sync=True)
-    status = t.Unicode("waiting").tag(sync=True)  # waiting running cancelling cancelled done error
-    chunks_done = t.Int(0).tag(sync=True)
-    chunks_total = t.Int(0).tag(sync=True)
-    slices_done = t.Int(0).tag(sync=True)
-    slices_total = t.Int(0).tag(sync=True)
-    field = t.Unicode("").tag(sync=True)
-    param = t.Unicode("").tag(sync=True)
-    elapsed = t.Float(0.0).tag(sync=True)
-    eta = t.Float(None, allow_none=True).tag(sync=True)
-    failures = t.Int(0).tag(sync=True)
-    message = t.Unicode("").tag(sync=True)
-    cancellable = t.Bool(True).tag(sync=True)
-    cancel_requested = t.Bool(False).tag(sync=True)
-
-    #: minimum seconds between two "kernel" updates sent to the front end (chunk events always go)
-    throttle = 0.0
-
-    def __init__(
-        self, fields: Sequence[str] = (), *, cancel: threading.Event | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(fields=list(fields), **kwargs)
-        self.cancel_event = cancel or threading.Event()
-        self.events = 0
-        self._last_sent = 0.0
-        self.observe(self._on_cancel, names="cancel_requested")
-
-    def _on_cancel(self, change: Any) -> None:
-        if change["new"]:
-            self.cancel()
-
-    def cancel(self) -> None:
-        """Stop after the slice or kernel in progress (finished values stay stored)."""
-        self.cancel_event.set()
-        if self.status in ("waiting", "running"):
-            self.status = "cancelling"
-            self.message = "cancelling after the slice in progress…"
-
-    def callback(self, ev: ProgressEvent) -> None:
-        """Feed one ProgressEvent (thread-safe enough: trait sets are atomic messages).
-
-        Args:
-            ev: the engine's event; ``kernel`` events are throttled by ``throttle`` seconds.
-        """
-        self.events += 1
-        now = time.monotonic()
-        if ev.stage == "kernel" and now - self._last_sent < self.throttle:
-            return
-        self._last_sent = now
-        with self.hold_sync():
-            if ev.stage == "start" and self.status == "waiting":
-                self.status = "running"
-            self.chunks_done = ev.chunks_done
-            self.chunks_total = ev.chunks_total
-            self.slices_done = ev.slices_done
-            self.slices_total = ev.slices_total
-            if ev.field:
-                self.field = ev.field
-            if ev.param:
-                self.param = ev.param
-            self.elapsed = float(ev.elapsed)
-            self.eta = None if ev.eta is None else float(ev.eta)
-            self.failures = ev.failures
-        if ev.stage in ("chunk", "done"):
-            notify_panels()
-
-    def finish(self, report: RunReport | None = None, error: BaseException | None = None) -> None:
-        """Mark the run finished (done, cancelled or error).
-
-        Args:
-            report: the run's report, for its summary, failures and elapsed time.
-            error: the exception the run ended with, if any.
-        """
-        with self.hold_sync():
-            if error is not None:
-                self.status = "error"
-                self.message = f"{type(error).__name__}: {error}"
-            elif (report is not None and report.cancelled) or self.cancel_event.is_set():
-                self.status = "cancelled"
-                self.message = str(report) if report is not None else "cancelled"
-            else:
-                self.status = "done"
-                self.message = str(report) if report is not None else ""
-            if report is not None:
-                self.failures = len(report.failures)
-                self.elapsed = float(report.elapsed)
-            self.eta = None
-        notify_panels(force=True)
-
-    def snapshot_html(self) -> str:
-        """A static one-line HTML summary of the run's progress, for notebooks viewed without a
-        running kernel.
-
-        Returns:
-            HTML with the status, chunk and slice counts, times and failures.
-        """
-        eta = "" if self.eta is None else f", ETA {self.eta:.1f}s"
-        return (
-            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>diffract {html.escape(', '.join(self.fields))}</b>: "
-            f"{html.escape(self.status)}, chunks {self.chunks_done}/{self.chunks_total}, slices {self.slices_done}/{self.slices_total}, "
-            f"elapsed {self.elapsed:.1f}s{eta}, failures {self.failures}"
-            + (f"<div>{html.escape(self.message)}</div>" if self.message else "")
-            + "</div>"
-        )
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
-
-
-def notebook_progress(
-    fields: Sequence[str], cancel: threading.Event | None = None
-) -> tuple[Any, Any]:
-    """The ``(callback, finish)`` pair a blocking ``compute.apply`` uses in a notebook.
-
-    Displays a :class:`ProgressWidget`; its Cancel button is enabled only when the run is
-    not on the main thread (a blocking cell cannot receive the click).
-
-    Args:
-        fields: the fields being computed.
-        cancel: the event that cancels the run, if it can be cancelled.
-
-    Returns:
-        ``(callback, finish)``: feed events to the first, call the second when the run ends.
-    """
-    from IPython.display import display
-
-    widget = ProgressWidget(fields, cancel=cancel)
-    # a blocking cell cannot receive the click; interrupting the kernel stops the run instead
-    widget.cancellable = (
-        cancel is not None and threading.current_thread() is not threading.main_thread()
-    )
-    if not widget.cancellable:
-        widget.message = "Interrupt the kernel (■) to stop: finished chunks stay stored. For a Cancel button, use diffract.widgets.run_with_progress."
-    display(widget)
-
-    def finish() -> None:
-        widget.finish()
-
-    return widget.callback, finish
-
-
-_RUNNING: weakref.WeakKeyDictionary[Any, ProgressRun] = weakref.WeakKeyDictionary()
-
-
-class ProgressRun:
-    """One computation running in a worker thread, shown as its :class:`ProgressWidget`.
-
-    Made by :func:`run_with_progress`; ``await run`` waits without blocking the notebook.
-
-    Args:
-        scope: the scope to compute on.
-        fields: the fields to compute.
-        apply_kwargs: keyword arguments of ``scope.compute.apply``.
-    """
-
-    def __init__(self, scope: Scope, fields: Sequence[str], apply_kwargs: dict[str, Any]) -> None:
-        self.scope = scope
-        self.fields = tuple(fields)
-        self.widget = ProgressWidget(fields)
-        self.report: RunReport | None = None
-        self.error: BaseException | None = None
-        self._done = threading.Event()
-        self._futures: list[Any] = []
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(apply_kwargs,),
-            name=f"diffract-apply-{'-'.join(fields)[:40]}",
-            daemon=True,
-        )
-
-    def start(self) -> ProgressRun:
-        """Start the run in its worker thread (the cell returns at once).
-
-        Returns:
-            This run.
-        """
-        self.widget.status = "running"
-        self._thread.start()
-        return self
-
-    def _run(self, kwargs: dict[str, Any]) -> None:
-        try:
-            self.report = self.scope.compute.apply(
-                *self.fields,
-                progress=self.widget.callback,
-                cancel=self.widget.cancel_event,
-                **kwargs,
-            )
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            self.widget.finish(self.report, self.error)
-            self._done.set()
-            for loop, fut in self._futures:
-                loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
-
-    # --- control -----------------------------------------------------------------------------
-    def cancel(self) -> None:
-        """Stop after the slice or kernel in progress (finished values stay stored)."""
-        self.widget.cancel()
-
-    def done(self) -> bool:
-        """Whether the run has ended.
-
-        Returns:
-            True once it finished, was cancelled or failed.
-        """
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> RunReport | None:
-        """Block until the run ends.
-
-        Args:
-            timeout: seconds to wait at most; ``None`` waits as long as it takes.
-
-        Returns:
-            The run's report.
-
-        Raises:
-            TimeoutError: the run is still going after ``timeout`` seconds.
-            BaseException: the run's own error, when it failed.
-        """
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"the run of {self.fields} is still going after {timeout}s")
-        return self.result()
-
-    def result(self) -> RunReport | None:
-        """The run's report once it has ended.
-
-        Returns:
-            The report, or None while the run is still going.
-
-        Raises:
-            BaseException: the run's own error, when it failed.
-        """
-        if self.error is not None:
-            raise self.error
-        return self.report
-
-    def __await__(self) -> Any:
-        import asyncio
-
-        async def waiter() -> RunReport | None:
-            if not self._done.is_set():
-                loop = asyncio.get_running_loop()
-                fut = loop.create_future()
-                self._futures.append((loop, fut))
-                if self._done.is_set() and not fut.done():
-                    fut.set_result(None)
-                await fut
-            return self.result()
-
-        return waiter().__await__()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def __repr__(self) -> str:
-        return f"<ProgressRun {list(self.fields)}: {self.widget.status}>"
-
-
-def run_with_progress(
-    scope: Any, *fields: str, display: bool = False, **apply_kwargs: Any
-) -> ProgressRun:
-    """Start ``scope.compute.apply(*fields, **apply_kwargs)`` in a worker thread.
-
-    Returns a :class:`ProgressRun` at once; as a cell's last expression it shows the progress
-    widget. Do not write to the same session from other cells until the run is done
-    (``run.wait()``, ``await run``, or watch the widget).
-
-    Args:
-        scope: the session or scope to compute on.
-        *fields: the fields to compute.
-        display: show the widget right away.
-        **apply_kwargs: passed to ``scope.compute.apply``.
-
-    Returns:
-        The started run.
-
-    Raises:
-        ValueError: no field was named.
-        UnknownFieldError: a field is not produced by any registered kernel.
-        RuntimeError: another run is still going on this session.
-    """
-    scope = _as_scope(scope)
-    if not fields:
-        raise ValueError("run_with_progress() needs at least one field name")
-    for f in fields:
-        scope.session.registry.producer(f)  # unknown field: clear error now, not in the thread
-    session = scope.session
-    running = _RUNNING.get(session)
-    if running is not None and not running.done():
-        raise RuntimeError(
-            f"a run of {list(running.fields)} is still going on this session; wait for it (run.wait()) or cancel it"
-        )
-    run = ProgressRun(scope, fields, apply_kwargs)
-    _RUNNING[session] = run
-    run.start()
-    if display:
-        from IPython.display import display as show
-
-        show(run.widget)
-    return run
-
-
-# ------------------------------------------------------------------------------------------
 # live panels
 # ------------------------------------------------------------------------------------------
 
@@ -700,9 +379,19 @@ def notify_panels(*, force: bool = False) -> None:
             continue
 
 
-def __getattr__(name: str) -> Any:
-    if name == "FieldPanel":
-        from diffract.widgets.panel import FieldPanel
+#: names that live in submodules, imported on first use (each pulls in its dependencies)
+_LAZY = {
+    "FieldPanel": "diffract.widgets.panel",
+    "ProgressRun": "diffract.widgets.progress",
+    "ProgressWidget": "diffract.widgets.progress",
+    "notebook_progress": "diffract.widgets.progress",
+    "run_with_progress": "diffract.widgets.progress",
+}
 
-        return FieldPanel
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'diffract.widgets' has no attribute {name!r}")

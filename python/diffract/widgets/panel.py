@@ -6,6 +6,7 @@ import html
 import threading
 import time
 from collections.abc import Sequence
+from copy import deepcopy
 from typing import Any
 
 import ipywidgets as ipw
@@ -112,13 +113,20 @@ class FieldPanel(ipw.VBox):
         #: how many times the data was updated in place / traces were rebuilt
         self.updates = 0
         self.rebuilds = 0
-        self.figure = go.FigureWidget(layout={"height": height, **viz.NEUTRAL_LAYOUT})
         self.status = ipw.HTML(layout=ipw.Layout(margin="0 0 0 8px"))
         self.status.add_class("diffract-panel-status")
+        self.spec: dict[str, Any] = {"data": [], "layout": {}}
+        # Every edit ends in sync_figure_state: edits travel as one-shot ``_py2js_*`` messages,
+        # which a browser-side model whose module is still loading drops (the blank-heatmap race).
+        self.figure = go.FigureWidget(layout={"height": height, **viz.NEUTRAL_LAYOUT})
+        with self._lock:
+            self._last = time.monotonic()
+            spec = self.build_spec()
+            self._apply(spec)
+            self.spec = spec
+            self._set_status()
         super().__init__(children=[self.status, self.figure])
         self.add_class("diffract-panel")
-        self.spec: dict[str, Any] = {"data": [], "layout": {}}
-        self.refresh()
         if live:
             _PANELS.add(self)
         if poll:
@@ -186,6 +194,7 @@ class FieldPanel(ipw.VBox):
                     fig.layout[axis].update(layout[axis])
             if "barmode" in layout:
                 fig.layout.barmode = layout["barmode"]
+        sync_figure_state(fig)
 
     def n_values(self) -> int:
         """How many values the panel shows now: what a test or a caller checks after an update.
@@ -322,6 +331,24 @@ class FieldPanel(ipw.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return _snapshot_bundle(ipw.VBox, self, self.snapshot_html(), kwargs)
+
+
+def sync_figure_state(fig: go.FigureWidget) -> None:
+    """Assign a FigureWidget's whole data and layout to its synced state traits.
+
+    Plotly sends edits made after construction (``add_traces``, restyles, relayouts) to the
+    browser as one-shot ``_py2js_*`` messages and syncs ``_widget_data`` / ``_widget_layout``
+    only when they are assigned whole. A browser-side model whose module has not finished
+    loading when such a message arrives drops it, and a view rendered later draws the stale
+    initial state: empty axes although Python holds the data. Assigning the full state after each
+    edit makes every later render draw what Python holds; views already rendered keep following
+    the messages (they do not re-read these traits).
+
+    Args:
+        fig: the figure whose state to sync.
+    """
+    fig._widget_data = deepcopy(fig._data)
+    fig._widget_layout = deepcopy(fig._layout_obj._props)
 
 
 def _is_array(v: Any) -> bool:

@@ -1,0 +1,449 @@
+"""Progress of a computation: :class:`ProgressWidget`, the blocking ``notebook_progress`` pair
+and :func:`run_with_progress` (a run in a worker thread, cancellable from the widget).
+
+The widget follows the engine's :class:`~diffract.run.report.ProgressEvent` stream: "start",
+one "kernel" event per kernel and slice, "chunk" when a chunk is committed, "done". Progress
+inside a chunk (slices reached, kernel calls) comes from the kernel events; the ETA is smoothed
+over them; the browser ticks the elapsed time between events. The final state says how the run
+ended (done, cancelled, failed, or nothing to compute) with counts taken from the run's report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anywidget
+import traitlets as t
+
+from diffract.widgets import _SNAP_STYLE, _as_scope, _esm, _snapshot_bundle, notify_panels
+
+if TYPE_CHECKING:
+    from diffract.run.report import ProgressEvent, RunReport
+    from diffract.session import Scope
+
+__all__ = ["ProgressRun", "ProgressWidget", "notebook_progress", "run_with_progress"]
+
+#: weight of the newest estimate in the smoothed ETA (the rest follows the previous one)
+ETA_SMOOTHING = 0.3
+#: failures listed in the widget (the report holds all of them)
+MAX_FAILURES_SHOWN = 50
+
+
+class ProgressWidget(anywidget.AnyWidget):
+    """Progress of one ``apply``: chunks, slices, current field/parameter, time, failures.
+
+    ``callback`` receives the engine's ProgressEvents; ``cancel_event`` is set when the user
+    clicks Cancel (``cancel_requested``) or calls :meth:`cancel`.
+
+    Args:
+        fields: the fields being computed (shown in the title).
+        cancel: the event the run watches; default: a new one (``cancel_event``).
+        registry: the kernel registry, to name the kernel of each failure (optional).
+        **kwargs: passed to ``anywidget.AnyWidget``.
+    """
+
+    _esm = _esm("progress")
+
+    fields = t.List(t.Unicode()).tag(sync=True)
+    status = t.Unicode("waiting").tag(sync=True)  # waiting running cancelling cancelled done error
+    chunks_done = t.Int(0).tag(sync=True)
+    chunks_total = t.Int(0).tag(sync=True)
+    #: slices reached: the committed ones plus those the chunk in progress has started on
+    slices_done = t.Int(0).tag(sync=True)
+    slices_total = t.Int(0).tag(sync=True)
+    #: slices whose values are committed to the store
+    slices_stored = t.Int(0).tag(sync=True)
+    #: kernel calls made so far (one per kernel and slice)
+    kernel_calls = t.Int(0).tag(sync=True)
+    field = t.Unicode("").tag(sync=True)
+    param = t.Unicode("").tag(sync=True)
+    elapsed = t.Float(0.0).tag(sync=True)
+    eta = t.Float(None, allow_none=True).tag(sync=True)
+    failures = t.Int(0).tag(sync=True)
+    #: the first failures: ``{"model_id", "slice", "uid", "field", "kernel", "error"}``
+    failure_list = t.List(t.Dict()).tag(sync=True)
+    #: the final one-line summary (empty while running)
+    outcome = t.Unicode("").tag(sync=True)
+    message = t.Unicode("").tag(sync=True)
+    cancellable = t.Bool(True).tag(sync=True)
+    cancel_requested = t.Bool(False).tag(sync=True)
+
+    #: minimum seconds between two "kernel" updates sent to the front end (chunk events always go)
+    throttle = 0.0
+
+    def __init__(
+        self,
+        fields: Sequence[str] = (),
+        *,
+        cancel: threading.Event | None = None,
+        registry: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(fields=list(fields), **kwargs)
+        self.cancel_event = cancel or threading.Event()
+        self.registry = registry
+        self.events = 0
+        self._last_sent = 0.0
+        self._chunk_seen: set[str] = set()
+        self._eta_at: tuple[float, float] | None = None  # (smoothed eta, elapsed when set)
+        self._last_event: ProgressEvent | None = None
+        self.observe(self._on_cancel, names="cancel_requested")
+
+    def _on_cancel(self, change: Any) -> None:
+        if change["new"]:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stop after the slice or kernel in progress (finished values stay stored)."""
+        self.cancel_event.set()
+        if self.status in ("waiting", "running"):
+            self.status = "cancelling"
+            self.message = "cancelling after the slice in progress…"
+
+    def callback(self, ev: ProgressEvent) -> None:
+        """Feed one ProgressEvent (thread-safe enough: trait sets are atomic messages).
+
+        Args:
+            ev: the engine's event; ``kernel`` events are throttled by ``throttle`` seconds.
+        """
+        self.events += 1
+        self._last_event = ev
+        if ev.stage in ("start", "chunk"):
+            self._chunk_seen.clear()
+        reached = ev.slices_done
+        if ev.stage == "kernel":
+            self.kernel_calls += 1
+            if ev.param:
+                self._chunk_seen.add(ev.param)
+            # the slice in progress is not finished: the ones before it in this chunk are
+            reached = ev.slices_done + max(len(self._chunk_seen) - 1, 0)
+        now = time.monotonic()
+        if ev.stage == "kernel" and now - self._last_sent < self.throttle:
+            return
+        self._last_sent = now
+        with self.hold_sync():
+            if ev.stage == "start" and self.status == "waiting":
+                self.status = "running"
+            self.chunks_done = ev.chunks_done
+            self.chunks_total = ev.chunks_total
+            self.slices_total = ev.slices_total
+            self.slices_stored = ev.slices_done
+            self.slices_done = min(max(reached, self.slices_done), ev.slices_total)
+            if ev.field:
+                self.field = ev.field
+            if ev.param:
+                self.param = ev.param
+            self.elapsed = float(ev.elapsed)
+            self.eta = self._smoothed_eta(float(ev.elapsed))
+            self.failures = ev.failures
+        if ev.stage in ("chunk", "done"):
+            notify_panels()
+
+    def _smoothed_eta(self, elapsed: float) -> float | None:
+        """Seconds left: the rate so far (in slices reached) blended with the previous estimate
+        counted down, so that one slow or fast slice does not make the ETA jump."""
+        done, total = self.slices_done, self.slices_total
+        if done <= 0 or total <= 0 or elapsed <= 0:
+            return None
+        raw = elapsed / done * (total - done)
+        if self._eta_at is None:
+            eta = raw
+        else:
+            prev, at = self._eta_at
+            eta = ETA_SMOOTHING * raw + (1 - ETA_SMOOTHING) * max(prev - (elapsed - at), 0.0)
+        self._eta_at = (eta, elapsed)
+        return eta
+
+    def finish(self, report: RunReport | None = None, error: BaseException | None = None) -> None:
+        """Mark the run finished (done, cancelled or error) with counts that add up.
+
+        Args:
+            report: the run's report, for its summary, failures and elapsed time.
+            error: the exception the run ended with, if any.
+        """
+        last = self._last_event
+        cancelled = (
+            (report is not None and report.cancelled)
+            or self.cancel_event.is_set()
+            or (last is not None and last.cancelled)
+        )
+        with self.hold_sync():
+            if report is not None:
+                self.failures = len(report.failures)
+                self.elapsed = float(report.elapsed)
+                self.failure_list = [
+                    self._failure_row(f) for f in report.failures[:MAX_FAILURES_SHOWN]
+                ]
+            if error is not None:
+                self.status = "error"
+                self.message = f"{type(error).__name__}: {error}"
+                self.outcome = f"failed after {self.slices_stored} of {self.slices_total} slice(s)"
+            elif cancelled:
+                self.status = "cancelled"
+                self.message = str(report) if report is not None else "cancelled"
+                self.outcome = self._outcome(report, "cancelled")
+            else:
+                self.status = "done"
+                self.message = str(report) if report is not None else ""
+                self.outcome = self._outcome(report, "done")
+                self.slices_done = self.slices_stored = self.slices_total
+                if self.chunks_total:
+                    self.chunks_done = self.chunks_total
+            if cancelled or error is not None:
+                # what is stored, not what was reached: the slice in progress was not finished
+                self.slices_done = self.slices_stored
+            self.eta = None
+            self.cancellable = False
+        notify_panels(force=True)
+
+    def _outcome(self, report: RunReport | None, how: str) -> str:
+        if report is None:
+            if how == "done" and self.slices_total == 0 and self.events:
+                return "nothing to compute: every requested value is stored"
+            return f"{how}: {self.slices_stored} of {self.slices_total} slice(s) stored"
+        if how == "done" and report.computed == 0 and not report.failures and report.chunks == 0:
+            return f"nothing to compute: all {report.reused} requested value(s) are stored"
+        parts = [f"{report.computed} computed", f"{report.reused} already stored"]
+        if report.not_applicable:
+            parts.append(f"{report.not_applicable} not applicable")
+        if report.failures:
+            parts.append(f"{len(report.failures)} failed")
+        if report.cancelled or how == "cancelled":
+            parts.append(f"{report.skipped} skipped")
+        return f"{how}: " + " · ".join(parts) + " (values)"
+
+    def _failure_row(self, f: Any) -> dict[str, str]:
+        kernel = f.field
+        if self.registry is not None:
+            with contextlib.suppress(Exception):  # a field no kernel produces now: keep its name
+                kernel = self.registry.producer(f.field).name
+        return {
+            "model_id": f.model_id,
+            "slice": f.name,
+            "uid": f.uid,
+            "field": f.field,
+            "kernel": str(kernel),
+            "error": f.error,
+        }
+
+    def snapshot_html(self) -> str:
+        """A static one-line HTML summary of the run's progress, for notebooks viewed without a
+        running kernel.
+
+        Returns:
+            HTML with the status, chunk and slice counts, times and failures.
+        """
+        eta = "" if self.eta is None else f", ETA {self.eta:.1f}s"
+        return (
+            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>diffract {html.escape(', '.join(self.fields))}</b>: "
+            f"{html.escape(self.status)}, chunks {self.chunks_done}/{self.chunks_total}, slices {self.slices_done}/{self.slices_total}, "
+            f"elapsed {self.elapsed:.1f}s{eta}, failures {self.failures}"
+            + (f"<div>{html.escape(self.outcome)}</div>" if self.outcome else "")
+            + (f"<div>{html.escape(self.message)}</div>" if self.message else "")
+            + "</div>"
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
+
+
+def notebook_progress(
+    fields: Sequence[str], cancel: threading.Event | None = None
+) -> tuple[Any, Any]:
+    """The ``(callback, finish)`` pair a blocking ``compute.apply`` uses in a notebook.
+
+    Displays a :class:`ProgressWidget`; its Cancel button is enabled only when the run is
+    not on the main thread (a blocking cell cannot receive the click).
+
+    Args:
+        fields: the fields being computed.
+        cancel: the event that cancels the run, if it can be cancelled.
+
+    Returns:
+        ``(callback, finish)``: feed events to the first, call the second when the run ends.
+    """
+    from IPython.display import display
+
+    widget = ProgressWidget(fields, cancel=cancel)
+    # a blocking cell cannot receive the click; interrupting the kernel stops the run instead
+    widget.cancellable = (
+        cancel is not None and threading.current_thread() is not threading.main_thread()
+    )
+    if not widget.cancellable:
+        widget.message = "Interrupt the kernel (■) to stop: finished chunks stay stored. For a Cancel button, use diffract.widgets.run_with_progress."
+    display(widget)
+
+    def finish() -> None:
+        widget.finish()
+
+    return widget.callback, finish
+
+
+_RUNNING: weakref.WeakKeyDictionary[Any, ProgressRun] = weakref.WeakKeyDictionary()
+
+
+class ProgressRun:
+    """One computation running in a worker thread, shown as its :class:`ProgressWidget`.
+
+    Made by :func:`run_with_progress`; ``await run`` waits without blocking the notebook.
+
+    Args:
+        scope: the scope to compute on.
+        fields: the fields to compute.
+        apply_kwargs: keyword arguments of ``scope.compute.apply``.
+    """
+
+    def __init__(self, scope: Scope, fields: Sequence[str], apply_kwargs: dict[str, Any]) -> None:
+        self.scope = scope
+        self.fields = tuple(fields)
+        self.widget = ProgressWidget(fields, registry=scope.session.registry)
+        self.report: RunReport | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._futures: list[Any] = []
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(apply_kwargs,),
+            name=f"diffract-apply-{'-'.join(fields)[:40]}",
+            daemon=True,
+        )
+
+    def start(self) -> ProgressRun:
+        """Start the run in its worker thread (the cell returns at once).
+
+        Returns:
+            This run.
+        """
+        self.widget.status = "running"
+        self._thread.start()
+        return self
+
+    def _run(self, kwargs: dict[str, Any]) -> None:
+        try:
+            self.report = self.scope.compute.apply(
+                *self.fields,
+                progress=self.widget.callback,
+                cancel=self.widget.cancel_event,
+                **kwargs,
+            )
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.widget.finish(self.report, self.error)
+            self._done.set()
+            for loop, fut in self._futures:
+                loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
+
+    # --- control -----------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop after the slice or kernel in progress (finished values stay stored)."""
+        self.widget.cancel()
+
+    def done(self) -> bool:
+        """Whether the run has ended.
+
+        Returns:
+            True once it finished, was cancelled or failed.
+        """
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> RunReport | None:
+        """Block until the run ends.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            The run's report.
+
+        Raises:
+            TimeoutError: the run is still going after ``timeout`` seconds.
+            BaseException: the run's own error, when it failed.
+        """
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"the run of {self.fields} is still going after {timeout}s")
+        return self.result()
+
+    def result(self) -> RunReport | None:
+        """The run's report once it has ended.
+
+        Returns:
+            The report, or None while the run is still going.
+
+        Raises:
+            BaseException: the run's own error, when it failed.
+        """
+        if self.error is not None:
+            raise self.error
+        return self.report
+
+    def __await__(self) -> Any:
+        import asyncio
+
+        async def waiter() -> RunReport | None:
+            if not self._done.is_set():
+                loop = asyncio.get_running_loop()
+                fut = loop.create_future()
+                self._futures.append((loop, fut))
+                if self._done.is_set() and not fut.done():
+                    fut.set_result(None)
+                await fut
+            return self.result()
+
+        return waiter().__await__()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<ProgressRun {list(self.fields)}: {self.widget.status}>"
+
+
+def run_with_progress(
+    scope: Any, *fields: str, display: bool = False, **apply_kwargs: Any
+) -> ProgressRun:
+    """Start ``scope.compute.apply(*fields, **apply_kwargs)`` in a worker thread.
+
+    Returns a :class:`ProgressRun` at once; as a cell's last expression it shows the progress
+    widget. Do not write to the same session from other cells until the run is done
+    (``run.wait()``, ``await run``, or watch the widget).
+
+    Args:
+        scope: the session or scope to compute on.
+        *fields: the fields to compute.
+        display: show the widget right away.
+        **apply_kwargs: passed to ``scope.compute.apply``.
+
+    Returns:
+        The started run.
+
+    Raises:
+        ValueError: no field was named.
+        UnknownFieldError: a field is not produced by any registered kernel.
+        RuntimeError: another run is still going on this session.
+    """
+    scope = _as_scope(scope)
+    if not fields:
+        raise ValueError("run_with_progress() needs at least one field name")
+    for f in fields:
+        scope.session.registry.producer(f)  # unknown field: clear error now, not in the thread
+    session = scope.session
+    running = _RUNNING.get(session)
+    if running is not None and not running.done():
+        raise RuntimeError(
+            f"a run of {list(running.fields)} is still going on this session; wait for it (run.wait()) or cancel it"
+        )
+    run = ProgressRun(scope, fields, apply_kwargs)
+    _RUNNING[session] = run
+    run.start()
+    if display:
+        from IPython.display import display as show
+
+        show(run.widget)
+    return run
