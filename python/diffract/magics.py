@@ -135,13 +135,19 @@ class DiffractMagics(Magics):
     diffract.__doc__ = USAGE
 
     # --- helpers -------------------------------------------------------------------------------
+    def _user_ns(self) -> dict[str, Any]:
+        shell = self.shell
+        if shell is None:  # registered magics always have one
+            raise UsageError("%diffract runs in an IPython shell")
+        return shell.user_ns
+
     def _session(self) -> Any:
         """The session the subcommands use: the one ``open`` or ``use`` chose, else the
         notebook's own Session (announced once, with the others found)."""
-        if self.source is not None and self.shell.user_ns.get(self.source) is not self.session:
+        if self.source is not None and self._user_ns().get(self.source) is not self.session:
             self.session, self.source = None, None  # the variable was rebound or deleted
         if self.session is None:
-            found = _notebook_sessions(self.shell.user_ns)
+            found = _notebook_sessions(self._user_ns())
             if not found:
                 raise UsageError(
                     "no store is open: run %diffract open [PATH] first (or create a Session "
@@ -167,12 +173,12 @@ class DiffractMagics(Magics):
 
     # --- subcommands ---------------------------------------------------------------------------
     def _cmd_use(self, args: argparse.Namespace) -> Any:
-        found = dict(_notebook_sessions(self.shell.user_ns))
+        found = dict(_notebook_sessions(self._user_ns()))
         if args.name not in found:
             what = (
                 "is not defined"
-                if args.name not in self.shell.user_ns
-                else f"is a {type(self.shell.user_ns[args.name]).__name__}, not a Session"
+                if args.name not in self._user_ns()
+                else f"is a {type(self._user_ns()[args.name]).__name__}, not a Session"
             )
             have = ", ".join(found) or "none"
             raise UsageError(f"%diffract use: {args.name!r} {what}; notebook Sessions: {have}")
@@ -218,7 +224,7 @@ class DiffractMagics(Magics):
             and not old.readonly
             and not args.readonly
             and _same_store(old.store.path, cfg["path"])
-            and not _in_namespace(old, self.shell.user_ns)
+            and not _in_namespace(old, self._user_ns())
         )
         if same:
             old.close()
@@ -238,13 +244,13 @@ class DiffractMagics(Magics):
                     ) from None
                 kept = f"; the previous session ({_describe(old)}) was reopened and stays in use"
             raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
-        if old is not None and not same and not _in_namespace(old, self.shell.user_ns):
+        if old is not None and not same and not _in_namespace(old, self._user_ns()):
             old.close()  # ours alone; a session the notebook holds stays open
         return self.session
 
     def _notebook_writer(self, path: Any) -> tuple[str, Any] | None:
         """The notebook's Session (variable name, session) writing to the store at ``path``."""
-        for name, session in reversed(_notebook_sessions(self.shell.user_ns)):
+        for name, session in reversed(_notebook_sessions(self._user_ns())):
             if (
                 not session.readonly
                 and not _superseded(session)
