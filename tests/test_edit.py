@@ -143,3 +143,20 @@ def test_unknown_method_is_named():
 def test_bad_seed_is_named():
     with pytest.raises(InvalidArgumentError, match="seed"):
         diffract.svd_sharpness({"w": planted()}, seed=1.5)
+
+
+def test_peft_module_edits_its_base_weights():
+    import peft
+    import torch
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(8, 12))
+    model = peft.get_peft_model(base, peft.LoraConfig(r=2, target_modules=["0"]))
+    with torch.no_grad():
+        model.base_model.model[0].base_layer.weight.copy_(torch.as_tensor(planted()))
+    new = diffract.svd_smoothing(model, percent=0.5, method="svd")
+    w = new.base_model.model[0].base_layer.weight.detach().double().numpy()
+    s = np.linalg.svd(w, compute_uv=False)
+    np.testing.assert_allclose(s, np.where(np.arange(8) < 4, SVALS, 0.0), atol=1e-5)
+    a = model.base_model.model[0].lora_A["default"].weight
+    assert torch.equal(new.base_model.model[0].lora_A["default"].weight, a)  # factors kept

@@ -12,7 +12,8 @@ as there) with ``ndim >= 2``. A matrix (N x M) is edited as a whole; a convoluti
 edited per kernel position (the trailing positions for PyTorch's (out, in, *k) layout, the
 leading ones for Flax/Keras (*k, in, out)), as WeightWatcher does with ``pool=True``: the
 number of components is counted for the whole layer and divided by the number of positions
-(rounded up).
+(rounded up). In a PEFT model the base weights are edited; the LoRA updates (``<layer>.lora``,
+B @ A, see :mod:`diffract.extract.lora`) are derived slices and the factors stay as they are.
 """
 
 from __future__ import annotations
@@ -178,11 +179,16 @@ def _rebuild(model: Any, arrays: dict[str, Any]) -> Any:
     if _is_torch_module(model):
         import torch
 
+        from diffract.extract.lora import base_name
+
         new = copy.deepcopy(model)
         state = new.state_dict()
+        params = {base_name(k): k for k in state} | {k: k for k in state}
         with torch.no_grad():
             for name, value in arrays.items():
-                state[name].copy_(torch.as_tensor(value, dtype=state[name].dtype))
+                if name in params:  # a LoRA update (B @ A) is derived, not a parameter
+                    target = state[params[name]]
+                    target.copy_(torch.as_tensor(value, dtype=target.dtype))
         return new
     leaves, rest = partition(model, is_array)
     named = [(dotted_name(path), leaf) for path, leaf in tree_leaves_with_path(leaves)]
