@@ -99,7 +99,10 @@ class ProcessExecutor:
         ctx = mp.get_context("spawn")
         event = ctx.Event()  # reaches the workers through the initializer (inheritance)
         pool = ProcessPoolExecutor(
-            max(1, workers), mp_context=ctx, initializer=_init_worker, initargs=(event,)
+            max(1, workers),
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(event, os.getpid()),
         )
         return Opened(
             pool.submit,
@@ -110,12 +113,25 @@ class ProcessExecutor:
         )
 
 
-def _init_worker(event: Any = None) -> None:
+def _init_worker(event: Any = None, parent: int | None = None) -> None:
     """Process-pool initializer: keep the run's cancel event; one BLAS thread per worker
-    process (N processes x N BLAS threads would oversubscribe the cores)."""
+    process (N processes x N BLAS threads would oversubscribe the cores); exit when the
+    parent is gone (a SIGKILLed writer must not leave its workers running)."""
     global _CANCEL, _LIMITS
     _CANCEL = event
     _LIMITS = one_blas_thread()  # held for the worker's lifetime
+    if parent is not None:
+        import threading
+
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    """In a pool worker: exit at once when the process that started it is gone (the pool
+    would otherwise wait on a queue nobody writes to)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
 
 
 _LIMITS = None
