@@ -126,3 +126,14 @@ def test_magics_and_widgets_in_a_real_kernel(in_tmp):
     text = "".join(o.get("text", "") for o in outs[8])
     assert "UsageError" in text and "nope_field" in text and "Traceback" not in text
     assert not [o for o in outs[8] if o.get("output_type") == "error"]
+
+
+def test_show_esd_picks_the_model_with_models_or_the_old_model_spelling(ip):
+    """One spelling in help and docs (--models ID...); --model ID still works (issue 16)."""
+    ip.run_line_magic("diffract", "open --profile ram")
+    ip.run_line_magic("diffract", "add mlp(0) --id m1")
+    ip.run_line_magic("diffract", "add mlp(1) --id m2")
+    for option in ("--models m2", "--model m2"):
+        p = ip.run_line_magic("diffract", f"show esd --kind esd --slice layers.0.weight {option}")
+        assert p.kind == "esd" and p.slice_model == "m2"
+        p.stop()
