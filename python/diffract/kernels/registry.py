@@ -13,11 +13,11 @@ from __future__ import annotations
 import difflib
 import importlib
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Unpack
 
 from diffract._errors import DependencyCycleError, KernelDefinitionError, UnknownFieldError
-from diffract.kernels.spec import Kernel, Level, OptionRule, define
+from diffract.kernels.spec import Kernel, KernelSpec, define
 
 __all__ = [
     "FAMILIES",
@@ -297,33 +297,24 @@ def default_registry() -> KernelRegistry:
 def kernel(
     func: Callable[..., Any] | None = None,
     *,
-    outputs: str | Iterable[str] | None = None,
-    level: Level = "param",
-    transient: Iterable[str] = (),
-    min_ndim: int = 0,
-    vectorized: bool = False,
-    family: str = "custom",
-    name: str | None = None,
-    descriptions: Mapping[str, str] | None = None,
-    option_rules: Mapping[str, OptionRule] | None = None,
     registry: KernelRegistry | None = None,
     replace: bool = False,
-):
+    **spec: Unpack[KernelSpec],
+) -> Any:
     """Decorator: declare a kernel from a function's signature and register it.
 
     Args:
         func: the kernel function (when used as ``@kernel`` without arguments).
-        outputs: the field(s) it produces; default: the function's name.
-        level: ``"param"``, ``"model"`` or ``"cross"``.
-        transient: outputs kept in memory during a run, stored only when asked for.
-        min_ndim: slices with fewer dimensions are not applicable.
-        vectorized: the function takes lists (one entry per slice) and returns a list.
-        family: a label for the catalog.
-        name: the kernel's name; default: the function's name.
-        descriptions: one-line descriptions per output.
-        option_rules: choices and ranges of options (:class:`~diffract.kernels.spec.OptionRule`).
         registry: where to register it; default: :func:`default_registry`.
         replace: whether it may take over a kernel or fields already registered.
+        **spec: what the kernel produces and how it runs (the keys of ``KernelSpec``):
+            ``outputs`` the field(s) it produces (default: the function's name);
+            ``level`` ``"param"``, ``"model"`` or ``"cross"``; ``transient`` outputs kept in
+            memory during a run, stored only when asked for; ``min_ndim`` slices with fewer
+            dimensions are not applicable; ``vectorized`` the function takes lists (one entry
+            per slice) and returns a list; ``family`` a label for the catalog; ``name`` the
+            kernel's name (default: the function's name); ``descriptions`` one-line
+            descriptions per output; ``option_rules`` choices and ranges of options.
 
     Returns:
         The function, with its spec as ``func.__diffract_kernel__``.
@@ -335,18 +326,7 @@ def kernel(
     """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        define(
-            f,
-            outputs=outputs,
-            level=level,
-            transient=transient,
-            min_ndim=min_ndim,
-            vectorized=vectorized,
-            family=family,
-            name=name,
-            descriptions=descriptions,
-            option_rules=option_rules,
-        )
+        define(f, **spec)
         (registry or default_registry()).register(f.__diffract_kernel__, replace=replace)
         return f
 

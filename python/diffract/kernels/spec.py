@@ -22,7 +22,7 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import numpy as np
 
@@ -408,36 +408,35 @@ def make_kernel(
     )
 
 
-def define(
-    func: Callable[..., Any] | None = None,
-    *,
-    outputs: str | Iterable[str] | None = None,
-    level: Level = "param",
-    transient: Iterable[str] = (),
-    min_ndim: int = 0,
-    vectorized: bool = False,
-    family: str = "custom",
-    name: str | None = None,
-    descriptions: Mapping[str, str] | None = None,
-    option_rules: Mapping[str, OptionRule] | None = None,
-):
+class KernelSpec(TypedDict, total=False):
+    """The keyword arguments of :func:`define` and :func:`diffract.kernel` (those of
+    :func:`make_kernel`): what a kernel produces and how it runs."""
+
+    outputs: str | Iterable[str] | None
+    level: Level
+    transient: Iterable[str]
+    min_ndim: int
+    vectorized: bool
+    family: str
+    name: str | None
+    descriptions: Mapping[str, str] | None
+    option_rules: Mapping[str, OptionRule] | None
+
+
+def define(func: Callable[..., Any] | None = None, **spec: Unpack[KernelSpec]) -> Any:
     """Decorator: attach a :class:`Kernel` spec to ``func`` as ``func.__diffract_kernel__``
     without registering it (built-in families are collected explicitly, no import side effects).
+
+    Args:
+        func: the kernel function (when used as ``@define`` without arguments).
+        **spec: the keyword arguments of :func:`make_kernel`.
+
+    Returns:
+        The function (or, without ``func``, a decorator).
     """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        f.__diffract_kernel__ = make_kernel(  # type: ignore[attr-defined]
-            f,
-            outputs=outputs,
-            level=level,
-            transient=transient,
-            min_ndim=min_ndim,
-            vectorized=vectorized,
-            family=family,
-            name=name,
-            descriptions=descriptions,
-            option_rules=option_rules,
-        )
+        f.__diffract_kernel__ = make_kernel(f, **spec)  # type: ignore[attr-defined]
         return f
 
     return wrap(func) if func is not None else wrap
