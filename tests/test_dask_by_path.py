@@ -50,9 +50,9 @@ def _registry():
 
 def _opened_here():
     """The checkpoint files this worker process read by path."""
-    from diffract.run import chunks
+    from diffract.run import weights
 
-    refs = chunks._WORKER_REFERENCES
+    refs = weights._WORKER_REFERENCES
     return sorted({key[0] for key in refs._leaves}) if refs is not None else []
 
 

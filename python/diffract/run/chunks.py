@@ -11,12 +11,10 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from diffract._core.arrays import storable_error
-from diffract._core.slices import ParameterType, SliceInfo
+from diffract._core.slices import SliceInfo
 from diffract._core.threads import one_blas_thread
-from diffract.extract.references import ReferenceReader, reference_file
+from diffract.extract.references import reference_file
 from diffract.kernels.spec import Kernel, SliceNotApplicable
 from diffract.run.plan import SlicePlan
 from diffract.run.report import Failure
@@ -28,7 +26,8 @@ from diffract.run.state import (
     normalise,
     short_error,
 )
-from diffract.store import Batch, Store
+from diffract.run.weights import BY_PATH, load_weights, read_by_path
+from diffract.store import Batch
 
 if TYPE_CHECKING:  # concurrent.futures imports logging, its process pool multiprocessing
     from concurrent.futures import ThreadPoolExecutor
@@ -39,49 +38,6 @@ WORKING_SET_FACTOR = 4
 
 Values = dict[str, dict[str, Any]]
 Plans = dict[str, SlicePlan]
-
-
-# --- weights ------------------------------------------------------------------------------
-def canonical_layout(w: np.ndarray, s: SliceInfo) -> np.ndarray:
-    """The weights in PyTorch layout, whatever the framework: dense (out, in), conv
-    (out, in, *kernel). Flax/Keras kernels (in, out) / (*kernel, in, out) are transposed;
-    bias and norm slices lose singleton axes."""
-    if s.type in (ParameterType.BIAS, ParameterType.NORM) and w.ndim > 1:
-        w = w.reshape([d for d in w.shape if d != 1] or [1])
-    if s.layout == "in_out" and w.ndim >= 2:
-        if w.ndim == 2:
-            return w.T
-        return np.moveaxis(np.moveaxis(w, -1, 0), -1, 1)
-    return w
-
-
-def as_float_array(arr: np.ndarray) -> np.ndarray:
-    """Floats of at least 32 bits (complex kept): what kernels receive as ``weights``."""
-    if arr.dtype.kind == "f" and arr.dtype.itemsize >= 4:
-        return arr
-    if arr.dtype.kind == "c":
-        return arr
-    if arr.dtype.kind == "f":
-        return arr.astype(np.float32)
-    return arr.astype(np.float64)
-
-
-def load_weights(store: Store, s: SliceInfo) -> np.ndarray | Failed:
-    """The slice's weights as kernels see them, or a failure (unreadable, NaN or Inf)."""
-    return checked_weights(lambda: store.weights(s.uid), s)
-
-
-def checked_weights(read: Callable[[], np.ndarray], s: SliceInfo) -> np.ndarray | Failed:
-    """``read()`` in the layout and dtype kernels see, or a failure (unreadable, NaN, Inf)."""
-    try:
-        w = canonical_layout(as_float_array(read()), s)
-    except Exception as exc:
-        return Failed(short_error(exc))
-    if not np.all(np.isfinite(w)):
-        n_nan = int(np.isnan(w).sum())
-        n_inf = int(np.isinf(w).sum())
-        return Failed(f"weights contain {n_nan} NaN and {n_inf} Inf value(s) of {w.size}")
-    return w
 
 
 # --- running kernels on a chunk (no store access) -----------------------------------------
@@ -202,41 +158,11 @@ def run_kernels(
     return calls
 
 
-class ByPath:
-    """Stands for a slice's weights in a remote task: the worker reads them from the
-    checkpoint the slice references (its ``meta["external"]``), by path."""
-
-    def __repr__(self) -> str:
-        return "ByPath()"
-
-
-BY_PATH = ByPath()
-
-#: in a worker process: the checkpoint files read by path (kept between tasks)
-_WORKER_REFERENCES: ReferenceReader | None = None
-
-
-def worker_references() -> ReferenceReader:
-    """This process's reader of checkpoint references (a worker keeps its files open)."""
-    global _WORKER_REFERENCES
-    if _WORKER_REFERENCES is None:
-        _WORKER_REFERENCES = ReferenceReader()
-    return _WORKER_REFERENCES
-
-
-def _read_by_path(values: Values) -> None:
-    """Replace each :class:`ByPath` marker by the weights read from the checkpoint here."""
-    for vals in values.values():
-        if isinstance(vals.get("weights"), ByPath):
-            s = vals["slice_info"]
-            vals["weights"] = checked_weights(lambda s=s: worker_references().read(s), s)
-
-
 def remote_chunk(chunk, kernels, plan_of, values, opts_of, cancel=None):
     """Task body for process pools and Dask workers: read the weights sent by path, run the
     kernels, send back the values (inputs such as the weights are dropped from the reply).
     ``cancel``: a token of the executor (``is_set()``) that says the run was cancelled."""
-    _read_by_path(values)
+    read_by_path(values)
     calls = run_kernels(
         chunk,
         kernels,

@@ -12,8 +12,6 @@ from diffract.kernels.spec import Kernel
 from diffract.run.chunks import (
     LocalChunks,
     RemoteChunks,
-    as_float_array,
-    canonical_layout,
     compute_here,
     make_chunks,
     run_chunks,
@@ -28,6 +26,7 @@ from diffract.run.state import (
     normalise,
     short_error,
 )
+from diffract.run.weights import as_float_array, canonical_layout
 from diffract.store import Batch
 
 #: inputs of cross-model kernels that are not fields
