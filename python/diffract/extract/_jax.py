@@ -19,7 +19,7 @@ from diffract._core.tree import dotted_name, tree_leaves_with_path, tree_map
 from diffract.extract import Extractor, ModelTree
 
 
-def _class_type(obj: Any) -> ParameterType | None:
+def class_type(obj: Any) -> ParameterType | None:
     name = type(obj).__name__.lower()
     if "embed" in name:
         return ParameterType.EMBEDDING
@@ -91,13 +91,13 @@ def _from_equinox(model: Any) -> ModelTree:
     eqx = sys.modules["equinox"]
     types: dict[str, ParameterType] = {}
     for path, _leaf in tree_leaves_with_path(model):
-        owner_type = _class_type(model)
+        owner_type = class_type(model)
         obj = model
         try:
             for key in path[:-1]:
                 obj = _child(obj, key)
                 if isinstance(obj, eqx.Module):
-                    owner_type = _class_type(obj) or owner_type
+                    owner_type = class_type(obj) or owner_type
         except (AttributeError, IndexError, KeyError, ValueError):
             continue
         t = _leaf_type(owner_type, path[-1]) if path else None
@@ -126,7 +126,7 @@ def _from_nnx(model: Any) -> ModelTree:
     state = nnx.state(model, nnx.Param)
     tree = nnx.to_pure_dict(state) if hasattr(nnx, "to_pure_dict") else state.to_pure_dict()
     module_types = {
-        tuple(str(p) for p in path): _class_type(mod) for path, mod in nnx.iter_modules(model)
+        tuple(str(p) for p in path): class_type(mod) for path, mod in nnx.iter_modules(model)
     }
     types: dict[str, ParameterType] = {}
     for path, _leaf in tree_leaves_with_path(tree):

@@ -14,7 +14,7 @@ from diffract._core.arrays import to_numpy
 from diffract._core.slices import ParameterType
 from diffract._core.tree import is_array
 from diffract.extract import Extractor, ModelTree, nest_dotted
-from diffract.extract._jax import _class_type
+from diffract.extract._jax import class_type
 
 
 def _is_keras(obj: Any) -> bool:
@@ -69,7 +69,7 @@ def _from_keras(model: Any) -> ModelTree:
         elif leaf == "gamma":
             types[name] = ParameterType.NORM
         else:
-            t = _class_type(owner.get(id(w), model))
+            t = class_type(owner.get(id(w), model))
             if t is not None:
                 types[name] = t
     return ModelTree(

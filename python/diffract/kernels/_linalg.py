@@ -50,7 +50,7 @@ def ww_eval_factor(ndim: int) -> float:
     return 0.5 if ndim == 4 else 1.0
 
 
-def _check_precision(precision: str) -> str:
+def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     return precision
@@ -233,7 +233,7 @@ def matrix_svals(
 
     The returned path is one of ``"float32"``, ``"float64"``, ``"svd"``, ``"zero"``.
     """
-    _check_precision(precision)
+    check_precision(precision)
     if min(a.shape) == 0:
         raise ValueError(f"empty matrix of shape {a.shape}")
     t = _tall(a)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from diffract.kernels.norms import _finite, _nonempty
+from diffract.kernels.norms import finite_values, nonempty
 from diffract.kernels.spec import define
 
 
 def _mean(values, name):
-    return float(np.mean(_nonempty(_finite(values), name)))
+    return float(np.mean(nonempty(finite_values(values), name)))
 
 
 @define(outputs="model_pl_alpha_norm", level="model", family="model")

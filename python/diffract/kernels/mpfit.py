@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from diffract.kernels.norms import _finite, _nonempty
+from diffract.kernels.norms import finite_values, nonempty
 from diffract.kernels.spec import define
 
 #: WeightWatcher's KDE bandwidth, density floor and grid size
@@ -163,4 +163,4 @@ def num_traps(rand_mp_fit_num_spikes):
 def model_mp_fit_soft_rank(mp_fit_soft_rank):
     """Mean of mp_fit_soft_rank over slices. WeightWatcher summary ``mp_softrank`` (with
     ``mp_fit=True``)."""
-    return float(np.mean(_nonempty(_finite(mp_fit_soft_rank), "mp_fit_soft_rank")))
+    return float(np.mean(nonempty(finite_values(mp_fit_soft_rank), "mp_fit_soft_rank")))

@@ -9,7 +9,7 @@ import numpy as np
 from diffract.kernels.spec import define
 
 
-def _finite(values):
+def finite_values(values):
     out = []
     for v in values:
         if v is None:
@@ -23,7 +23,7 @@ def _finite(values):
     return out
 
 
-def _nonempty(vals, name):
+def nonempty(vals, name):
     if not vals:
         raise ValueError(f"no slice of this model has a finite {name}")
     return vals
@@ -116,27 +116,29 @@ def esd_log_max(esd_max):
 def log_norm(layer_log_norm):
     """Mean over the model's slices of log10 ||W||_F^2 (WeightWatcher summary ``log_norm``
     for dense models)."""
-    return float(np.mean(_nonempty(_finite(layer_log_norm), "layer_log_norm")))
+    return float(np.mean(nonempty(finite_values(layer_log_norm), "layer_log_norm")))
 
 
 @define(outputs="log_spectral_norm", level="model", family="norms")
 def log_spectral_norm(layer_log_spectral_norm):
     """Mean over the model's slices of log10 ||W||_2^2 (WeightWatcher summary
     ``log_spectral_norm`` for dense models)."""
-    return float(np.mean(_nonempty(_finite(layer_log_spectral_norm), "layer_log_spectral_norm")))
+    return float(
+        np.mean(nonempty(finite_values(layer_log_spectral_norm), "layer_log_spectral_norm"))
+    )
 
 
 @define(outputs="log_prod_frob_norm", level="model", family="norms")
 def log_prod_frob_norm(frob_norm):
     """log10 prod_l ||W_l||_F = sum_l log10 ||W_l||_F over the model's matrix slices."""
-    vals = _nonempty([v for v in _finite(frob_norm) if v > 0], "frob_norm")
+    vals = nonempty([v for v in finite_values(frob_norm) if v > 0], "frob_norm")
     return float(np.sum(np.log10(vals)))
 
 
 @define(outputs="log_prod_spectral_norm", level="model", family="norms")
 def log_prod_spectral_norm(spectral_norm):
     """log10 prod_l ||W_l||_2 = sum_l log10 s_max(W_l) over the model's matrix slices."""
-    vals = _nonempty([v for v in _finite(spectral_norm) if v > 0], "spectral_norm")
+    vals = nonempty([v for v in finite_values(spectral_norm) if v > 0], "spectral_norm")
     return float(np.sum(np.log10(vals)))
 
 
@@ -144,5 +146,5 @@ def log_prod_spectral_norm(spectral_norm):
 def param_norm(weights_l2_norm):
     """Euclidean norm of the whole parameter vector: sqrt(sum over all slices (any ndim) of
     sum w^2)."""
-    vals = _nonempty(_finite(weights_l2_norm), "weights_l2_norm")
+    vals = nonempty(finite_values(weights_l2_norm), "weights_l2_norm")
     return float(math.sqrt(sum(v * v for v in vals)))

@@ -12,7 +12,7 @@ import numpy as np
 
 from diffract.kernels._linalg import (
     PRECISIONS,
-    _check_precision,
+    check_precision,
     default_threads,
     kernel_matrices,
     pooled_desc,
@@ -63,7 +63,7 @@ def weights_spectrum(
     (:mod:`diffract.kernels.ww`) leaves out, as not applicable with a reason, the slices
     that WeightWatcher's size guards or layer selection skip when those options are set.
     """
-    _check_precision(precision)
+    check_precision(precision)
     threads = default_threads() if not spectrum_threads else int(spectrum_threads)
     from diffract.kernels.device import CPU, gram_svals, resolve_device
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from diffract._core.slices import ParameterType
 from diffract.kernels.conventions import CONVENTIONS as CONVENTIONS
-from diffract.kernels.norms import _finite, _nonempty
+from diffract.kernels.norms import finite_values, nonempty
 from diffract.kernels.spec import SliceNotApplicable, at_least, define, one_of
 
 #: accepted values of ``layer_selection``
@@ -93,11 +93,11 @@ def model_esd_log_norm(esd_log_norm):
     """Mean over slices of log10 sum_i lambda_i. WeightWatcher summary ``log_norm`` with
     esd_scale="ww" (for Conv2d WW's per-layer eigenvalues are halved, so this differs from
     ``log_norm``, the mean of log10 ||W||_F^2)."""
-    return float(np.mean(_nonempty(_finite(esd_log_norm), "esd_log_norm")))
+    return float(np.mean(nonempty(finite_values(esd_log_norm), "esd_log_norm")))
 
 
 @define(outputs="model_esd_log_max", level="model", family="model")
 def model_esd_log_max(esd_log_max):
     """Mean over slices of log10 lambda_max. WeightWatcher summary ``log_spectral_norm`` with
     esd_scale="ww"."""
-    return float(np.mean(_nonempty(_finite(esd_log_max), "esd_log_max")))
+    return float(np.mean(nonempty(finite_values(esd_log_max), "esd_log_max")))
