@@ -139,7 +139,7 @@ async def test_a_corrupt_store_is_an_error_reply_not_a_crash(jp_fetch, jp_root_d
     cut.write_bytes(data[:200])  # the SQLite header survives, the rest does not
     for path, words in (
         ("bad/.diffract", "unreadable store marker"),
-        ("cut.diffract.sqlite", "unreadable SQLite store"),
+        ("cut.diffract.sqlite", "truncated SQLite store"),
     ):
         for endpoint, extra in (("store", {}), ("field", {"field": "frob_norm"})):
             code, body = await failure(jp_fetch, endpoint, path=path, **extra)

@@ -382,7 +382,7 @@ def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> None
                 "the store is damaged, nothing was compacted"
             )
         with h5py_file(v.file) as src:
-            ds = src[v.dataset]
+            ds = h5_dataset(src, v.dataset, v.file)
             if ds.nbytes <= copy_limit:
                 f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
                     _h5name(key[0]), data=ds[()]
