@@ -134,3 +134,12 @@ def test_show_model_is_a_hidden_alias_of_models():
     args = magics._parser().parse_args(["show", "esd", "--kind", "esd", "--model", "m1"])
     assert args.models == ["m1"]
     assert "--model " not in magics.USAGE
+
+
+def test_a_notebook_session_opened_later_is_followed(ip, in_tmp, capsys):
+    ip.run_line_magic("diffract", "open")
+    with pytest.warns(UserWarning, match="takes the writer lock over"):
+        ip.run_cell("session = Session()", store_history=False)
+    ip.run_line_magic("diffract", "add mlp(0) --id m1")  # not refused by the superseded one
+    assert "'session' took this store's writer lock over; using it" in capsys.readouterr().out
+    assert ip.user_ns["session"].models.ids() == ["m1"]

@@ -146,6 +146,11 @@ class DiffractMagics(Magics):
         notebook's own Session (announced once, with the others found)."""
         if self.source is not None and self._user_ns().get(self.source) is not self.session:
             self.session, self.source = None, None  # the variable was rebound or deleted
+        if self.session is not None and _superseded(self.session):
+            newer = self._notebook_writer(self.session.store.path)
+            if newer is not None:  # a notebook Session took this store's writer lock over
+                self.session, self.source = newer[1], newer[0]
+                print(f"%diffract: {newer[0]!r} took this store's writer lock over; using it")
         if self.session is None:
             found = _notebook_sessions(self._user_ns())
             if not found:
