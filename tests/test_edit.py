@@ -68,7 +68,8 @@ def test_sharpness_removes_the_top_components():
 
 
 def test_torch_module_new_model_original_unchanged():
-    torch = pytest.importorskip("torch")
+    import torch
+
     net = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.ReLU(), torch.nn.Linear(12, 4))
     with torch.no_grad():
         net[0].weight.copy_(torch.as_tensor(planted(), dtype=torch.float32))
@@ -86,7 +87,8 @@ def test_torch_module_new_model_original_unchanged():
 
 
 def test_torch_conv_per_kernel_position():
-    torch = pytest.importorskip("torch")
+    import torch
+
     conv = torch.nn.Conv2d(8, 12, 2, bias=False)
     with torch.no_grad():
         for i in range(2):
@@ -101,8 +103,9 @@ def test_torch_conv_per_kernel_position():
 
 
 def test_equinox_module_new_model_original_unchanged():
-    jax = pytest.importorskip("jax")
-    eqx = pytest.importorskip("equinox")
+    import equinox as eqx
+    import jax
+
     lin = eqx.nn.Linear(8, 12, key=jax.random.PRNGKey(0))
     lin = eqx.tree_at(
         lambda m: m.weight, lin, jax.numpy.asarray(planted(), dtype=jax.numpy.float32)
