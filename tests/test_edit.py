@@ -163,3 +163,24 @@ def test_peft_module_edits_its_base_weights():
     np.testing.assert_allclose(s, np.where(np.arange(8) < 4, SVALS, 0.0), atol=1e-5)
     a = model.base_model.model[0].lora_A["default"].weight
     assert torch.equal(new.base_model.model[0].lora_A["default"].weight, a)  # factors kept
+
+
+def test_flax_params_in_out_kernels_per_position():
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    dense = {"params": {"Dense_0": {"kernel": jnp.asarray(planted().T), "bias": jnp.zeros(12)}}}
+    new = diffract.svd_smoothing(dense, percent=0.5, method="svd")
+    assert isinstance(new["params"]["Dense_0"]["kernel"], jax.Array)
+    s = np.linalg.svd(np.asarray(new["params"]["Dense_0"]["kernel"]), compute_uv=False)
+    np.testing.assert_allclose(s, np.where(np.arange(8) < 4, SVALS, 0.0), atol=1e-5)
+    conv = nn.Conv(12, (2, 2)).init(jax.random.PRNGKey(0), jnp.ones((1, 5, 5, 8)))
+    kernel = np.stack([planted(seed=i).T for i in range(4)]).reshape(2, 2, 8, 12)
+    conv = {"params": {**conv["params"], "kernel": jnp.asarray(kernel)}}
+    w = np.asarray(diffract.svd_smoothing(conv, percent=0.25, method="svd")["params"]["kernel"])
+    for i in range(2):
+        for j in range(2):  # (kh, kw, in, out): ceil(int(0.25 * 8 * 4) / 4) = 2 kept each
+            s = np.linalg.svd(w[i, j], compute_uv=False)
+            np.testing.assert_allclose(s, np.where(np.arange(8) < 2, SVALS, 0.0), atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(conv["params"]["kernel"]), kernel.astype(np.float32))
