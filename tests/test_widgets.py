@@ -370,6 +370,8 @@ def test_panel_state_traits_hold_the_data_a_late_view_renders(disk_session, kind
     }[kind]
     extra = {"slice": "layers.1.weight", "model_id": "m1"} if kind == "esd" else {}
     p = FieldPanel(s, *opts, kind=kind, **extra)
+    # the first data is in the widget's initial state: no edit message was sent before display
+    assert p.figure._last_trace_edit_id == 0 and p.figure._last_layout_edit_id == 0
     data = _synced(p.figure, "_widget_data")
     assert len(data) == len(p.figure.data) >= 1
     key = "z" if kind == "heatmap" else "y"

@@ -1,6 +1,7 @@
 /** The sidebar chart: one field across the layers of the selected model (Plotly, loaded lazily). */
 import { plotText } from '../shared/format';
 import { h } from './dom';
+import { roundValue, shortLayerName } from './fieldgroups';
 import type { FieldState } from './model';
 
 function themeColors(): { fg: string; grid: string; accent: string } {
@@ -14,6 +15,13 @@ function themeColors(): { fg: string; grid: string; accent: string } {
 
 async function plotly() {
   return (await import('plotly.js-basic-dist-min')).default;
+}
+
+/** Fit a drawn chart to its container's new width (the sidebar was resized). */
+export async function resizeChart(node: HTMLElement): Promise<void> {
+  if (node.classList.contains('js-plotly-plot') && node.isConnected) {
+    (await plotly()).Plots.resize(node);
+  }
 }
 
 /** Draw `state` into `node` (a message instead when there is nothing per layer to plot). */
@@ -30,14 +38,21 @@ export async function renderChart(node: HTMLElement, state: FieldState): Promise
     } else {
       const text =
         state.value != null
-          ? `${sel.field} (model level) = ${state.value}`
+          ? `${sel.field} (model level) = ${roundValue(state.value)}`
           : `${sel.field} has no per-layer numbers to plot (an array or model-level field).`;
-      node.replaceChildren(h('div', 'diffract-empty', text));
+      const msg = h('div', 'diffract-empty', text);
+      if (state.value != null) {
+        msg.title = String(state.value);
+      }
+      node.replaceChildren(msg);
     }
     return;
   }
   const Plotly = await plotly();
   const { fg, grid, accent } = themeColors();
+  // at most ~12 layer names on the axis (every one in the hover)
+  const step = Math.max(1, Math.ceil(points.length / 12));
+  const ticks = points.map((_, i) => i).filter(i => i % step === 0);
   if (!node.classList.contains('js-plotly-plot')) {
     node.replaceChildren(); // a message shown before; Plotly keeps its own children once it plots
   }
@@ -49,8 +64,12 @@ export async function renderChart(node: HTMLElement, state: FieldState): Promise
         mode: 'lines+markers',
         x: points.map((_, i) => i),
         y: points.map(p => p.value),
+        customdata: points.map(p => p.name),
         text: points.map(
-          p => `${plotText(sel.model)}<br>${plotText(p.name)}<br>type: ${plotText(p.type)}<br>${plotText(sel.field)}: ${p.value}`
+          p =>
+            `${plotText(sel.model)}<br>${plotText(p.name)}<br>type: ${plotText(p.type)}<br>${plotText(sel.field)}: ${roundValue(p.value)}` +
+            (typeof p.value === 'number' && roundValue(p.value) !== String(p.value) ? ` (${p.value})` : '') +
+            '<br><i>click: copy the name</i>'
         ),
         hovertemplate: '%{text}<extra></extra>',
         line: { color: accent },
@@ -64,11 +83,46 @@ export async function renderChart(node: HTMLElement, state: FieldState): Promise
       paper_bgcolor: 'rgba(0,0,0,0)',
       plot_bgcolor: 'rgba(0,0,0,0)',
       font: { color: fg, size: 10 },
-      xaxis: { title: { text: 'layer' }, gridcolor: grid, zerolinecolor: grid },
+      xaxis: {
+        title: { text: 'layer' },
+        tickmode: 'array',
+        tickvals: ticks,
+        ticktext: ticks.map(i => plotText(shortLayerName(points[i].name))),
+        tickangle: -40,
+        automargin: true,
+        gridcolor: grid,
+        zerolinecolor: grid
+      },
       yaxis: { gridcolor: grid, zerolinecolor: grid }
     },
     { displayModeBar: false, responsive: true }
   );
   node.dataset.points = String(points.length);
   node.dataset.field = sel.field;
+  const gd = node as HTMLElement & { on?: (event: string, fn: (e: ClickEvent) => void) => void; removeAllListeners?: (event: string) => void };
+  gd.removeAllListeners?.('plotly_click');
+  gd.on?.('plotly_click', e => void copyName(node, String(e.points?.[0]?.customdata ?? '')));
+}
+
+interface ClickEvent {
+  points?: { customdata?: unknown }[];
+}
+
+/** Copy a clicked point's layer name; a note under the chart says so (or how to copy it). */
+async function copyName(node: HTMLElement, name: string): Promise<void> {
+  if (!name) {
+    return;
+  }
+  node.dataset.copied = name;
+  let note = node.parentElement?.querySelector<HTMLElement>('.diffract-copied');
+  if (!note) {
+    note = h('div', 'diffract-copied diffract-muted');
+    node.after(note);
+  }
+  try {
+    await navigator.clipboard.writeText(name);
+    note.textContent = `copied ${name}`;
+  } catch {
+    note.textContent = `${name} (the browser refused the clipboard: select and copy it)`;
+  }
 }

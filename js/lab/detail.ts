@@ -1,12 +1,17 @@
 /** The selected model: its title, "Open in notebook", the field chips and the chart. */
-import { renderChart } from './chart';
-import { h } from './dom';
 import type { OpenTarget } from './cellcode';
+import { renderChart, resizeChart } from './chart';
+import { h } from './dom';
+import { GROUP_TITLES, groupFields } from './fieldgroups';
 import type { RunsModel } from './model';
 
 export class DetailView {
   readonly node = h('div', 'diffract-detail');
   private readonly chart = h('div', 'diffract-chart');
+  /** The search box's text: only chips containing it are shown. */
+  query = '';
+  /** Whether the arrays and intermediates (esd, spectrum_path, ...) are shown. */
+  showArrays = false;
 
   constructor(
     private readonly model: RunsModel,
@@ -22,8 +27,9 @@ export class DetailView {
       return;
     }
     const title = h('div', 'diffract-detail-title');
-    title.append(h('b', '', m.model_id), h('span', 'diffract-muted', ` · ${m.slices} slices · ${m.framework ?? ''}`));
+    title.append(h('b', 'diffract-wrap', m.model_id), h('span', 'diffract-muted', ` · ${m.slices} slices · ${m.framework ?? ''}`));
     const openBtn = h('button', 'jp-Button jp-mod-styled jp-mod-accept diffract-open', 'Open in notebook');
+    openBtn.title = 'Insert a cell that opens this store read-only, this model and the chosen field';
     openBtn.addEventListener('click', () => this.onOpen({ store: sel.store, model: sel.model, field: this.model.selection?.field || undefined }));
     this.node.append(title, openBtn);
     if (!m.fields.length) {
@@ -31,13 +37,47 @@ export class DetailView {
       return;
     }
     const chips = h('div', 'diffract-fields');
-    for (const f of m.fields) {
-      const c = h('button', 'diffract-field' + (f === sel.field ? ' diffract-on' : ''), f);
-      c.dataset.field = f;
-      c.addEventListener('click', () => void this.model.selectField(f));
-      chips.append(c);
+    // the search box filters the chips when some field contains its text (else it named a
+    // store or a model: every chip stays)
+    const matching = groupFields(m.fields, this.query);
+    const groups = matching.length ? matching : groupFields(m.fields);
+    for (const { group, fields } of groups) {
+      if (group === 'array') {
+        const toggle = h('button', 'diffract-toggle-arrays', `${this.showArrays ? '▾' : '▸'} ${GROUP_TITLES.array} (${fields.length})`);
+        toggle.title = 'Fields holding an array per slice, or intermediates: the chart has no number per layer for them';
+        toggle.addEventListener('click', () => {
+          this.showArrays = !this.showArrays;
+          this.render();
+        });
+        chips.append(toggle);
+        if (!this.showArrays && fields.includes(sel.field)) {
+          // the field shown stays visible
+          fields.splice(0, fields.length, sel.field);
+        } else if (!this.showArrays) {
+          continue;
+        }
+      }
+      const box = h('div', 'diffract-field-group');
+      box.dataset.group = group;
+      if (group !== 'array') {
+        box.append(h('div', 'diffract-group-title', GROUP_TITLES[group]));
+      }
+      const row = h('div', 'diffract-chip-row');
+      for (const f of fields) {
+        const c = h('button', 'diffract-field' + (f === sel.field ? ' diffract-on' : ''), f);
+        c.dataset.field = f;
+        c.addEventListener('click', () => void this.model.selectField(f));
+        row.append(c);
+      }
+      box.append(row);
+      chips.append(box);
     }
     this.node.append(chips, this.chart);
+  }
+
+  /** Fit the chart to the sidebar's width. */
+  async resize(): Promise<void> {
+    await resizeChart(this.chart);
   }
 
   /** Draw the model's current field (again: after a theme change). */

@@ -44,7 +44,9 @@ export class RunsPanel extends Widget {
     this.search.placeholder = 'Filter stores, models, fields…';
     this.search.addEventListener('input', () => {
       this.list.query = this.search.value;
+      this.detail.query = this.search.value;
       this.list.render();
+      this.detail.render();
     });
     this.versionNote.hidden = true;
     this.errorNote.hidden = true;
@@ -76,6 +78,11 @@ export class RunsPanel extends Widget {
 
   protected onBeforeDetach(): void {
     this.model.stop();
+  }
+
+  /** The sidebar was dragged wider or narrower: the chart follows (the rest is CSS). */
+  protected onResize(): void {
+    void this.detail.resize();
   }
 
   protected onAfterShow(): void {

@@ -10,6 +10,19 @@ const EMPTY_HTML =
   '<pre>from diffract import Session\nsession = Session()   # ./.diffract\nsession.models.add(model, "my-model")\nsession.compute.apply("pl_alpha")</pre>' +
   '<p>or from a terminal: <code>diffract analyze</code>. Stores appear here by themselves.</p>';
 
+/** `el` holding `name` with a `<wbr>` after each `/ . _ -` and `:`, so that a long model id or
+ * path wraps at its parts rather than mid-word (a `<wbr>` is not copied with the text). */
+export function breakable<E extends HTMLElement>(el: E, name: string): E {
+  const parts = name.split(/(?<=[/._:-])/);
+  parts.forEach((p, i) => {
+    el.append(p);
+    if (i < parts.length - 1) {
+      el.append(document.createElement('wbr'));
+    }
+  });
+  return el;
+}
+
 export class StoreListView {
   readonly node = h('div', 'diffract-stores');
   /** The search box's text: stores, models and fields containing it (case-insensitive). */
@@ -55,8 +68,8 @@ export class StoreListView {
     item.dataset.path = s.path;
     const row = h('div', 'diffract-store-row');
     const open = this.model.isExpanded(s.path);
-    row.append(h('span', 'diffract-caret', open ? '▾' : '▸'), h('span', 'diffract-store-name', s.path || '(server root)'));
-    row.append(h('span', 'diffract-muted', ` · ${d ? d.models.length + ' models' : s.segments + ' segments'} · ${fmtTime(s.updated)}`));
+    row.append(h('span', 'diffract-caret', open ? '▾' : '▸'), breakable(h('span', 'diffract-store-name diffract-wrap'), s.path || '(server root)'));
+    row.append(h('span', 'diffract-store-meta diffract-muted', `${d ? d.models.length + ' models' : s.segments + ' segments'} · ${fmtTime(s.updated)}`));
     row.title = `updated ${fmtTime(s.updated)}`;
     row.addEventListener('click', () => void this.model.toggle(s.path));
     item.append(row);
@@ -108,7 +121,7 @@ export class StoreListView {
       tr.classList.add('diffract-selected');
     }
     tr.append(
-      h('td', 'diffract-model-id', m.model_id),
+      breakable(h('td', 'diffract-model-id diffract-wrap'), m.model_id),
       h('td', '', String(m.slices)),
       h('td', '', String(m.fields.length)),
       h('td', 'diffract-muted', fmtTime(m.added))

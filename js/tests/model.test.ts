@@ -396,8 +396,22 @@ test('the views render from the model: store rows, the selected model, chips and
   assert.ok(list.node.querySelector('.diffract-model[data-model="m1"]')!.classList.contains('diffract-selected'));
   assert.deepEqual(
     [...detail.node.querySelectorAll<HTMLElement>('.diffract-field')].map(c => c.dataset.field),
-    ['frob_norm', 'pl_alpha', 'esd']
+    ['frob_norm', 'pl_alpha']
   );
+  // esd (an array per slice) waits behind the toggle
+  const toggle = detail.node.querySelector('.diffract-toggle-arrays') as HTMLElement;
+  assert.match(toggle.textContent!, /arrays and intermediates \(1\)/);
+  toggle.click();
+  assert.ok(detail.node.querySelector('.diffract-field-group[data-group="array"] .diffract-field[data-field="esd"]'));
+  detail.query = 'alpha';
+  detail.render();
+  assert.deepEqual([...detail.node.querySelectorAll<HTMLElement>('.diffract-field')].map(c => c.dataset.field), ['pl_alpha']);
+  detail.query = 'm1'; // a model's name, no field's: every chip stays
+  detail.render();
+  assert.equal(detail.node.querySelectorAll('.diffract-field').length, 3);
+  detail.query = '';
+  detail.showArrays = false;
+  detail.render();
   assert.ok(detail.node.querySelector('.diffract-field[data-field="pl_alpha"]')!.classList.contains('diffract-on'));
   await detail.plot();
   assert.equal(detail.node.querySelector('.diffract-chart')!.textContent, 'Cannot read pl_alpha: boom');

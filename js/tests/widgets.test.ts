@@ -6,6 +6,7 @@ import { MockModel, renderProps, setupDom } from './mock';
 setupDom();
 
 import { freshSuffix, openStoreCode, relativePath } from '../lab/cellcode';
+import { fieldGroup, groupFields, roundValue, shortLayerName } from '../lab/fieldgroups';
 import { plotText } from '../shared/format';
 import filter from '../widgets/filter';
 import progress from '../widgets/progress';
@@ -168,4 +169,23 @@ test('plot text escapes the HTML subset Plotly reads', () => {
   assert.equal(plotText('<a href="http://x">m</a> & <b>'), '&lt;a href="http://x"&gt;m&lt;/a&gt; &amp; &lt;b&gt;');
   assert.equal(plotText('layers.0.weight'), 'layers.0.weight');
   assert.equal(plotText(3), '3');
+});
+
+test('sidebar field groups, rounding and layer labels', () => {
+  assert.equal(fieldGroup('pl_alpha'), 'layer');
+  assert.equal(fieldGroup('model_pl_alpha'), 'model');
+  for (const f of ['esd', 'spectrum_path', 'weights_svals', 'esd_deltas']) {
+    assert.equal(fieldGroup(f), 'array', f);
+  }
+  assert.deepEqual(groupFields(['esd', 'model_stable_rank', 'stable_rank', 'pl_alpha'], 'RANK'), [
+    { group: 'layer', fields: ['stable_rank'] },
+    { group: 'model', fields: ['model_stable_rank'] }
+  ]);
+  assert.equal(roundValue(3.141592653589793), '3.142');
+  assert.equal(roundValue(123456.789), '1.235e+5');
+  assert.equal(roundValue(0.000012345), '1.234e-5');
+  assert.equal(roundValue(2), '2');
+  assert.equal(roundValue(null), 'null');
+  assert.equal(shortLayerName('layers.0.weight'), 'layers.0');
+  assert.equal(shortLayerName('model.encoder.layers.11.attn.q_proj.weight'), '11.attn.q_proj');
 });

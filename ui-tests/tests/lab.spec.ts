@@ -48,10 +48,31 @@ test.describe('JupyterLab integration', () => {
         { timeout: 15000 }
       )
       .toBeGreaterThanOrEqual(0);
-    expect(await page.notebook.getCellTextInput(idx)).toContain('Session(path=".diffract", readonly=True)');
+    const inserted = await page.notebook.getCellTextInput(idx);
+    // a fresh name (the notebook's `session` stays the user's), the model and the chosen field
+    expect(inserted).toContain('runs_session = Session(path=".diffract", readonly=True)');
+    expect(inserted).toContain('runs_scope = runs_session.filter(model_ids=["m1"])');
+    expect(inserted).toContain('FieldPanel(runs_scope, "frob_norm")');
+    expect(inserted).not.toMatch(/(^|\n)session =/);
     await page.notebook.runCell(idx);
     await expect.poll(async () => outputText(page, idx)).toMatch(/\['m1'\] 8 slices; fields: \[.*'frob_norm'.*'stable_rank'/);
+    const check = await runCode(page, 'print("still", type(session).__name__, session.readonly, type(runs_session).__name__, runs_session.readonly)');
+    await expect.poll(async () => outputText(page, check)).toContain('still Session False Session True');
     await shot(page, 'sidebar-open-in-notebook');
+    // a second insert takes the next free name
+    await panel.locator('.diffract-open').click();
+    await expect
+      .poll(async () => {
+        const n = await page.notebook.getCellCount();
+        for (let i = n - 1; i >= 0; i--) {
+          const t = await page.notebook.getCellTextInput(i);
+          if (t.includes('runs_session_2 = Session(')) {
+            return true;
+          }
+        }
+        return false;
+      }, { timeout: 15000 })
+      .toBe(true);
   });
 
   test('magics run in a notebook', async ({ page }) => {

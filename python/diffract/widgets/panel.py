@@ -116,13 +116,16 @@ class FieldPanel(ipw.VBox):
         self.status = ipw.HTML(layout=ipw.Layout(margin="0 0 0 8px"))
         self.status.add_class("diffract-panel-status")
         self.spec: dict[str, Any] = {"data": [], "layout": {}}
-        # Every edit ends in sync_figure_state: edits travel as one-shot ``_py2js_*`` messages,
-        # which a browser-side model whose module is still loading drops (the blank-heatmap race).
-        self.figure = go.FigureWidget(layout={"height": height, **viz.NEUTRAL_LAYOUT})
+        # The first data goes into the FigureWidget's constructor, so that it is part of the
+        # widget's initial state (sent with the comm's opening): a browser model still loading its
+        # module can miss the updates sent right after it (then views drew empty axes: the
+        # blank-heatmap race). Later edits also end in sync_figure_state.
         with self._lock:
             self._last = time.monotonic()
             spec = self.build_spec()
-            self._apply(spec)
+            layout = go.Layout({"height": height, **viz.NEUTRAL_LAYOUT})
+            _layout_into(layout, spec["layout"])
+            self.figure = go.FigureWidget(data=spec["data"], layout=layout)
             self.spec = spec
             self._set_status()
         super().__init__(children=[self.status, self.figure])
@@ -187,13 +190,7 @@ class FieldPanel(ipw.VBox):
                 if new:
                     fig.add_traces(new)
                 self.rebuilds += 1
-            layout = spec["layout"]
-            fig.layout.title = layout.get("title")
-            for axis in ("xaxis", "yaxis"):
-                if axis in layout:
-                    fig.layout[axis].update(layout[axis])
-            if "barmode" in layout:
-                fig.layout.barmode = layout["barmode"]
+            _layout_into(fig.layout, spec["layout"])
         sync_figure_state(fig)
 
     def n_values(self) -> int:
@@ -333,16 +330,24 @@ class FieldPanel(ipw.VBox):
         return _snapshot_bundle(ipw.VBox, self, self.snapshot_html(), kwargs)
 
 
+def _layout_into(target: Any, layout: dict[str, Any]) -> None:
+    """Put a spec's title, axes and bar mode into a figure's layout (the rest stays)."""
+    target.title = layout.get("title")
+    for axis in ("xaxis", "yaxis"):
+        if axis in layout:
+            target[axis].update(layout[axis])
+    if "barmode" in layout:
+        target.barmode = layout["barmode"]
+
+
 def sync_figure_state(fig: go.FigureWidget) -> None:
     """Assign a FigureWidget's whole data and layout to its synced state traits.
 
     Plotly sends edits made after construction (``add_traces``, restyles, relayouts) to the
     browser as one-shot ``_py2js_*`` messages and syncs ``_widget_data`` / ``_widget_layout``
-    only when they are assigned whole. A browser-side model whose module has not finished
-    loading when such a message arrives drops it, and a view rendered later draws the stale
-    initial state: empty axes although Python holds the data. Assigning the full state after each
-    edit makes every later render draw what Python holds; views already rendered keep following
-    the messages (they do not re-read these traits).
+    (what a new view draws) only when they are assigned whole. Assigning the full state after
+    each edit makes a view rendered later (a second view, a re-opened output) draw what Python
+    holds; views already rendered follow the messages (they do not re-read these traits).
 
     Args:
         fig: the figure whose state to sync.
