@@ -13,7 +13,10 @@ Routes (all ``GET``, authenticated, under ``<base_url>/diffract/api/``):
 
 ``path`` is relative to the server root. Absolute paths, ``..`` and symlinks that leave the
 root (the store folder itself or anything inside it) are refused (403); a folder that is not
-a store is 404. Stores are opened read-only
+a store is 404; control characters in ``path`` are refused (403, read from the raw query). A
+store that cannot be read (damaged, foreign, a special file) is 422, at once and without
+retries; error bodies name paths relative to the root and carry no exception class names or
+parser details. Stores are opened read-only
 (no lock is taken), so a kernel may be writing to the same store meanwhile.
 
 This module stays light: Jupyter Server is imported when used; finding and reading stores
