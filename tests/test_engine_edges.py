@@ -249,7 +249,8 @@ def test_json_turns_non_finite_values_in_arrays_into_null(one_model):
 
 
 def test_polars_keeps_the_shape_of_2d_fields(one_model):
-    pl = pytest.importorskip("polars")
+    import polars as pl
+
     s = one_model
     _apply(s, "two_d")
     df = s.results.export_table("two_d", export_format="polars")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from diffract import ExtractionError, LazyArray, ParameterType, Session
 
-torch = pytest.importorskip("torch")
 nn = torch.nn
 
 
@@ -181,7 +181,7 @@ def test_torch_state_dict_and_file_skip_batchnorm_buffers(tmp_path):
 
 
 def test_flax_nnx_batch_stats_are_listed_as_skipped():
-    nnx = pytest.importorskip("flax.nnx")
+    from flax import nnx
 
     class Net(nnx.Module):
         def __init__(self, rngs):
@@ -195,9 +195,10 @@ def test_flax_nnx_batch_stats_are_listed_as_skipped():
 
 
 def test_flax_linen_variables_keep_params_only():
-    jax = pytest.importorskip("jax")
+    import jax
+
     jnp = jax.numpy
-    linen = pytest.importorskip("flax.linen")
+    from flax import linen
     from flax.core import freeze
 
     class Net(linen.Module):
@@ -222,7 +223,8 @@ def test_flax_linen_variables_keep_params_only():
 
 
 def test_keras_moving_statistics_skipped_frozen_weights_kept():
-    keras = pytest.importorskip("keras")
+    import keras
+
     model = keras.Sequential(
         [
             keras.Input((4,)),
@@ -239,9 +241,10 @@ def test_keras_moving_statistics_skipped_frozen_weights_kept():
 
 
 def test_equinox_batchnorm_state_skipped():
-    jax = pytest.importorskip("jax")
-    eqx = pytest.importorskip("equinox")
     import warnings
+
+    import equinox as eqx
+    import jax
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -350,7 +353,7 @@ def test_wrapper_prefixes_are_stripped_from_state_dicts_and_files(tmp_path):
 
 
 def onnx_model(nodes, inits, inputs, outputs):
-    onnx = pytest.importorskip("onnx")
+    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(
@@ -426,7 +429,8 @@ def test_onnx_file_weights_are_copied(tmp_path):
 
 
 def test_keras_recurrent_and_separable_kernels_are_in_out():
-    keras = pytest.importorskip("keras")
+    import keras
+
     seq = keras.Sequential(
         [keras.Input((5, 4)), keras.layers.LSTM(6, name="lstm"), keras.layers.Dense(2, name="d")]
     )

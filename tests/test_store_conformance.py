@@ -251,9 +251,7 @@ def test_session_end_to_end_on_every_backend(kind, tmp_path, mlp_weights):
         again = Session(**kwargs)
         report = again.compute.apply("stable_rank", "frob_norm", progress=False)
         assert again.kernel_calls == {} and report.reused == 6
-        assert (
-            again.results.export_table("stable_rank", "frob_norm", export_format="list") == table
-        )
+        assert again.results.export_table("stable_rank", "frob_norm", export_format="list") == table
 
 
 @pytest.mark.parametrize("kind", ["hdf5", "zarr"])

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("plotly")
-
+import plotly  # noqa: F401  (a test dependency: missing is a failure)
 import plotly.graph_objects as go
+import pytest
 
 from _ui_helpers import mlp
 from diffract import Session, viz
