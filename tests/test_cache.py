@@ -13,9 +13,14 @@ import numpy as np
 import pytest
 
 from diffract import Session
-from diffract.store import CacheWarning, CodecError, LRUCache, RedisCache
-from diffract.store import decode_value as decode
-from diffract.store import encode_value as encode
+from diffract.store import (
+    CacheWarning,
+    CodecError,
+    LRUCache,
+    RedisCache,
+    decode_value as decode,
+    encode_value as encode,
+)
 
 
 def free_port() -> int:

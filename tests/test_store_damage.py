@@ -20,10 +20,15 @@ import pytest
 
 from _store_helpers import make_slices
 from diffract import StoreCorruptError
-from diffract.store import Batch, CodecError, HDF5Store, open_backend
-from diffract.store import decode_value as decode
-from diffract.store import encode_value as encode
-from diffract.store import log as store_log
+from diffract.store import (
+    Batch,
+    CodecError,
+    HDF5Store,
+    decode_value as decode,
+    encode_value as encode,
+    log as store_log,
+    open_backend,
+)
 
 KINDS = {
     "hdf5": ("hdf5", "store", {}),

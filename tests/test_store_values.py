@@ -9,8 +9,7 @@ import uuid
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from diffract.store import Batch, open_backend
 from diffract.store._codec import decode, encode

@@ -7,103 +7,50 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from diffract._core.filters import Filter as Filter
-from diffract._core.filters import FilterChain as FilterChain
-from diffract._core.slices import ParameterType as ParameterType
-from diffract._core.slices import SliceInfo as SliceInfo
+from diffract._core.filters import Filter as Filter, FilterChain as FilterChain
+from diffract._core.slices import ParameterType as ParameterType, SliceInfo as SliceInfo
 from diffract._core.tree import (
     combine as combine,
-)
-from diffract._core.tree import (
     filter as filter,  # mirrors equinox.filter
-)
-from diffract._core.tree import (
     is_array as is_array,
-)
-from diffract._core.tree import (
     is_inexact_array as is_inexact_array,
-)
-from diffract._core.tree import (
     partition as partition,
 )
 from diffract._errors import (
     ConfigError as ConfigError,
-)
-from diffract._errors import (
     DependencyCycleError as DependencyCycleError,
-)
-from diffract._errors import (
     DiffractError as DiffractError,
-)
-from diffract._errors import (
     DuplicateModelError as DuplicateModelError,
-)
-from diffract._errors import (
     ExtractionError as ExtractionError,
-)
-from diffract._errors import (
     FieldNotComputedError as FieldNotComputedError,
-)
-from diffract._errors import (
     FilterError as FilterError,
-)
-from diffract._errors import (
     InvalidArgumentError as InvalidArgumentError,
-)
-from diffract._errors import (
     InvalidModelIdError as InvalidModelIdError,
-)
-from diffract._errors import (
     KernelDefinitionError as KernelDefinitionError,
-)
-from diffract._errors import (
     OptionValueError as OptionValueError,
-)
-from diffract._errors import (
     StoreCorruptError as StoreCorruptError,
-)
-from diffract._errors import (
     StoreError as StoreError,
-)
-from diffract._errors import (
     StoreLockedError as StoreLockedError,
-)
-from diffract._errors import (
     UnknownFieldError as UnknownFieldError,
-)
-from diffract._errors import (
     UnknownModelError as UnknownModelError,
-)
-from diffract._errors import (
     UnknownOptionError as UnknownOptionError,
 )
 
 if TYPE_CHECKING:
     from diffract._core.arrays import LazyArray as LazyArray
     from diffract._core.config import list_profiles as list_profiles
-    from diffract.extract import ModelTree as ModelTree
-    from diffract.extract import register_extractor as register_extractor
+    from diffract.edit import svd_sharpness as svd_sharpness, svd_smoothing as svd_smoothing
+    from diffract.extract import ModelTree as ModelTree, register_extractor as register_extractor
     from diffract.kernels.registry import kernel as kernel
     from diffract.kernels.spec import Kernel as Kernel
     from diffract.run.report import (
         Failure as Failure,
-    )
-    from diffract.run.report import (
         KernelFailureWarning as KernelFailureWarning,
-    )
-    from diffract.run.report import (
         NothingToCompareWarning as NothingToCompareWarning,
-    )
-    from diffract.run.report import (
         ProgressEvent as ProgressEvent,
-    )
-    from diffract.run.report import (
         RunReport as RunReport,
     )
-    from diffract.edit import svd_sharpness as svd_sharpness
-    from diffract.edit import svd_smoothing as svd_smoothing
-    from diffract.session import Scope as Scope
-    from diffract.session import Session as Session
+    from diffract.session import Scope as Scope, Session as Session
     from diffract.session.diffract_compat import upgrade_metadata_index as upgrade_metadata_index
     from diffract.session.summaries import ParameterOverrides as ParameterOverrides
 

@@ -3,7 +3,6 @@
 The implementation lives in :mod:`diffract._core.filters`; this module is its public face.
 """
 
-from diffract._core.filters import Filter as Filter
-from diffract._core.filters import FilterChain as FilterChain
+from diffract._core.filters import Filter as Filter, FilterChain as FilterChain
 
 __all__ = ["Filter", "FilterChain"]

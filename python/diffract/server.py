@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from diffract._errors import StoreError
-from diffract.store import STORE_MARKER
-from diffract.store import reader as _reader
+from diffract.store import STORE_MARKER, reader as _reader
 from diffract.store.reader import NotAStore, find_stores, is_sqlite_store, store_stamp
 
 API_VERSION = 1

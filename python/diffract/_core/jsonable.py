@@ -59,7 +59,11 @@ def to_jsonable(
             return v
         if isinstance(v, float):
             return v if nonfinite == "keep" or math.isfinite(v) else None
-        if np is not None and isinstance(v, np.generic) and (v.dtype.kind in "biuf" or isinstance(v, np.str_)):
+        if (
+            np is not None
+            and isinstance(v, np.generic)
+            and (v.dtype.kind in "biuf" or isinstance(v, np.str_))
+        ):
             return fix(v.item(), at)
         if np is not None and isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
             if v.ndim == 0:

@@ -10,32 +10,16 @@ from __future__ import annotations
 
 from diffract.kernels.registry import (
     FAMILIES as FAMILIES,
-)
-from diffract.kernels.registry import (
     KernelRegistry as KernelRegistry,
-)
-from diffract.kernels.registry import (
     builtin_kernels as builtin_kernels,
-)
-from diffract.kernels.registry import (
     default_registry as default_registry,
-)
-from diffract.kernels.registry import (
     kernel as kernel,
 )
 from diffract.kernels.spec import (
     Kernel as Kernel,
-)
-from diffract.kernels.spec import (
     OptionRule as OptionRule,
-)
-from diffract.kernels.spec import (
     SliceNotApplicable as SliceNotApplicable,
-)
-from diffract.kernels.spec import (
     define as define,
-)
-from diffract.kernels.spec import (
     make_kernel as make_kernel,
 )
 

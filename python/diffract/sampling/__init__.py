@@ -18,39 +18,53 @@ The core is pure Python: importing this module imports neither numpy nor torch.
 
 from __future__ import annotations
 
-from diffract.sampling.base import EXCLUSION_REASONS as EXCLUSION_REASONS
-from diffract.sampling.base import MODES as MODES
-from diffract.sampling.base import REASON_DUPLICATE as REASON_DUPLICATE
-from diffract.sampling.base import REASON_ELIGIBLE as REASON_ELIGIBLE
-from diffract.sampling.base import REASON_MISSING_TEACHER as REASON_MISSING_TEACHER
-from diffract.sampling.base import REASON_NO_OP as REASON_NO_OP
-from diffract.sampling.base import REASON_NOT_SELECTED as REASON_NOT_SELECTED
-from diffract.sampling.base import REASON_OVER_CAP as REASON_OVER_CAP
-from diffract.sampling.base import REASON_PAIRWISE_LIMIT as REASON_PAIRWISE_LIMIT
-from diffract.sampling.base import REASON_TEACHER_ANCHOR as REASON_TEACHER_ANCHOR
-from diffract.sampling.base import REASON_TOO_MANY_AXES as REASON_TOO_MANY_AXES
-from diffract.sampling.base import SOURCE_TEACHER as SOURCE_TEACHER
-from diffract.sampling.base import SamplingError as SamplingError
-from diffract.sampling.base import canonical_json as canonical_json
-from diffract.sampling.base import stable_hash as stable_hash
-from diffract.sampling.candidates import Candidate as Candidate
-from diffract.sampling.candidates import SparseSamplingPolicy as SparseSamplingPolicy
-from diffract.sampling.candidates import SubblockConfig as SubblockConfig
-from diffract.sampling.layout import NAMING_SCHEMES as NAMING_SCHEMES
-from diffract.sampling.layout import ModelLayout as ModelLayout
-from diffract.sampling.layout import NamingScheme as NamingScheme
-from diffract.sampling.layout import model_layout as model_layout
-from diffract.sampling.library import candidates_from_model as candidates_from_model
-from diffract.sampling.library import slice_block as slice_block
-from diffract.sampling.manifests import DOCUMENT_KIND as DOCUMENT_KIND
-from diffract.sampling.manifests import export_manifest as export_manifest
-from diffract.sampling.manifests import list_manifests as list_manifests
-from diffract.sampling.manifests import load_manifest as load_manifest
-from diffract.sampling.manifests import save_manifest as save_manifest
+from diffract.sampling.base import (
+    EXCLUSION_REASONS as EXCLUSION_REASONS,
+    MODES as MODES,
+    REASON_DUPLICATE as REASON_DUPLICATE,
+    REASON_ELIGIBLE as REASON_ELIGIBLE,
+    REASON_MISSING_TEACHER as REASON_MISSING_TEACHER,
+    REASON_NO_OP as REASON_NO_OP,
+    REASON_NOT_SELECTED as REASON_NOT_SELECTED,
+    REASON_OVER_CAP as REASON_OVER_CAP,
+    REASON_PAIRWISE_LIMIT as REASON_PAIRWISE_LIMIT,
+    REASON_TEACHER_ANCHOR as REASON_TEACHER_ANCHOR,
+    REASON_TOO_MANY_AXES as REASON_TOO_MANY_AXES,
+    SOURCE_TEACHER as SOURCE_TEACHER,
+    SamplingError as SamplingError,
+    canonical_json as canonical_json,
+    stable_hash as stable_hash,
+)
+from diffract.sampling.candidates import (
+    Candidate as Candidate,
+    SparseSamplingPolicy as SparseSamplingPolicy,
+    SubblockConfig as SubblockConfig,
+)
+from diffract.sampling.layout import (
+    NAMING_SCHEMES as NAMING_SCHEMES,
+    ModelLayout as ModelLayout,
+    NamingScheme as NamingScheme,
+    model_layout as model_layout,
+)
+from diffract.sampling.library import (
+    candidates_from_model as candidates_from_model,
+    slice_block as slice_block,
+)
+from diffract.sampling.manifests import (
+    DOCUMENT_KIND as DOCUMENT_KIND,
+    export_manifest as export_manifest,
+    list_manifests as list_manifests,
+    load_manifest as load_manifest,
+    save_manifest as save_manifest,
+)
 from diffract.sampling.materialize import materialize as materialize
-from diffract.sampling.records import SparseSampleManifest as SparseSampleManifest
-from diffract.sampling.records import SparseSampleRecord as SparseSampleRecord
-from diffract.sampling.records import manifest_from_dict as manifest_from_dict
-from diffract.sampling.records import record_from_dict as record_from_dict
-from diffract.sampling.select import sample_replacement_candidates as sample_replacement_candidates
-from diffract.sampling.select import sample_subblock_configs as sample_subblock_configs
+from diffract.sampling.records import (
+    SparseSampleManifest as SparseSampleManifest,
+    SparseSampleRecord as SparseSampleRecord,
+    manifest_from_dict as manifest_from_dict,
+    record_from_dict as record_from_dict,
+)
+from diffract.sampling.select import (
+    sample_replacement_candidates as sample_replacement_candidates,
+    sample_subblock_configs as sample_subblock_configs,
+)

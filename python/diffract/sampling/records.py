@@ -18,8 +18,7 @@ Vocabulary (also in ``docs/sampling.md``):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from dataclasses import fields as _dc_fields
+from dataclasses import dataclass, fields as _dc_fields
 from typing import Any
 
 # --- output: records and manifest ---------------------------------------------------------

@@ -11,21 +11,24 @@ and ``ParameterType``.
 """
 
 from diffract._core.slices import ParameterType as ParameterType
-from diffract._errors import IncompatibleStoreError as IncompatibleStoreError
-from diffract._errors import InvalidIdentifierError as InvalidIdentifierError
-from diffract._errors import KernelNotFoundError as KernelNotFoundError
-from diffract._errors import ModelAlreadyExistsError as ModelAlreadyExistsError
-from diffract._errors import ModelNotFoundError as ModelNotFoundError
-from diffract._errors import ScopeValidationError as ScopeValidationError
-from diffract._errors import SessionError as SessionError
+from diffract._errors import (
+    IncompatibleStoreError as IncompatibleStoreError,
+    InvalidIdentifierError as InvalidIdentifierError,
+    KernelNotFoundError as KernelNotFoundError,
+    ModelAlreadyExistsError as ModelAlreadyExistsError,
+    ModelNotFoundError as ModelNotFoundError,
+    ScopeValidationError as ScopeValidationError,
+    SessionError as SessionError,
+)
 from diffract.session.compute import Compute as Compute
 from diffract.session.models import Models as Models
 from diffract.session.results import Results as Results
-from diffract.session.session import Scope as Scope
-from diffract.session.session import Session as Session
-from diffract.session.summaries import ApplySummary as ApplySummary
-from diffract.session.summaries import EraseSummary as EraseSummary
-from diffract.session.summaries import ParameterOverrides as ParameterOverrides
+from diffract.session.session import Scope as Scope, Session as Session
+from diffract.session.summaries import (
+    ApplySummary as ApplySummary,
+    EraseSummary as EraseSummary,
+    ParameterOverrides as ParameterOverrides,
+)
 from diffract.session.utils import Utils as Utils
 from diffract.session.viz import Viz as Viz
 

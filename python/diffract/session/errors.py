@@ -1,12 +1,14 @@
 """``diffract.session.errors``: Diffract's session error names (ours; see :mod:`diffract._errors`)."""
 
-from diffract._errors import IncompatibleStoreError as IncompatibleStoreError
-from diffract._errors import InvalidIdentifierError as InvalidIdentifierError
-from diffract._errors import KernelNotFoundError as KernelNotFoundError
-from diffract._errors import ModelAlreadyExistsError as ModelAlreadyExistsError
-from diffract._errors import ModelNotFoundError as ModelNotFoundError
-from diffract._errors import ScopeValidationError as ScopeValidationError
-from diffract._errors import SessionError as SessionError
+from diffract._errors import (
+    IncompatibleStoreError as IncompatibleStoreError,
+    InvalidIdentifierError as InvalidIdentifierError,
+    KernelNotFoundError as KernelNotFoundError,
+    ModelAlreadyExistsError as ModelAlreadyExistsError,
+    ModelNotFoundError as ModelNotFoundError,
+    ScopeValidationError as ScopeValidationError,
+    SessionError as SessionError,
+)
 
 __all__ = [
     "IncompatibleStoreError",

@@ -18,29 +18,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffract._core.config import BACKENDS as BACKENDS
-from diffract._core.config import PROFILES as PROFILES
-from diffract.store._base import LAYOUT_VERSION as LAYOUT_VERSION
-from diffract.store._base import Batch as Batch
-from diffract.store._base import RamStore as RamStore
-from diffract.store._base import Store as Store
-from diffract.store._base import StoreState as StoreState
-from diffract.store._cache import CacheWarning as CacheWarning
-from diffract.store._cache import LRUCache as LRUCache
-from diffract.store._cache import NoCache as NoCache
-from diffract.store._cache import RedisCache as RedisCache
-from diffract.store._cache import make_cache as make_cache
-from diffract.store._codec import CodecError as CodecError
-from diffract.store._codec import decode as decode_value
-from diffract.store._codec import encode as encode_value
+from diffract._core.config import BACKENDS as BACKENDS, PROFILES as PROFILES
+from diffract.store._base import (
+    LAYOUT_VERSION as LAYOUT_VERSION,
+    Batch as Batch,
+    RamStore as RamStore,
+    Store as Store,
+    StoreState as StoreState,
+)
+from diffract.store._cache import (
+    CacheWarning as CacheWarning,
+    LRUCache as LRUCache,
+    NoCache as NoCache,
+    RedisCache as RedisCache,
+    make_cache as make_cache,
+)
+from diffract.store._codec import (
+    CodecError as CodecError,
+    decode as decode_value,
+    encode as encode_value,
+)
 from diffract.store._copy import copy_store as copy_store
-from diffract.store._folder import STORE_MARKER as STORE_MARKER
-from diffract.store._folder import is_sqlite_file as is_sqlite_file
+from diffract.store._folder import STORE_MARKER as STORE_MARKER, is_sqlite_file as is_sqlite_file
 from diffract.store._lock import atomic_write_text as atomic_write_text
-from diffract.store.registry import detect_backend as detect_backend
-from diffract.store.registry import open_backend as open_backend
-from diffract.store.registry import open_path as open_path
-from diffract.store.registry import open_store as open_store
+from diffract.store.registry import (
+    detect_backend as detect_backend,
+    open_backend as open_backend,
+    open_path as open_path,
+    open_store as open_store,
+)
 
 __all__ = [
     "BACKENDS",

@@ -1,14 +1,18 @@
 """``diffract.core.compute``: the kernel levels, protocols, restrictions and errors, by
 Diffract's import path."""
 
-from diffract._errors import CircularDependencyError as CircularDependencyError
-from diffract._errors import DependencyNotFoundError as DependencyNotFoundError
-from diffract._errors import InvalidConfiguration as InvalidConfiguration
-from diffract._errors import InvalidConfigurationError as InvalidConfigurationError
-from diffract._errors import KernelError as KernelError
-from diffract.core.compute.execution import KernelApplyLevel as KernelApplyLevel
-from diffract.core.compute.execution import KernelExecutionProtocol as KernelExecutionProtocol
-from diffract.core.compute.execution import KernelRestrictions as KernelRestrictions
+from diffract._errors import (
+    CircularDependencyError as CircularDependencyError,
+    DependencyNotFoundError as DependencyNotFoundError,
+    InvalidConfiguration as InvalidConfiguration,
+    InvalidConfigurationError as InvalidConfigurationError,
+    KernelError as KernelError,
+)
+from diffract.core.compute.execution import (
+    KernelApplyLevel as KernelApplyLevel,
+    KernelExecutionProtocol as KernelExecutionProtocol,
+    KernelRestrictions as KernelRestrictions,
+)
 
 __all__ = [
     "CircularDependencyError",
