@@ -3,6 +3,7 @@ worker, from the checkpoint the slice references (by path, so they are not sent)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -80,9 +81,13 @@ def worker_references() -> ReferenceReader:
     return _WORKER_REFERENCES
 
 
+def _read_here(s: SliceInfo) -> np.ndarray:
+    return np.asarray(worker_references().read(s))
+
+
 def read_by_path(values: Values) -> None:
     """Replace each :class:`ByPath` marker by the weights read from the checkpoint here."""
     for vals in values.values():
         if isinstance(vals.get("weights"), ByPath):
-            s = vals["slice_info"]
-            vals["weights"] = checked_weights(lambda s=s: worker_references().read(s), s)
+            s: SliceInfo = vals["slice_info"]
+            vals["weights"] = checked_weights(functools.partial(_read_here, s), s)
