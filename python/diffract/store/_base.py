@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -367,6 +368,39 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PersistentStore(Store):
+    """Base class of the backends kept at a path; its constructor is theirs.
+
+    Args:
+        path: where the store lives (created by a writer when missing).
+        readonly: open for reading only (no lock is taken, nothing is deleted).
+        lock_timeout: seconds a writer waits for another process's writer lock.
+        cache: the value cache (see :func:`diffract.store.make_cache`).
+
+    Raises:
+        StoreCorruptError: the location is damaged or not a diffract store of this backend.
+        StoreLockedError: another process holds the writer lock.
+    """
+
+    persistent = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        lock_timeout: float = 0.0,
+        cache: Any = None,
+    ) -> None:
+        super().__init__(readonly=readonly, cache=cache)
+        self._lock_timeout = lock_timeout
+        self._open_at(path)
+
+    def _open_at(self, path: str | os.PathLike[str]) -> None:
+        """Open the store at ``path`` (a writer creates it): the backend's step."""
+        raise NotImplementedError
 
 
 class RamStore(Store):

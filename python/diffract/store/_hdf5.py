@@ -93,54 +93,37 @@ class ArrayRef:
 class HDF5Store(SegmentLog):
     """Folder of immutable HDF5 segments (see the module docstring).
 
-    Args:
-        path: the store folder (created by a writer when missing).
-        readonly: open for reading only (no lock is taken, nothing is deleted).
-        lock_timeout: seconds a writer waits for another process's writer lock.
-        cache: the value cache (see :func:`diffract.store.make_cache`).
-
-    Raises:
-        StoreCorruptError: the folder is damaged or not an HDF5 diffract store.
-        StoreLockedError: another process holds the writer lock.
+    Takes the arguments of :class:`~diffract.store._base.PersistentStore`; ``path`` is the
+    store folder.
     """
 
     backend = "hdf5"
-    persistent = True
     record_suffix = ".h5"
     record_kind = "segment"
     records_word = "segments"
     #: arrays up to this many bytes are copied into a compaction; larger ones are referenced
     COPY_LIMIT = 4 * 1024**2
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        readonly: bool = False,
-        lock_timeout: float = 0.0,
-        cache: Any = None,
-    ) -> None:
-        super().__init__(readonly=readonly, cache=cache, lock_timeout=lock_timeout)
+    def _open_log(self, path: str | os.PathLike[str]) -> None:
         self.root = Path(path).expanduser().resolve()
         self.path = str(self.root)
         self.segments_dir = self.root / "segments"
         self._lock = WriterLock(self.root / "writer.lock", str(self.root))
-        info = open_store_folder(self.root, "hdf5", create=not readonly)
+        info = open_store_folder(self.root, "hdf5", create=not self.readonly)
         if info and not self.segments_dir.is_dir():
             # segments/ is made before the marker: a store without it is damaged, not new
             raise StoreCorruptError(
                 f"{self.segments_dir}: missing folder of segments (the store's marker is "
                 "there); the store is damaged, nothing was changed"
             )
-        if not readonly:
+        if not self.readonly:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._lock.acquire(lock_timeout)
+            self._lock.acquire(self._lock_timeout)
             self.segments_dir.mkdir(exist_ok=True)
             info = write_marker_if_missing(self.root, "hdf5")
             for stale in self.segments_dir.glob(".tmp-*"):
                 stale.unlink(missing_ok=True)
         self.store_id = info.get("store_id", "")
-        self._start()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):

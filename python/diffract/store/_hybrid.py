@@ -57,6 +57,11 @@ class HybridStore(SQLiteStore):
             from diffract._errors import ConfigError
 
             raise ConfigError(f"hybrid arrays must be 'hdf5' or 'zarr', got {arrays!r}")
+        self._new_arrays = arrays
+        super().__init__(path, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
+
+    def _open_at(self, path: str | os.PathLike[str]) -> None:
+        readonly, arrays = self.readonly, self._new_arrays
         root = Path(path).expanduser().resolve()
         meta_db = root / "meta.sqlite"
         # a crash while creating (or a writer creating it now) leaves meta.sqlite, or the
@@ -80,7 +85,7 @@ class HybridStore(SQLiteStore):
         self.root = root
         self.arrays = info.get("arrays", arrays)
         self.arrays_dir = root / ("arrays" if self.arrays == "hdf5" else "arrays.zarr")
-        super().__init__(meta_db, readonly=readonly, lock_timeout=lock_timeout, cache=cache)
+        super()._open_at(meta_db)
         self.path = str(root)
         if readonly:
             return

@@ -31,7 +31,7 @@ from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
     Key,
-    Store,
+    PersistentStore,
     StoreState,
     locked,
     slice_from_json,
@@ -73,39 +73,22 @@ class RowRef:
         return f"{self.table}/{self.vid}"
 
 
-class SQLiteStore(Store):
+class SQLiteStore(PersistentStore):
     """One SQLite file (see the module docstring).
 
-    Args:
-        path: the database file (created by a writer when missing).
-        readonly: open for reading only (no lock is taken).
-        lock_timeout: seconds a writer waits for another process's writer lock.
-        cache: the value cache (see :func:`diffract.store.make_cache`).
-
-    Raises:
-        StoreCorruptError: the file is damaged or not a diffract SQLite store.
-        StoreLockedError: another process holds the writer lock.
+    Takes the arguments of :class:`~diffract.store._base.PersistentStore`; ``path`` is the
+    database file.
     """
 
     backend = "sqlite"
-    persistent = True
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        readonly: bool = False,
-        lock_timeout: float = 0.0,
-        cache: Any = None,
-    ) -> None:
-        super().__init__(readonly=readonly, cache=cache)
-        self._setup_paths(Path(path).expanduser().resolve())
-        self._lock_timeout = lock_timeout
-        self._data_version: int | None = None
-        self._open(readonly)
-        self.refresh()
 
     # --- opening -----------------------------------------------------------------------------
+    def _open_at(self, path: str | os.PathLike[str]) -> None:
+        self._setup_paths(Path(path).expanduser().resolve())
+        self._data_version: int | None = None
+        self._open(self.readonly)
+        self.refresh()
+
     def _setup_paths(self, path: Path) -> None:
         self.db_path = path
         self.path = str(path)

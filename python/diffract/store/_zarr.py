@@ -106,33 +106,17 @@ class ZarrRef:
 class ZarrStore(SegmentLog):
     """A Zarr store on a local folder or an fsspec URL (see the module docstring).
 
-    Args:
-        path: a folder or a URL (``memory://``, ``s3://``, ...).
-        readonly: open for reading only (no lock is taken, nothing is deleted).
-        lock_timeout: seconds a writer waits for another process's writer lock (local
-            folders only: on object stores the caller makes sure there is one writer).
-        cache: the value cache (see :func:`diffract.store.make_cache`).
-
-    Raises:
-        StoreCorruptError: the location is damaged or not a Zarr diffract store.
-        StoreLockedError: another process holds the writer lock.
+    Takes the arguments of :class:`~diffract.store._base.PersistentStore`; ``path`` is a
+    folder or a URL (``memory://``, ``s3://``, ...), and ``lock_timeout`` applies to local
+    folders only (on object stores the caller makes sure there is one writer).
     """
 
     backend = "zarr"
-    persistent = True
     record_suffix = ".json"
     record_kind = "commit record"
     records_word = "records"
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        readonly: bool = False,
-        lock_timeout: float = 0.0,
-        cache: Any = None,
-    ) -> None:
-        super().__init__(readonly=readonly, cache=cache, lock_timeout=lock_timeout)
+    def _open_log(self, path: str | os.PathLike[str]) -> None:
         import fsspec
 
         raw = os.fspath(path)
@@ -149,7 +133,6 @@ class ZarrStore(SegmentLog):
             self.url = str(local)
         self._lock = None if self.remote else WriterLock(Path(self.root) / "writer.lock", self.path)
         self._open()
-        self._start()
 
     def _join(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])

@@ -23,12 +23,13 @@ The rules:
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from typing import Any, ClassVar
 
 from diffract._errors import StoreCorruptError, StoreError
-from diffract.store._base import Batch, Store, StoreState, locked
+from diffract.store._base import Batch, PersistentStore, StoreState, locked
 
 __all__ = ["COMPACT_EVERY", "RecordVanished", "SegmentLog", "first_missing_seq"]
 
@@ -77,16 +78,12 @@ def _is_compaction(name: str) -> bool:
     return name[12:14] == "-c"
 
 
-class SegmentLog(Store):
+class SegmentLog(PersistentStore):
     """A store whose content is a log of records; the base class of the HDF5 and Zarr stores.
 
-    It runs commit, compaction, refresh (replay) and garbage collection; a backend sets
-    ``record_suffix`` and the words its errors use, and implements the steps below.
-
-    Args:
-        readonly: open for reading only (no lock, nothing deleted).
-        cache: the value cache (see :func:`diffract.store.make_cache`).
-        lock_timeout: seconds a writer waits for the writer lock.
+    It runs opening, commit, compaction, refresh (replay) and garbage collection; a backend
+    sets ``record_suffix`` and the words its errors use, and implements the steps below.
+    The constructor's arguments are :class:`~diffract.store._base.PersistentStore`'s.
     """
 
     #: how a record's name ends (``.h5``, ``.json``)
@@ -95,15 +92,20 @@ class SegmentLog(Store):
     record_kind: ClassVar[str] = "record"
     records_word: ClassVar[str] = "records"
 
-    def __init__(self, *, readonly: bool, cache: Any, lock_timeout: float) -> None:
-        super().__init__(readonly=readonly, cache=cache)
+    def _open_at(self, path: str | os.PathLike[str]) -> None:
         self._lock: Any = None  # a WriterLock, or None where the backend cannot lock
-        self._lock_timeout = lock_timeout
         #: the live records replayed into the current state, in order
         self._seen: list[str] = []
         self._record_name = re.compile(rf"^(\d{{12}})(-c)?{re.escape(self.record_suffix)}$")
+        self._open_log(path)
+        self._start()
 
     # --- the steps a backend supplies --------------------------------------------------------
+    def _open_log(self, path: str | os.PathLike[str]) -> None:
+        """Find (a writer: create) the store at ``path`` and set ``_lock``; the log is
+        replayed after it."""
+        raise NotImplementedError
+
     def _list_names(self) -> list[str]:
         """The names in the records folder (others than records are filtered out here)."""
         raise NotImplementedError
