@@ -122,8 +122,8 @@ export class StoreListView {
     }
     tr.append(
       breakable(h('td', 'diffract-model-id diffract-wrap'), m.model_id),
-      h('td', '', String(m.slices)),
-      h('td', '', String(m.fields.length)),
+      h('td', 'diffract-num', String(m.slices)),
+      h('td', 'diffract-num', String(m.fields.length)),
       h('td', 'diffract-muted', fmtTime(m.added))
     );
     tr.title = m.fields.join(', ') || 'no fields computed yet';

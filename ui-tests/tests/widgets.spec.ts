@@ -52,6 +52,10 @@ test.describe('widget kit', () => {
     const done = Number((await w.locator('.diffract-chunks').textContent())!.split('/')[0]);
     expect(done).toBeGreaterThanOrEqual(2);
     expect(done).toBeLessThan(8);
+    // after the end: no Cancel, no "now", and counts from the report
+    await expect(w.locator('.diffract-cancel')).toBeHidden();
+    await expect(w.locator('.diffract-now')).toBeHidden();
+    await expect(w.locator('.diffract-outcome')).toContainText(/^cancelled: \d+ computed · \d+ already stored · \d+ skipped/);
     await shot(page, 'progress-cancelled', w);
     const idx = await runCode(
       page,
@@ -75,6 +79,50 @@ test.describe('widget kit', () => {
     await w2.locator('.diffract-cancel').click();
     await expect(w2).toHaveAttribute('data-status', 'cancelled', { timeout: 20000 });
     await expect.poll(async () => outputText(page, idx2), { timeout: 20000 }).toMatch(/awaited True [1-7]\b/);
+  });
+
+  test('progress inside one chunk, a ticking clock, done, nothing to compute, failures to read', async ({ page, tmpPath }) => {
+    await newNotebookWithStore(page, tmpPath, 'progress2.ipynb');
+    // the default memory budget: all 8 slices in one chunk
+    await runCode(page, 'run = run_with_progress(session, "slow_norm", delay=0.8)\nrun');
+    const w = page.locator('.diffract-progress').last();
+    await expect(w).toHaveAttribute('data-status', 'running');
+    await expect(w.locator('.diffract-chunks')).toHaveText('0/1');
+    // slices move inside the chunk, before anything is committed
+    await expect(w.locator('.diffract-slices')).toHaveText(/^[2-7]\/8 \(0 stored\)$/, { timeout: 20000 });
+    const t0 = await w.locator('.diffract-elapsed').textContent();
+    await page.waitForTimeout(1300);
+    expect(await w.locator('.diffract-elapsed').textContent()).not.toBe(t0);
+    await expect(w.locator('.diffract-eta')).not.toHaveText('–');
+    await shot(page, 'progress-in-chunk', w);
+    await expect(w).toHaveAttribute('data-status', 'done', { timeout: 30000 });
+    await expect(w.locator('.diffract-slices')).toHaveText('8/8');
+    await expect(w.locator('.diffract-outcome')).toHaveText(/^done: 8 computed · 0 already stored/);
+    await expect(w.locator('.diffract-cancel')).toBeHidden();
+    await expect(w.locator('.diffract-now')).toBeHidden();
+    await expect(w.locator('.diffract-progress-title')).toHaveText('slow_norm');
+    await shot(page, 'progress-done', w);
+    // everything stored: says so
+    await runCode(page, 'run_with_progress(session, "slow_norm")');
+    const again = page.locator('.diffract-progress').last();
+    await expect(again.locator('.diffract-outcome')).toHaveText(/^nothing to compute/, { timeout: 20000 });
+    // failures: slice, kernel and message in an expandable list
+    await runCode(
+      page,
+      '@diffract.kernel(outputs="odd_fails", min_ndim=2, replace=True)\ndef odd_fails(weights):\n    if weights.shape[1] == 24:\n        raise ValueError("no square root of a first layer")\n    return 1.0\n\nrun_with_progress(session, "odd_fails")'
+    );
+    const failed = page.locator('.diffract-progress').last();
+    await expect(failed).toHaveAttribute('data-status', 'done', { timeout: 20000 });
+    await expect(failed.locator('.diffract-failures')).toHaveText('2');
+    await expect(failed.locator('.diffract-outcome')).toContainText('2 failed');
+    const list = failed.locator('.diffract-failure-list');
+    await list.locator('summary').click();
+    await expect(list.locator('.diffract-failure')).toHaveCount(2);
+    await expect(list.locator('.diffract-failure').first().locator('td')).toHaveText(['m1:layers.0.weight', 'odd_fails', 'ValueError: no square root of a first layer']);
+    await shot(page, 'progress-failures', failed);
+    await page.theme.setDarkTheme();
+    await shot(page, 'progress-failures-dark', failed);
+    await page.theme.setLightTheme();
   });
 
   test('panel: updates live while a computation lands fields', async ({ page, tmpPath }) => {
