@@ -7,11 +7,15 @@ import numpy as np
 from diffract.kernels.spec import at_least, define
 
 
-def _centered_moments(weights):
+def _centered_moments(weights, what):
+    """The deviations from the mean and the variance m2; raises for a constant slice, where
+    the statistic ``what`` is undefined (m2 = 0)."""
     w = np.asarray(weights, dtype=np.float64).ravel()
     mu = w.mean()
     d = w - mu
     m2 = float(np.mean(d * d))
+    if m2 == 0:
+        raise ValueError(f"{what} is undefined for a constant slice (variance 0)")
     return d, m2
 
 
@@ -19,9 +23,7 @@ def _centered_moments(weights):
 def weights_skew(weights):
     """Skewness (Fisher-Pearson, biased): m3 / m2^(3/2) with m_k = mean((w - mean(w))^k).
     Raises for a constant slice (m2 = 0)."""
-    d, m2 = _centered_moments(weights)
-    if m2 == 0:
-        raise ValueError("skewness is undefined for a constant slice (variance 0)")
+    d, m2 = _centered_moments(weights, "skewness")
     return float(np.mean(d**3) / m2**1.5)
 
 
@@ -29,9 +31,7 @@ def weights_skew(weights):
 def weights_kurtosis(weights):
     """Excess kurtosis (Fisher, biased): m4 / m2^2 - 3 (0 for a Gaussian).
     Raises for a constant slice (m2 = 0)."""
-    d, m2 = _centered_moments(weights)
-    if m2 == 0:
-        raise ValueError("kurtosis is undefined for a constant slice (variance 0)")
+    d, m2 = _centered_moments(weights, "kurtosis")
     return float(np.mean(d**4) / m2**2 - 3.0)
 
 
