@@ -7,14 +7,14 @@ import numpy as np
 from diffract.kernels.spec import at_least, define
 
 
-def _centered_moments(weights, what):
-    """The deviations from the mean and the variance m2; raises for a constant slice, where
-    the statistic ``what`` is undefined (m2 = 0)."""
+def _centered_moments(weights, what=None):
+    """The deviations from the mean and the variance m2. With ``what`` (a statistic's name),
+    raises for a constant slice, where that statistic is undefined (m2 = 0)."""
     w = np.asarray(weights, dtype=np.float64).ravel()
     mu = w.mean()
     d = w - mu
     m2 = float(np.mean(d * d))
-    if m2 == 0:
+    if m2 == 0 and what is not None:
         raise ValueError(f"{what} is undefined for a constant slice (variance 0)")
     return d, m2
 
