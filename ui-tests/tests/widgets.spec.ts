@@ -55,7 +55,7 @@ test.describe('widget kit', () => {
     // after the end: no Cancel, no "now", and counts from the report
     await expect(w.locator('.diffract-cancel')).toBeHidden();
     await expect(w.locator('.diffract-now')).toBeHidden();
-    await expect(w.locator('.diffract-outcome')).toContainText(/^cancelled: \d+ computed · \d+ already stored · \d+ skipped/);
+    await expect(w.locator('.diffract-outcome')).toContainText(/^cancelled: \d+ computed · 0 already stored · 8 not applicable · \d+ skipped \(values\)$/);
     await shot(page, 'progress-cancelled', w);
     const idx = await runCode(
       page,
@@ -83,8 +83,8 @@ test.describe('widget kit', () => {
 
   test('progress inside one chunk, a ticking clock, done, nothing to compute, failures to read', async ({ page, tmpPath }) => {
     await newNotebookWithStore(page, tmpPath, 'progress2.ipynb');
-    // the default memory budget: all 8 slices in one chunk
-    await runCode(page, 'run = run_with_progress(session, "slow_norm", delay=0.8)\nrun');
+    // the default memory budget: all 8 slices in one chunk (one worker: one slice after another)
+    await runCode(page, 'run = run_with_progress(session, "slow_norm", delay=0.8, workers=1)\nrun');
     const w = page.locator('.diffract-progress').last();
     await expect(w).toHaveAttribute('data-status', 'running');
     await expect(w.locator('.diffract-chunks')).toHaveText('0/1');
