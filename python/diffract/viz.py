@@ -403,6 +403,7 @@ def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
 
 
 def _stored(scope: Scope, uid: str, field: str) -> Any:
+    """The stored value of ``field`` for the slice, or None when it is not stored."""
     from diffract._errors import FieldNotComputedError, UnknownFieldError
 
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz import esd_spec, find_slice
+from diffract.viz import _figure, _is_number, _stored, esd_spec, find_slice
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -33,26 +33,6 @@ FORMATS = ("html", "svg", "png")
 
 #: (min, max) field pairs of the Marchenko-Pastur bulk, first stored wins
 _MP_EDGES = (("mp_fit_bulk_min", "mp_fit_bulk_max", "MP fit"), ("mp_esd_min", "mp_esd_max", "MP"))
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _stored(scope: Scope, uid: str, field: str) -> Any:
-    """The stored value of ``field`` for the slice, or None when it is not stored."""
-    from diffract._errors import FieldNotComputedError, UnknownFieldError
-
-    try:
-        return scope.results.get(field, uid)
-    except (FieldNotComputedError, UnknownFieldError, KeyError):
-        return None
-
-
-def _figure(spec: dict[str, Any]) -> Any:
-    import plotly.graph_objects as go
-
-    return go.Figure(spec)
 
 
 def exponent_ticks(lo: float, hi: float) -> dict[str, Any]:
