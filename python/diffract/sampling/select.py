@@ -209,6 +209,20 @@ def _manifest(mode: str, policy: SparseSamplingPolicy, items: list[_Item]) -> Sp
     )
 
 
+def _sample(
+    mode: str,
+    candidates: Iterable[Candidate | Mapping[str, Any]],
+    policy: SparseSamplingPolicy | None,
+    per_width: Callable[[list[Candidate], SparseSamplingPolicy], list[_Item]],
+) -> SparseSampleManifest:
+    """The manifest of a mode: ``per_width`` decides the candidates of each hidden width."""
+    policy = _check_policy(policy)
+    items: list[_Item] = []
+    for group in _group_by_width(as_candidates(candidates)):
+        items.extend(per_width(group, policy))
+    return _manifest(mode, policy, items)
+
+
 def sample_replacement_candidates(
     candidates: Iterable[Candidate | Mapping[str, Any]],
     *,
@@ -239,12 +253,7 @@ def sample_replacement_candidates(
 
     Everything eligible and not selected is ``over_cap`` (or ``pairwise_limit``).
     """
-    policy = _check_policy(policy)
-    cands = as_candidates(candidates)
-    items: list[_Item] = []
-    for group in _group_by_width(cands):
-        items.extend(_replacement_width(group, policy))
-    return _manifest(MODE_REPLACEMENT, policy, items)
+    return _sample(MODE_REPLACEMENT, candidates, policy, _replacement_width)
 
 
 def _check_policy(policy: SparseSamplingPolicy | None) -> SparseSamplingPolicy:
@@ -394,12 +403,7 @@ def sample_subblock_configs(
     representative is its record with the smallest (layer, candidate_id); the other records of a
     chosen signature are ``not_selected``. ``replacement_cap`` does not apply here.
     """
-    policy = _check_policy(policy)
-    cands = as_candidates(candidates)
-    items: list[_Item] = []
-    for group in _group_by_width(cands):
-        items.extend(_subblock_width(group, policy))
-    return _manifest(MODE_SUBBLOCK, policy, items)
+    return _sample(MODE_SUBBLOCK, candidates, policy, _subblock_width)
 
 
 def _subblock_item(
