@@ -266,6 +266,38 @@ def _check_policy(policy: SparseSamplingPolicy | None) -> SparseSamplingPolicy:
     return policy
 
 
+def _new_item(
+    c: Candidate,
+    content: dict[str, Any],
+    axes: tuple[str, ...],
+    seed: int,
+    *,
+    kind: str,
+    name: str,
+    config: dict[str, Any] | None,
+    no_op: bool,
+) -> _Item:
+    """The undecided item of a record of ``c`` (its subblock ``kind``/``name``, or the whole
+    block): its ``sample_id`` hashes ``content``, its signature is ``c``'s values on ``axes``."""
+    sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
+    record = SparseSampleRecord(
+        sample_id=sample_id,
+        candidate_id=c.candidate_id,
+        layer_idx=c.layer_idx,
+        hidden_width=c.hidden_width,
+        subblock_kind=kind,
+        subblock_name=name,
+        changed_axes=axes,
+        block_config=c.block_config,
+        subblock_config=config,
+        no_op=no_op,
+    )
+    sig, values = _signature(c, axes)
+    return _Item(
+        record, c, sig, values, canonical_json(content), _tie(seed, sample_id, c.candidate_id)
+    )
+
+
 def _replacement_item(c: Candidate, seed: int, teachers: dict[int, Candidate]) -> _Item:
     """The record of one whole-layer candidate, with the reason it is not eligible (if any)."""
     content = {
@@ -274,22 +306,15 @@ def _replacement_item(c: Candidate, seed: int, teachers: dict[int, Candidate]) -
         "layer_idx": c.layer_idx,
         "block_config": c.block_config,
     }
-    sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
-    record = SparseSampleRecord(
-        sample_id=sample_id,
-        candidate_id=c.candidate_id,
-        layer_idx=c.layer_idx,
-        hidden_width=c.hidden_width,
-        subblock_kind=BLOCK_KIND,
-        subblock_name=BLOCK_KIND,
-        changed_axes=c.changed_axes,
-        block_config=c.block_config,
-        subblock_config=None,
+    it = _new_item(
+        c,
+        content,
+        c.changed_axes,
+        seed,
+        kind=BLOCK_KIND,
+        name=BLOCK_KIND,
+        config=None,
         no_op=any(s.no_op for s in c.subblocks),
-    )
-    sig, values = _signature(c, c.changed_axes)
-    it = _Item(
-        record, c, sig, values, canonical_json(content), _tie(seed, sample_id, c.candidate_id)
     )
     teacher = teachers.get(c.layer_idx)
     if c.is_teacher:
@@ -423,22 +448,8 @@ def _subblock_item(
         "no_op": sub.no_op,
         "teacher_subblock": t_data,
     }
-    sample_id = stable_hash(content)[:SAMPLE_ID_HEX]
-    record = SparseSampleRecord(
-        sample_id=sample_id,
-        candidate_id=c.candidate_id,
-        layer_idx=c.layer_idx,
-        hidden_width=c.hidden_width,
-        subblock_kind=sub.kind,
-        subblock_name=sub.name,
-        changed_axes=axes,
-        block_config=c.block_config,
-        subblock_config=sub.config,
-        no_op=sub.no_op,
-    )
-    sig, values = _signature(c, axes)
-    it = _Item(
-        record, c, sig, values, canonical_json(content), _tie(seed, sample_id, c.candidate_id)
+    it = _new_item(
+        c, content, axes, seed, kind=sub.kind, name=sub.name, config=sub.config, no_op=sub.no_op
     )
     if t_sub is None:
         it.reason = REASON_MISSING_TEACHER
