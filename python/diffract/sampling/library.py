@@ -162,6 +162,15 @@ def _kv_heads(
     return _top(score, k)
 
 
+def _kept_count(subblock: dict[str, Any], key: str, full: int, layer_idx: int) -> int:
+    """How many of ``full`` (heads, channels) a subblock config keeps under ``key``
+    (all by default); between 1 and ``full``."""
+    k = int(subblock.get("config", {}).get(key, full))
+    if not 1 <= k <= full:
+        raise SamplingError(f"{key}={k} is outside 1..{full} at layer {layer_idx}")
+    return k
+
+
 def slice_block(
     weights: Mapping[str, Any],
     layout: ModelLayout,
@@ -191,11 +200,7 @@ def slice_block(
     out: dict[str, Any] = {}
     attn = block_config.get("attention", {})
     if "attention" in wanted and not attn.get("no_op", False):
-        k = int(attn.get("config", {}).get("num_kv_heads", layer.num_kv_heads))
-        if not 1 <= k <= layer.num_kv_heads:
-            raise SamplingError(
-                f"num_kv_heads={k} is outside 1..{layer.num_kv_heads} at layer {layer_idx}"
-            )
+        k = _kept_count(attn, "num_kv_heads", layer.num_kv_heads, layer_idx)
         g = layer.num_heads // layer.num_kv_heads
         heads = _kv_heads(weights, layer, scheme, hd, k)
         kv_rows = (heads[:, None] * hd + np.arange(hd)).ravel()
@@ -209,11 +214,7 @@ def slice_block(
             out[o["bias"]] = np.array(weights[o["bias"]], copy=True)
     ffn = block_config.get("ffn", {})
     if "ffn" in wanted and not ffn.get("no_op", False):
-        k = int(ffn.get("config", {}).get("intermediate_size", layer.intermediate_size))
-        if not 1 <= k <= layer.intermediate_size:
-            raise SamplingError(
-                f"intermediate_size={k} is outside 1..{layer.intermediate_size} at layer {layer_idx}"
-            )
+        k = _kept_count(ffn, "intermediate_size", layer.intermediate_size, layer_idx)
         ch = _ffn_channels(weights, layer, scheme, k)
         for m in scheme.ffn_in:
             for name in layer.ffn[m].values():
