@@ -3,7 +3,7 @@ to a candidate block (numpy imported inside the functions that slice)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from diffract.sampling.base import SOURCE_TEACHER, SamplingError
@@ -171,6 +171,27 @@ def _kept_count(subblock: dict[str, Any], key: str, full: int, layer_idx: int) -
     return k
 
 
+def _cut(
+    out: dict[str, Any],
+    weights: Any,
+    modules: Mapping[str, Mapping[str, str]],
+    inputs: Iterable[tuple[str, Any]],
+    output: str,
+    cols: Any,
+) -> None:
+    """Into ``out``: the given rows of every parameter of each input module, and the columns
+    ``cols`` of the output module's weight (its bias is copied whole)."""
+    import numpy as np
+
+    for mod, rows in inputs:
+        for name in modules[mod].values():
+            out[name] = np.ascontiguousarray(np.asarray(weights[name])[rows])
+    o = modules[output]
+    out[o["weight"]] = np.ascontiguousarray(np.asarray(weights[o["weight"]])[:, cols])
+    if "bias" in o:
+        out[o["bias"]] = np.array(weights[o["bias"]], copy=True)
+
+
 def slice_block(
     weights: Mapping[str, Any],
     layout: ModelLayout,
@@ -205,24 +226,13 @@ def slice_block(
         heads = _kv_heads(weights, layer, scheme, hd, k)
         kv_rows = (heads[:, None] * hd + np.arange(hd)).ravel()
         q_rows = (heads[:, None] * g * hd + np.arange(g * hd)).ravel()
-        for mod, rows in ((scheme.query, q_rows), (scheme.key, kv_rows), (scheme.value, kv_rows)):
-            for name in layer.attention[mod].values():
-                out[name] = np.ascontiguousarray(np.asarray(weights[name])[rows])
-        o = layer.attention[scheme.attn_out]
-        out[o["weight"]] = np.ascontiguousarray(np.asarray(weights[o["weight"]])[:, q_rows])
-        if "bias" in o:
-            out[o["bias"]] = np.array(weights[o["bias"]], copy=True)
+        inputs = ((scheme.query, q_rows), (scheme.key, kv_rows), (scheme.value, kv_rows))
+        _cut(out, weights, layer.attention, inputs, scheme.attn_out, q_rows)
     ffn = block_config.get("ffn", {})
     if "ffn" in wanted and not ffn.get("no_op", False):
         k = _kept_count(ffn, "intermediate_size", layer.intermediate_size, layer_idx)
         ch = _ffn_channels(weights, layer, scheme, k)
-        for m in scheme.ffn_in:
-            for name in layer.ffn[m].values():
-                out[name] = np.ascontiguousarray(np.asarray(weights[name])[ch])
-        d = layer.ffn[scheme.ffn_out]
-        out[d["weight"]] = np.ascontiguousarray(np.asarray(weights[d["weight"]])[:, ch])
-        if "bias" in d:
-            out[d["bias"]] = np.array(weights[d["bias"]], copy=True)
+        _cut(out, weights, layer.ffn, ((m, ch) for m in scheme.ffn_in), scheme.ffn_out, ch)
     if "other" in wanted:
         for name in layer.other:
             out[name] = np.array(weights[name], copy=True)
