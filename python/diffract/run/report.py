@@ -26,12 +26,18 @@ class NothingToCompareWarning(RuntimeWarning):
 
 
 @dataclass(frozen=True)
-class Failure:
-    """A kernel that raised on one parameter (or one model, for aggregates)."""
+class _SliceNote:
+    """What a report says about one slice: its model, name and uid (the fields come first)."""
 
     model_id: str
     name: str
     uid: str
+
+
+@dataclass(frozen=True)
+class Failure(_SliceNote):
+    """A kernel that raised on one parameter (or one model, for aggregates)."""
+
     field: str
     error: str
 
@@ -40,13 +46,10 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class NotApplicableSlice:
+class NotApplicableSlice(_SliceNote):
     """A slice whose requested values a kernel declared not applicable, and why (e.g. the
     WeightWatcher size guards: ``"num_evals 2 < min_evals 8"``)."""
 
-    model_id: str
-    name: str
-    uid: str
     reason: str
 
     def __str__(self) -> str:
