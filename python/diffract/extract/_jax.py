@@ -38,6 +38,29 @@ def _leaf_type(owner_cls_type: ParameterType | None, leaf_name: str) -> Paramete
     return owner_cls_type
 
 
+def _typed_tree(
+    model: Any,
+    framework: str,
+    tree: Any,
+    owners: list[tuple[tuple[Any, ...], ParameterType | None]],
+    skipped: dict[str, str],
+) -> ModelTree:
+    """The model's tree; a leaf's type is its owner module's (a ``bias`` is a bias), from
+    ``owners``: (leaf path, owner type) pairs."""
+    types: dict[str, ParameterType] = {}
+    for path, owner in owners:
+        t = _leaf_type(owner, path[-1]) if path else None
+        if t is not None:
+            types[dotted_name(path)] = t
+    return ModelTree(
+        tree=tree,
+        types=types,
+        framework=framework,
+        source=type(model).__qualname__,
+        skipped=skipped,
+    )
+
+
 # --- Equinox -----------------------------------------------------------------------------
 
 
@@ -89,7 +112,7 @@ def drop_equinox_state(tree: Any) -> tuple[Any, dict[str, str]]:
 
 def _from_equinox(model: Any) -> ModelTree:
     eqx = sys.modules["equinox"]
-    types: dict[str, ParameterType] = {}
+    owners: list[tuple[tuple[Any, ...], ParameterType | None]] = []
     for path, _leaf in tree_leaves_with_path(model):
         owner_type = class_type(model)
         obj = model
@@ -100,17 +123,9 @@ def _from_equinox(model: Any) -> ModelTree:
                     owner_type = class_type(obj) or owner_type
         except (AttributeError, IndexError, KeyError, ValueError):
             continue
-        t = _leaf_type(owner_type, path[-1]) if path else None
-        if t is not None:
-            types[dotted_name(path)] = t
+        owners.append((path, owner_type))
     tree, skipped = drop_equinox_state(model)
-    return ModelTree(
-        tree=tree,
-        types=types,
-        framework="equinox",
-        source=type(model).__qualname__,
-        skipped=skipped,
-    )
+    return _typed_tree(model, "equinox", tree, owners, skipped)
 
 
 # --- Flax NNX ----------------------------------------------------------------------------
@@ -128,16 +143,14 @@ def _from_nnx(model: Any) -> ModelTree:
     module_types = {
         tuple(str(p) for p in path): class_type(mod) for path, mod in nnx.iter_modules(model)
     }
-    types: dict[str, ParameterType] = {}
+    owners: list[tuple[tuple[Any, ...], ParameterType | None]] = []
     for path, _leaf in tree_leaves_with_path(tree):
         owner = None
         for cut in range(len(path) - 1, -1, -1):
             owner = module_types.get(tuple(path[:cut]))
             if owner is not None:
                 break
-        t = _leaf_type(owner, path[-1])
-        if t is not None:
-            types[dotted_name(path)] = t
+        owners.append((path, owner))
     skipped: dict[str, str] = {}
     other = nnx.state(model, nnx.Not(nnx.Param))
     flat_other = nnx.to_flat_state(other) if hasattr(nnx, "to_flat_state") else other.flat_state()
@@ -148,13 +161,7 @@ def _from_nnx(model: Any) -> ModelTree:
             skipped[name] = f"normalization running statistic (nnx.{kind}), not a parameter"
         else:
             skipped[name] = f"Flax NNX state (nnx.{kind}), not a parameter (nnx.Param)"
-    return ModelTree(
-        tree=tree,
-        types=types,
-        framework="flax.nnx",
-        source=type(model).__qualname__,
-        skipped=skipped,
-    )
+    return _typed_tree(model, "flax.nnx", tree, owners, skipped)
 
 
 # --- Flax Linen params -------------------------------------------------------------------
