@@ -44,11 +44,21 @@ def test_reserved_characters_refused_with_the_character_named(ch):
     assert s.models.ids() == []
 
 
-@pytest.mark.parametrize("bad", ["", "   ", None, 3])
+@pytest.mark.parametrize("bad", ["", "   ", 3])
 def test_empty_or_non_string_model_id_refused(bad):
     s = Session(profile="ram")
     with pytest.raises(InvalidModelIdError):
         s.models.add({"w": np.ones((2, 2))}, model_id=bad)
+
+
+def test_no_model_id_gives_an_id_from_the_content():
+    """As in Diffract, ``model_id=None`` generates the id (from the content, never a clock)."""
+    a, b = Session(profile="ram"), Session(profile="ram")
+    [sa] = a.models.add({"w": np.ones((2, 2))}, model_id=None)
+    [sb] = b.models.add({"w": np.ones((2, 2))}, model_id=None)
+    [sc] = b.models.add({"w": np.zeros((2, 2))}, model_id=None)
+    assert sa.model_id == sb.model_id != sc.model_id
+    assert a.models.ids() == [sa.model_id]
 
 
 def test_uid_stable_across_sessions_and_re_adds(mlp_weights):
