@@ -11,16 +11,11 @@ and ``ParameterType``.
 """
 
 from diffract._core.slices import ParameterType as ParameterType
-from diffract._errors import (
-    IncompatibleStoreError as IncompatibleStoreError,
-    InvalidIdentifierError as InvalidIdentifierError,
-    KernelNotFoundError as KernelNotFoundError,
-    ModelAlreadyExistsError as ModelAlreadyExistsError,
-    ModelNotFoundError as ModelNotFoundError,
-    ScopeValidationError as ScopeValidationError,
-    SessionError as SessionError,
-)
 from diffract.session.compute import Compute as Compute
+
+# Diffract's session error names: the list is kept once, in diffract.session.errors.__all__
+from diffract.session.errors import *  # noqa: F403
+from diffract.session.errors import __all__ as _error_names
 from diffract.session.models import Models as Models
 from diffract.session.results import Results as Results
 from diffract.session.session import Scope as Scope, Session as Session
@@ -36,19 +31,13 @@ __all__ = [
     "ApplySummary",
     "Compute",
     "EraseSummary",
-    "IncompatibleStoreError",
-    "InvalidIdentifierError",
-    "KernelNotFoundError",
-    "ModelAlreadyExistsError",
-    "ModelNotFoundError",
     "Models",
     "ParameterOverrides",
     "ParameterType",
     "Results",
     "Scope",
-    "ScopeValidationError",
     "Session",
-    "SessionError",
     "Utils",
     "Viz",
+    *_error_names,
 ]
