@@ -158,3 +158,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail an otherwise green run that skipped a test not listed in ALLOWED_SKIPS."""
     if UNLISTED_SKIPS and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="module")
+def fs():
+    """One engine session per test module for the field tests (tests/_engine_fields.py)."""
+    from _engine_fields import FieldSession
+
+    s = FieldSession()
+    yield s
+    s.close()

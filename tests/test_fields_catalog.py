@@ -11,17 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _engine_fields import NA, Failed, FieldSession
+from _engine_fields import NA, Failed
 from diffract.kernels import builtin_kernels, default_registry
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
-
 
 ROOT = Path(__file__).resolve().parents[1]
 

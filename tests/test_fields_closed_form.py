@@ -9,16 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from _engine_fields import NA, FieldFailedError, FieldSession, assert_failed
+from _engine_fields import NA, FieldFailedError, assert_failed
 from diffract.kernels import _linalg
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 def prescribed(s, n, seed=0):

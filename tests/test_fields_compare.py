@@ -8,15 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from _engine_fields import FieldSession, assert_failed
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
+from _engine_fields import assert_failed
 
 
 def _models(seed=0):

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _engine_fields import Failed, FieldSession
+from _engine_fields import Failed
 from diffract.kernels import default_registry
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -73,14 +73,6 @@ FIELDS = sorted(
 #: the eigenvalue scales the goldens run on: the default (no esd_scale option given; it is
 #: "N", eigenvalues s^2 / N) and WeightWatcher's
 SCALES = ["default", "ww"]
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 @functools.cache

@@ -6,19 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-
-from _engine_fields import FieldSession
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
-
 
 INVARIANT = [
     "weights_svals",

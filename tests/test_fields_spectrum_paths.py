@@ -9,16 +9,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from _engine_fields import FieldSession
 from diffract.kernels import _linalg
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 def prescribed(s, n, seed=0):

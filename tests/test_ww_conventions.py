@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _engine_fields import NA, Failed, FieldSession
+from _engine_fields import NA, Failed
 from diffract import Session
 from diffract._errors import OptionValueError
 from diffract.kernels.conventions import CONVENTIONS, convention_options
@@ -33,14 +33,6 @@ SUMMARY_MAP = {
 }
 LAYER_FIELDS = sorted(set(FLOAT_MAP.values()) | set(EXACT_MAP.values()))
 RTOL = 1e-6
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 @functools.cache

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _engine_fields import FieldSession
 from diffract.kernels.diagnostics import _discrete_entropy
 from test_ww_conventions import compare_rows, extras, run_ww
 
@@ -32,14 +31,6 @@ VEC_FLOAT = {
     "tail_mean_part_ratio": "part_ratio_tail_mean",
     "tail_var_part_ratio": "part_ratio_tail_var",
 }
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("which", ["convnet", pytest.param("minilm", marks=pytest.mark.slow)])

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from _engine_fields import NA, Failed, FieldSession
+from _engine_fields import NA, Failed
 from diffract import Session
 from diffract._errors import OptionValueError
 from diffract.kernels._fingers import clipped_fit, peak_range, ww_fit
@@ -30,14 +30,6 @@ FINGER_FLOAT = {
 }
 FINGER_EXACT = {"num_pl_spikes": "pl_num_spikes", "num_fingers": "pl_num_fingers"}
 FIELDS = sorted({*FINGER_FLOAT.values(), *FINGER_EXACT.values()})
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("which", ["convnet", "minilm"])

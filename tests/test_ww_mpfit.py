@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _engine_fields import NA, FieldSession
+from _engine_fields import NA
 from diffract.kernels.mpfit import ww_mp_fit
 from test_ww_conventions import compare_rows, extras, run_ww
 
@@ -33,14 +33,6 @@ RAND = {
 }
 #: WeightWatcher fits 4.weight (out 24 < in 32, 2x2 kernel) with its swapped Q = 24/32
 MP_QUIRK = {("convnet", "4.weight")}
-
-
-@pytest.fixture(scope="module")
-def fs():
-    """The module's engine session."""
-    s = FieldSession()
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("which", ["convnet", "minilm"])
