@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from diffract._core.owners import cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
-from diffract._errors import InvalidArgumentError, ParameterNotFoundError, SessionError
+from diffract._errors import ParameterNotFoundError, SessionError
 from diffract.session.aggregates import check_identifier
 from diffract.session.checks import check_flag, check_meta
 from diffract.session.records import META_DOC, other_meta
@@ -207,9 +206,3 @@ def _moved_owner(owner: str, old: str, new: str, new_uid: dict[str, str]) -> str
     if uid == o.uid and ref == o.model_id:
         return None
     return cross_owner(uid, ref)
-
-
-def _check_ids(ids: Sequence[str]) -> None:
-    for m in ids:
-        if not isinstance(m, str):
-            raise InvalidArgumentError(f"model ids must be strings, got {type(m).__name__}")

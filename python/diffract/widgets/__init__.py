@@ -78,12 +78,6 @@ def _as_scope(source: Any) -> Scope:
     )
 
 
-def _in_kernel() -> bool:
-    from diffract.session.progress import in_notebook as _in_notebook
-
-    return _in_notebook()
-
-
 def _snapshot_bundle(base: Any, widget: Any, html_text: str, kwargs: dict[str, Any]) -> Any:
     """``base``'s mimebundle of ``widget`` plus a ``text/html`` snapshot (shown where no
     kernel or widget manager is around, e.g. a saved notebook on GitHub or nbconvert)."""
