@@ -5,7 +5,7 @@ These are the only references from the session layer to the layers above it (``v
 ``pyproject.toml``) and must work where the widget dependencies (anywidget, traitlets,
 plotly) are not installed, so it never imports them: each hook below is a
 ``"module:attribute"`` string resolved with :mod:`importlib` only when it is called for,
-by ``session.viz.<figure>(...)``, ``compute.apply(progress=None)`` in a notebook,
+by ``session.viz.<figure>(...)``, ``session.track(...)``, ``compute.apply(progress=None)`` in a notebook,
 ``compute.apply_async(...)`` or ``utils.filter_builder()``.
 """
 
@@ -21,6 +21,7 @@ FRONTENDS: dict[str, str] = {
     "notebook_progress": "diffract.widgets:notebook_progress",  # apply() in a notebook
     "run_with_progress": "diffract.widgets:run_with_progress",  # compute.apply_async()
     "filter_builder": "diffract.widgets:FilterBuilder",  # utils.filter_builder()
+    "tracker": "diffract.tracking:Tracker",  # session.track(...): a training-run tracker
 }
 
 

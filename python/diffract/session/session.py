@@ -230,6 +230,13 @@ class Session(Scope):
                 f"this session opened {self.store.path} read-only; open it with readonly=False to write"
             )
 
+    def track(self, run: str, *args: Any, **kwargs: Any) -> Any:
+        """A tracker that snapshots a training run's weights every N steps and analyzes them
+        in the background (:class:`diffract.tracking.Tracker`; its arguments)."""
+        from diffract.session._frontends import frontend
+
+        return frontend("tracker")(self, run, *args, **kwargs)
+
     def close(self) -> None:
         """Release the store (and its writer lock)."""
         self.store.close()
