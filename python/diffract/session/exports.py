@@ -3,6 +3,10 @@
 Shapes are Diffract's (see :mod:`diffract.session.records`). A requested field that was
 never computed is a logged WARNING and no values, as in Diffract; a name nothing produces and
 nothing stores is a :class:`~diffract._errors.UnknownFieldError` (a ``KernelNotFoundError``).
+A field that failed on some parameters in the session's last run, or that has no value
+because it failed or does not apply, is a logged WARNING too, saying so with counts and an
+example (:mod:`diffract.session.outcomes`); the export never raises for it, as Diffract's
+exports never raise for missing values.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from diffract._errors import (
 )
 from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
 from diffract.session.checks import check_field_names, check_flag, check_reference
+from diffract.session.outcomes import Outcomes
 from diffract.session.records import (
     AGGREGATE_DOC,
     META_DOC,
@@ -71,11 +76,12 @@ class DiffractResults(Namespace):
 
     def _entries(
         self, fields: Sequence[str], levels: dict[str, str], reference: str | None
-    ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-        """Entries of every parameter of the scope and the fields that had a value."""
+    ) -> tuple[dict[str, dict[str, Any]], Outcomes]:
+        """Entries of every parameter of the scope, and what was found for each field."""
         store = self._store
         patched = store.documents(META_DOC)
-        found: set[str] = set()
+        session = self._session
+        outcomes = Outcomes(store, session.registry, session.last_report)
         entries: dict[str, dict[str, Any]] = {}
         for s in self._scope._slices():
             values: dict[str, Any] = {}
@@ -88,9 +94,11 @@ class DiffractResults(Namespace):
                     continue
                 if store.has(key):
                     values[f] = store.get(key)
-                    found.add(f)
+                    outcomes.stored(f)
+                else:
+                    outcomes.missing(f, key[0], s.model_id, s.name, s)
             entries[s.uid] = {"metadata": metadata(s, patched), "fields": values}
-        return entries, found
+        return entries, outcomes
 
     def _warn_missing(self, names: Sequence[str], other: str) -> None:
         for f in names:
@@ -134,9 +142,14 @@ class DiffractResults(Namespace):
         if reference is not None:
             self._scope._session.models._require(reference)  # type: ignore[attr-defined]
         self._store.refresh()
-        entries, found = self._entries(fields, levels, reference)
+        entries, outcomes = self._entries(fields, levels, reference)
         for f in fields:
-            if f in found:
+            told = outcomes.fields.get(f)
+            if told is not None and (told.failed or (told.explained and not told.stored)):
+                # what happened, with counts (Diffract's run raises instead of failing a slice)
+                log.warning("Requested field %s; the other values are exported.", told.describe())
+                continue
+            if told is not None and told.stored:
                 continue
             if levels[f] == "param":
                 self._warn_missing([f], "")
@@ -226,7 +239,8 @@ class DiffractResults(Namespace):
         fmt = self._format(export_format)
         levels = self._levels(fields, "export()")
         self._store.refresh()
-        entries, found = self._entries(fields, levels, None)
+        entries, outcomes = self._entries(fields, levels, None)
+        found = {f for f, o in outcomes.fields.items() if o.stored}
         recs = aggregate_records(self._scope, [base_name(f) for f in fields])
         found |= {r["field"] for r in recs}
         if expand_contextual:

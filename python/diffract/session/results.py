@@ -13,6 +13,7 @@ from diffract.run.plan import cross_pairs
 from diffract.session.checks import check_field_names, check_reference
 from diffract.session.export import KEY_COLUMNS, to_format
 from diffract.session.exports import DiffractResults
+from diffract.session.outcomes import Outcomes, warn_gaps
 from diffract.store import Store
 
 
@@ -23,17 +24,30 @@ class _Table:
     fields: Sequence[str]
     levels: dict[str, str]
     reference: str | None
+    outcomes: Outcomes
     rows: list[dict[str, Any]] = field(default_factory=list)
-    found: dict[str, bool] = field(default_factory=dict)
     #: a row with a counterpart in the reference model
     compared: bool = False
 
     def of(self, level: str) -> list[str]:
         return [f for f in self.fields if self.levels[f] == level]
 
-    def value(self, store: Store, key: tuple[str, str], f: str, skip: bool = False) -> Any:
-        v = None if skip or not store.has(key) else store.get(key)
-        self.found[f] = self.found.get(f, False) or v is not None
+    def value(
+        self,
+        store: Store,
+        key: tuple[str, str],
+        where: tuple[str, str],
+        s: SliceInfo | None = None,
+        skip: bool = False,
+    ) -> Any:
+        """The stored value of ``key`` (None when absent), counted in ``outcomes``."""
+        if skip:
+            return None
+        v = store.get(key) if store.has(key) else None
+        if v is None:
+            self.outcomes.missing(key[1], key[0], where[0], where[1], s)
+        else:
+            self.outcomes.stored(key[1])
         return v
 
 
@@ -55,11 +69,13 @@ def _param_rows(table: _Table, store: Store, slices: list[SliceInfo]) -> None:
             "uid": s.uid,
             "type": s.type.value,
         }
+        where = (s.model_id, s.name)
         for f in param_fields:
-            row[f] = table.value(store, (s.uid, f), f)
+            row[f] = table.value(store, (s.uid, f), where, s)
         table.compared |= s.uid in paired
         for f in cross_fields:
-            row[f] = table.value(store, (cross_owner(s.uid, reference or ""), f), f, skip=is_ref)
+            key = (cross_owner(s.uid, reference or ""), f)
+            row[f] = table.value(store, key, where, s, skip=is_ref)
         if cross_fields:
             row["reference"] = reference
         table.rows.append(row)
@@ -68,11 +84,13 @@ def _param_rows(table: _Table, store: Store, slices: list[SliceInfo]) -> None:
 def _missing_error(
     table: _Table, missing: list[str], slices: list[SliceInfo], where: str
 ) -> FieldNotComputedError:
-    """What an export with fields stored nowhere in the scope says, and how to fix it."""
-    reference = table.reference
-    plain = [f for f in missing if table.levels[f] != "cross"]
-    cross = [f for f in missing if table.levels[f] == "cross"]
-    parts = []
+    """What an export with fields stored nowhere in the scope says, and how to fix it: why
+    each field has no value (failed, not applicable, never computed)."""
+    reference, outcomes = table.reference, table.outcomes.fields
+    told = [f for f in missing if f in outcomes and outcomes[f].explained]
+    parts = [outcomes[f].describe() for f in told]
+    plain = [f for f in missing if f not in told and table.levels[f] != "cross"]
+    cross = [f for f in missing if f not in told and table.levels[f] == "cross"]
     if plain:
         parts.append(
             f"field(s) {plain} have not been computed for {where}; "
@@ -98,6 +116,17 @@ def _missing_error(
     return FieldNotComputedError("; ".join(parts))
 
 
+def _check_gaps(table: _Table, slices: list[SliceInfo], where: str) -> None:
+    """Raise when no requested field has a value in the scope; otherwise warn about the
+    fields without any value, or with failures, and let the rest be exported."""
+    if not slices:
+        return
+    outcomes = table.outcomes
+    if not any(o.stored for o in outcomes.fields.values()):
+        raise _missing_error(table, list(table.fields), slices, where)
+    warn_gaps(outcomes.gaps(table.fields), "export_table()", stacklevel=4)
+
+
 class Results(DiffractResults):
     """Read stored fields of the scope: Diffract's exports, tables, single values."""
 
@@ -118,6 +147,12 @@ class Results(DiffractResults):
             export_format: "dict" (columns), "list" (rows), "json", "pandas" or "polars".
             reference: the model cross-model fields were computed against.
 
+        A field without a value on some rows has None there. A field that failed in the
+        session's last run, or has no value on any row, is a
+        :class:`~diffract.session.outcomes.MissingValuesWarning` saying per field how many
+        values failed (naming one slice and its error), were not applicable or were never
+        computed; the other fields are exported.
+
         Returns:
             The table in ``export_format``.
 
@@ -125,7 +160,8 @@ class Results(DiffractResults):
             ValueError: no field given, an unknown format, or cross fields without reference.
             InvalidArgumentError, UnknownFieldError: a bad or unknown field name.
             UnknownModelError: ``reference`` is not stored.
-            FieldNotComputedError: a field has no value anywhere in the scope.
+            FieldNotComputedError: no requested field has a value anywhere in the scope (the
+                message says why for each: failed, not applicable, or how to compute it).
         """
         if not fields:
             raise ValueError("export_table() needs at least one field name")
@@ -133,8 +169,10 @@ class Results(DiffractResults):
         check_reference(reference)
         store = self._store
         store.refresh()
-        levels: dict[str, str] = {f: self._session.registry.producer(f).level for f in fields}
-        table = _Table(fields, levels, reference, found=dict.fromkeys(fields, False))
+        session = self._session
+        levels: dict[str, str] = {f: session.registry.producer(f).level for f in fields}
+        outcomes = Outcomes(store, session.registry, session.last_report)
+        table = _Table(fields, levels, reference, outcomes)
         cross_fields = table.of("cross")
         if cross_fields and not reference:
             raise ValueError(
@@ -145,23 +183,31 @@ class Results(DiffractResults):
                 f"reference model {reference!r} is not in the store (cross-model field(s) "
                 f"{cross_fields} are read against it); stored models: {sorted(store.models())}"
             )
+        for f in cross_fields:
+            outcomes.hint(f, f".compute.apply({f!r}, reference={reference!r})")
         scope = self._scope
         slices = scope._slices()
         if table.of("param") or cross_fields:
             _param_rows(table, store, slices)
-        if model_fields := table.of("model"):
-            for m in sorted({s.model_id for s in slices}):
-                owner = scope._model_owner(m)
-                row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
-                for f in model_fields:
-                    row[f] = table.value(store, (owner, f), f)
-                table.rows.append(row)
-        missing = [f for f, ok in table.found.items() if not ok]
-        if missing and slices:
-            where = "this selection" if not scope._chain.is_empty else "any stored model"
-            raise _missing_error(table, missing, slices, where)
+        self._model_rows(table, slices)
+        where = "this selection" if not scope._chain.is_empty else "any stored model"
+        _check_gaps(table, slices, where)
         columns = list(KEY_COLUMNS) + (["reference"] if cross_fields else []) + list(fields)
         return to_format(table.rows, columns, export_format)
+
+    def _model_rows(self, table: _Table, slices: list[SliceInfo]) -> None:
+        """One row per model of the scope with its model-level fields (none without them)."""
+        model_fields = table.of("model")
+        if not model_fields:
+            return
+        for f in model_fields:
+            table.outcomes.per_model(f)
+        for m in sorted({s.model_id for s in slices}):
+            owner = self._scope._model_owner(m)
+            row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
+            for f in model_fields:
+                row[f] = table.value(self._store, (owner, f), (m, ""))
+            table.rows.append(row)
 
     def get(
         self,
