@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffract._core.owners import cross_owner
+from diffract._core.slices import SliceInfo
+from diffract._core.steps import order_by_step
 from diffract._errors import (
     InvalidArgumentError,
     ParameterNotFoundError,
@@ -37,11 +39,24 @@ from diffract.session.records import (
 )
 from diffract.session.selection import Namespace
 from diffract.session.summaries import EraseSummary
-from diffract.store import Batch
+from diffract.store import Batch, Store
 
 log = logging.getLogger("diffract.session.results")
 
 _SOURCES = ("metrics", "aggregates", "all")
+
+
+def model_order(store: Store, model_ids: Sequence[str]) -> list[str]:
+    """``model_ids`` as exports list them: tracked checkpoints by (run, step), then the other
+    ids as strings (the seed's order), through :func:`diffract._core.steps.order_by_step`."""
+    models = store.models()
+    return order_by_step(dict.fromkeys(model_ids), lambda m: models.get(m, {}).get("meta"))
+
+
+def by_step(store: Store, slices: list[SliceInfo]) -> list[SliceInfo]:
+    """``slices`` with their models in :func:`model_order`, each model's slices kept in order."""
+    rank = {m: i for i, m in enumerate(model_order(store, [s.model_id for s in slices]))}
+    return sorted(slices, key=lambda s: rank[s.model_id])
 
 
 class DiffractResults(Namespace):
@@ -83,7 +98,7 @@ class DiffractResults(Namespace):
         session = self._session
         outcomes = Outcomes(store, session.registry, session.last_report)
         entries: dict[str, dict[str, Any]] = {}
-        for s in self._scope._slices():
+        for s in by_step(store, self._scope._slices()):
             values: dict[str, Any] = {}
             for f in fields:
                 if levels[f] == "param":
@@ -120,6 +135,8 @@ class DiffractResults(Namespace):
         scope; ``list``: flat records (``parameter_uid``, ``model_id``, ``parameter_name``,
         ``parameter_type``, ``meta_<key>``..., the fields) of parameters holding a value;
         ``pandas`` / ``polars``: those records as a frame; ``json``: the dict as JSON.
+        Models come in step order: tracked checkpoints (``meta["track"]``) by run and step,
+        then the other models by id, as in Diffract.
 
         Args:
             *fields: field names.

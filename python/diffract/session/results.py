@@ -12,7 +12,7 @@ from diffract._errors import FieldNotComputedError, InvalidArgumentError, Unknow
 from diffract.run.plan import cross_pairs
 from diffract.session.checks import check_field_names, check_reference
 from diffract.session.export import KEY_COLUMNS, to_format
-from diffract.session.exports import DiffractResults
+from diffract.session.exports import DiffractResults, by_step, model_order
 from diffract.session.outcomes import Outcomes, warn_gaps
 from diffract.store import Store
 
@@ -135,6 +135,9 @@ class Results(DiffractResults):
     ) -> Any:
         """One row per parameter: model_id, name, uid, type, then one column per field.
 
+        Models come in step order: tracked checkpoints (``meta["track"]``) by run and
+        step, then the other models by id.
+
         diffract-lab 0.1's ``export_metrics`` table: ``dict`` is column-wise (``{column:
         [values]}``), the other formats row-wise. :meth:`export_metrics` gives Diffract's
         shapes (nested by uid) instead.
@@ -186,7 +189,7 @@ class Results(DiffractResults):
         for f in cross_fields:
             outcomes.hint(f, f".compute.apply({f!r}, reference={reference!r})")
         scope = self._scope
-        slices = scope._slices()
+        slices = by_step(store, scope._slices())
         if table.of("param") or cross_fields:
             _param_rows(table, store, slices)
         self._model_rows(table, slices)
@@ -202,7 +205,7 @@ class Results(DiffractResults):
             return
         for f in model_fields:
             table.outcomes.per_model(f)
-        for m in sorted({s.model_id for s in slices}):
+        for m in model_order(self._store, [s.model_id for s in slices]):
             owner = self._scope._model_owner(m)
             row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
             for f in model_fields:
