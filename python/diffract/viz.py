@@ -18,6 +18,9 @@ Figures:
 ``esd_full(slice)``, ``esd_grid()``, ``save(folder)``
     The ESD with xmin line, MP bulk and randomized ESD; a grid of them; files of every
     figure (defined in :mod:`diffract.viz_esd`).
+``compare(field, models=(a, b), mode=...)``, ``evolution(field, run=...)``
+    Two models slice by slice (difference or ratio); a tracked run across its steps
+    (defined in :mod:`diffract.viz_compare`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from diffract.session import Scope
 
-__all__ = ["esd", "esd_full", "esd_grid", "heatmap", "layers", "save", "scatter"]  # noqa: F822 (three from viz_esd, by __getattr__)
+__all__ = [  # noqa: F822 (three from viz_esd and two from viz_compare, by __getattr__)
+    "compare",
+    "esd",
+    "esd_full",
+    "esd_grid",
+    "evolution",
+    "heatmap",
+    "layers",
+    "save",
+    "scatter",
+]
 
 #: Diffract's import paths ``diffract.viz.plots``, ``.data``, ``.styling`` and ``.api`` are the
 #: modules of the folder ``_viz_compat/`` beside this module (see docs/migrating-from-diffract.md)
@@ -44,6 +57,7 @@ _DIFFRACT_NAMES = {
     **dict.fromkeys(("render", "render_from_config"), "diffract.viz.api"),
     # ours, in the module beside this one (it imports this one)
     **dict.fromkeys(("esd_full", "esd_grid", "save"), "diffract.viz_esd"),
+    **dict.fromkeys(("compare", "evolution"), "diffract.viz_compare"),
 }
 
 
@@ -82,6 +96,31 @@ def _fmt(v: Any) -> str:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def exponent_ticks(lo: float, hi: float) -> dict[str, Any]:
+    """Log-axis settings with ticks at the powers of ten spanning [lo, hi], labelled
+    ``10<sup>k</sup>`` (Plotly's own labels use SI prefixes: "10n", "1μ", "10k").
+
+    Every log axis of the ESD figures (:func:`esd`, the live esd panel and
+    :func:`diffract.viz_esd.esd_full`) takes its ticks from here.
+
+    Args:
+        lo: the smallest positive value on the axis.
+        hi: the largest value on the axis.
+
+    Returns:
+        Axis settings: ``type="log"``, ``tickvals``, ``ticktext`` and ``exponentformat="power"``.
+    """
+    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    step = max(1, math.ceil((k1 - k0 + 1) / 8))  # at most ~8 labels
+    ks = list(range(k0, k1 + 1, step))
+    return {
+        "type": "log",
+        "tickvals": [10.0**k for k in ks],
+        "ticktext": [f"10<sup>{k}</sup>" for k in ks],
+        "exponentformat": "power",
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -384,8 +423,53 @@ def esd_spec(
                 }
             )
             title += f" (α={alpha:.3g})"
-    layout = _layout(title, "eigenvalue", "density", xaxis={"type": "log"}, yaxis={"type": "log"})
+    axes: dict[str, Any] = {"xaxis": {"type": "log"}, "yaxis": {"type": "log"}}
+    if data:
+        px = [x for t in data for x in t["x"] if x > 0]
+        py = [y for t in data for y in t["y"] if y > 0]
+        axes = {
+            "xaxis": exponent_ticks(min(px), max(px)),
+            "yaxis": exponent_ticks(min(py), max(py)),
+        }
+    layout = _layout(title, "eigenvalue", "density", **axes)
     return {"data": data, "layout": layout}
+
+
+#: the columns of :func:`table_rows`
+TABLE_COLUMNS = ("trace", "x", "y", "z", "detail")
+
+
+def table_rows(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The values a figure spec plots, one row per point or heatmap cell (its CSV export).
+
+    Args:
+        spec: ``{"data": traces, "layout": layout}`` as the ``*_spec`` functions build it.
+
+    Returns:
+        Dicts with :data:`TABLE_COLUMNS`: the trace's name, the point's ``x`` and ``y`` (a
+        heatmap cell's column and row label) and a heatmap's ``z``, and ``detail``: the
+        point's hover fields (model, slice name, type, ...) joined by ``" | "``. Heatmap cells
+        without a value are left out.
+    """
+    rows: list[dict[str, Any]] = []
+    for t in spec["data"]:
+        name, custom = t.get("name"), t.get("customdata")
+        if t["type"] == "heatmap":
+            for i, label in enumerate(t["y"]):
+                for j, x in enumerate(t["x"]):
+                    z = t["z"][i][j]
+                    if z is not None:
+                        cd = custom[i][j] if custom else []
+                        rows.append(_row(name, x, label, z, cd))
+            continue
+        for k, (x, y) in enumerate(zip(t.get("x", []), t.get("y", []), strict=False)):
+            rows.append(_row(name, x, y, None, custom[k] if custom else []))
+    return rows
+
+
+def _row(trace: Any, x: Any, y: Any, z: Any, custom: Any) -> dict[str, Any]:
+    detail = " | ".join(html.unescape(str(c)) for c in custom)
+    return {"trace": html.unescape(str(trace)), "x": x, "y": y, "z": z, "detail": detail}
 
 
 def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:

@@ -11,7 +11,8 @@
     Writes every slice's :func:`esd_full` (and the grid) to HTML, SVG or PNG files.
 
 Log axes carry exponent tick labels (10<sup>-3</sup>, from ``tickvals`` / ``ticktext``), not
-Plotly's SI prefixes (``10n``). PNG and SVG need kaleido (``pip install kaleido``, in the test
+Plotly's SI prefixes (``10n``): :func:`diffract.viz.exponent_ticks`, the one tick rule of every
+ESD figure. PNG and SVG need kaleido (``pip install kaleido``, in the test
 extra) and a Chrome or Chromium it finds (Debian's ``/usr/bin/chromium`` works offline).
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz import _figure, _is_number, _stored, esd_spec, find_slice
+from diffract.viz import _figure, _is_number, _stored, esd_spec, exponent_ticks, find_slice
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -33,27 +34,6 @@ FORMATS = ("html", "svg", "png")
 
 #: (min, max) field pairs of the Marchenko-Pastur bulk, first stored wins
 _MP_EDGES = (("mp_fit_bulk_min", "mp_fit_bulk_max", "MP fit"), ("mp_esd_min", "mp_esd_max", "MP"))
-
-
-def exponent_ticks(lo: float, hi: float) -> dict[str, Any]:
-    """Tick values at the powers of ten spanning [lo, hi] with labels ``10<sup>k</sup>``.
-
-    Args:
-        lo: the smallest positive value on the axis.
-        hi: the largest value on the axis.
-
-    Returns:
-        Axis settings: ``tickvals``, ``ticktext`` and ``exponentformat="power"``.
-    """
-    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    step = max(1, math.ceil((k1 - k0 + 1) / 8))  # at most ~8 labels
-    ks = list(range(k0, k1 + 1, step))
-    return {
-        "type": "log",
-        "tickvals": [10.0**k for k in ks],
-        "ticktext": [f"10<sup>{k}</sup>" for k in ks],
-        "exponentformat": "power",
-    }
 
 
 def _positive(values: Any) -> Any:

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
+import base64
 import html
+import re
 import threading
 import time
 from collections.abc import Sequence
 from copy import deepcopy
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as ipw
 import plotly.graph_objects as go
+import traitlets
 
-from diffract import viz
+from diffract import viz, viz_compare, viz_esd
 from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
 
-KINDS = ("line", "bar", "heatmap", "esd", "scatter")
+KINDS = ("line", "bar", "heatmap", "esd", "scatter", "compare", "evolution")
+#: the image formats the plot toolbar's camera button downloads (Plotly's own download)
+IMAGE_FORMATS = ("png", "svg")
 _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
+_AXIS_KEY = re.compile(r"^[xy]axis\d*$")
+
+
+class PanelFigure(go.FigureWidget):
+    """A ``FigureWidget`` whose Plotly config (``responsive``, the toolbar's image format) is
+    part of its initial state: plotly.js reads the config once, when a view first draws."""
+
+    def __init__(self, *args: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._panel_config = dict(config or {})
+        super().__init__(*args, **kwargs)
+
+    @traitlets.validate("_config")
+    def _with_panel_config(self, proposal: Any) -> dict[str, Any]:
+        return {**(proposal["value"] or {}), **getattr(self, "_panel_config", {})}
 
 
 def reader_scope(scope: Any) -> Any:
@@ -52,18 +72,29 @@ class FieldPanel(ipw.VBox):
             panel reads ``esd``.
         kind: ``"line"`` / ``"bar"`` (a field across depth, one trace per model),
             ``"heatmap"`` (layer x model or checkpoint), ``"esd"`` (one slice's spectrum with
-            its power-law fit; pass ``slice=``), ``"scatter"`` (two fields).
-        models: the model ids to draw; default: every model of the scope.
+            its power-law fit and xmin line; pass ``slice=``), ``"scatter"`` (two fields),
+            ``"compare"`` (model ``b`` against ``a`` per slice, matched by name; pass
+            ``models=[a, b]`` and ``mode=``), ``"evolution"`` (a tracked run: layer x step
+            heatmap and per-layer lines, steps in training order; ``run=``).
+        models: the model ids to draw; default: every model of the scope. A compare panel
+            takes ``[a, b]`` (default: the scope's two models).
         slice: the uid or name of the slice an esd panel shows.
         model_id: the model of a slice given by name.
         reference: the reference model of cross-model fields (drift from a checkpoint).
         live: refresh when a run of this kernel commits a chunk.
         poll: also re-read the store every ``poll`` seconds (for a writer in another process).
-        height: the figure's height in pixels.
+        mode: a compare panel's ``"difference"`` (``b - a``) or ``"ratio"`` (``b / a``).
+        run: the tracked run an evolution panel follows (default: the scope's only one).
+        image_format: ``"png"`` or ``"svg"``: what the camera button of the plot's toolbar
+            downloads (also a toggle in the panel's export bar).
+        height: the figure's height in pixels (default 380; 620 for an evolution panel).
 
     Raises:
-        ValueError: an unknown ``kind``, or fields that do not fit it.
+        ValueError: an unknown ``kind`` or ``image_format``, or fields that do not fit it;
+            a compare panel without two stored models sharing a slice name; an evolution
+            panel without ``run=`` in a scope with no or several tracked runs.
         UnknownFieldError: a field no registered kernel produces.
+        UnknownModelError: a compare panel's model that is not stored.
     """
 
     def __init__(
@@ -78,10 +109,15 @@ class FieldPanel(ipw.VBox):
         reference: str | None = None,
         live: bool = True,
         poll: float | None = None,
-        height: int = 380,
+        mode: str = "difference",
+        run: str | None = None,
+        image_format: str = "png",
+        height: int | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if image_format not in IMAGE_FORMATS:
+            raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
         fields = [fields] if isinstance(fields, str) else list(fields or [])
         if kind == "scatter" and len(fields) != 2:
             raise ValueError("a scatter panel needs two fields: fields=('x_field', 'y_field')")
@@ -106,6 +142,16 @@ class FieldPanel(ipw.VBox):
         #: reference model for cross-model fields (e.g. drift from the first checkpoint)
         self.reference = reference
         self.source = scope
+        #: a compare panel's (a, b) and mode; an evolution panel's run
+        self.mode = mode
+        self.run: str | None = None
+        if kind == "compare":
+            if mode not in viz_compare.MODES:
+                raise ValueError(f"mode must be one of {viz_compare.MODES}, got {mode!r}")
+            self.models = list(viz_compare.compare_models(scope, models))
+            viz_compare.common_slices(scope, *self.models)
+        elif kind == "evolution":
+            self.run = viz_compare.pick_run(scope, run)
         self._reader = reader_scope(scope)
         self._lock = threading.Lock()
         self._last: float = 0.0
@@ -113,8 +159,30 @@ class FieldPanel(ipw.VBox):
         #: how many times the data was updated in place / traces were rebuilt
         self.updates = 0
         self.rebuilds = 0
-        self.status = ipw.HTML(layout=ipw.Layout(margin="0 0 0 8px"))
+        self.status = ipw.HTML(layout=ipw.Layout(margin="0 0 0 8px", flex="1 1 auto"))
         self.status.add_class("diffract-panel-status")
+        self.height = height or (620 if kind == "evolution" else 380)
+        self.image_format = ipw.ToggleButtons(
+            options=[("PNG", "png"), ("SVG", "svg")],
+            value=image_format,
+            description="image",
+            tooltips=[
+                "the camera button of the plot's toolbar downloads a PNG",
+                "the camera button of the plot's toolbar downloads an SVG",
+            ],
+            style={"button_width": "48px", "description_width": "44px"},
+        )
+        self.image_format.add_class("diffract-panel-format")
+        self.csv_link = ipw.HTML()
+        self.csv_link.add_class("diffract-panel-csv")
+        export = ipw.HBox(
+            [self.image_format, self.csv_link], layout=ipw.Layout(align_items="center")
+        )
+        export.add_class("diffract-panel-export")
+        self.toolbar = ipw.HBox(
+            [self.status, export],
+            layout=ipw.Layout(width="100%", flex_flow="row wrap", align_items="center"),
+        )
         self.spec: dict[str, Any] = {"data": [], "layout": {}}
         # The first data goes into the FigureWidget's constructor, so that it is part of the
         # widget's initial state (sent with the comm's opening): a browser model still loading its
@@ -123,13 +191,15 @@ class FieldPanel(ipw.VBox):
         with self._lock:
             self._last = time.monotonic()
             spec = self.build_spec()
-            layout = go.Layout({"height": height, **viz.NEUTRAL_LAYOUT})
-            _layout_into(layout, spec["layout"])
-            self.figure = go.FigureWidget(data=spec["data"], layout=layout)
+            self.figure = self._new_figure(spec)
             self.spec = spec
             self._set_status()
-        super().__init__(children=[self.status, self.figure])
+            self._set_csv_link()
+        super().__init__(
+            children=[self.toolbar, self.figure], layout=ipw.Layout(width="100%", min_width="0")
+        )
         self.add_class("diffract-panel")
+        self.image_format.observe(self._on_format, names="value")
         if live:
             _PANELS.add(self)
         if poll:
@@ -153,7 +223,86 @@ class FieldPanel(ipw.VBox):
             return viz.scatter_spec(
                 r, self.fields[0], self.fields[1], models=self.models, reference=self.reference
             )
-        return viz.esd_spec(r, self.slice, model_id=self.slice_model)
+        if self.kind == "compare":
+            return viz_compare.compare_spec(
+                r, self.fields[0], models=self.models, mode=self.mode, reference=self.reference
+            )
+        if self.kind == "evolution":
+            return viz_compare.evolution_spec(
+                r, self.fields[0], run=self.run, reference=self.reference
+            )
+        assert self.slice is not None  # checked in __init__
+        return viz_esd.esd_full_spec(r, self.slice, model_id=self.slice_model)
+
+    # --- figure and export -----------------------------------------------------------------------
+    def _new_figure(self, spec: dict[str, Any]) -> PanelFigure:
+        """A figure widget holding ``spec`` from its construction on (its initial state)."""
+        layout = go.Layout({"height": self.height, "autosize": True, **viz.NEUTRAL_LAYOUT})
+        _layout_into(layout, spec["layout"])
+        fmt = self.image_format.value
+        config = {
+            "responsive": True,
+            "displaylogo": False,
+            "displayModeBar": True,
+            "toImageButtonOptions": {"format": fmt, "filename": self.file_stem()},
+        }
+        return PanelFigure(data=spec["data"], layout=layout, config=config)
+
+    def _on_format(self, change: dict[str, Any]) -> None:
+        """A new image format: plotly.js reads its config once per view, so the figure widget
+        is made again with the new one (same data and layout)."""
+        with self._lock:
+            old = self.figure
+            self.figure = self._new_figure(self.spec)
+            self.children = (self.toolbar, self.figure)
+            old.close()
+
+    def file_stem(self) -> str:
+        """The base name of the panel's downloads (``pl_alpha-heatmap``)."""
+        what = self.slice if self.kind == "esd" else "-".join(self.fields)
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{what}-{self.kind}").strip("._") or "panel"
+
+    def table(self) -> list[dict[str, Any]]:
+        """The panel's plotted values as rows (what :meth:`to_csv` writes).
+
+        Returns:
+            One dict per plotted point or heatmap cell: ``trace``, ``x``, ``y``, ``z`` (a
+            heatmap's value; its ``y`` is the row label) and ``detail`` (the point's hover
+            fields: model, slice name, ...).
+        """
+        return viz.table_rows(self.spec)
+
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """The panel's plotted values as CSV (see :meth:`table`).
+
+        Args:
+            path: a file to write it to as well.
+
+        Returns:
+            The CSV text.
+        """
+        import csv
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=viz.TABLE_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.table())
+        text = buf.getvalue()
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def _set_csv_link(self) -> None:
+        """The export bar's CSV link: the plotted values as a data: URL download."""
+        data = base64.b64encode(self.to_csv().encode()).decode()
+        n = len(self.spec["data"]) and self.n_values()
+        self.csv_link.value = (
+            f"<a class='diffract-panel-csv-link' download='{self.file_stem()}.csv' "
+            f"href='data:text/csv;charset=utf-8;base64,{data}' title='the plotted values as CSV "
+            f"({n} values)' style='margin:0 8px;color:var(--jp-content-link-color,#1976d2)'>"
+            "⤓ CSV</a>"
+        )
 
     def refresh(self) -> bool:
         """Re-read the store and update the figure in place.
@@ -168,6 +317,7 @@ class FieldPanel(ipw.VBox):
             if changed:
                 self._apply(spec)
                 self.spec = spec
+                self._set_csv_link()
             self._set_status()
             return changed
 
@@ -197,10 +347,13 @@ class FieldPanel(ipw.VBox):
         """How many values the panel shows now: what a test or a caller checks after an update.
 
         Returns:
-            Heatmap cells with a value plus the points of non-line traces.
+            Heatmap cells with a value plus the points of non-line traces (an evolution
+            panel's lines repeat its heatmap's cells and are not counted twice).
         """
         n = 0
         for d in self.spec["data"]:
+            if d.get("xaxis") == "x2":
+                continue  # an evolution panel's lines: the heatmap's values drawn again
             if d["type"] == "heatmap":
                 n += sum(v is not None for row in d["z"] for v in row)
             elif d.get("mode") != "lines":
@@ -208,13 +361,13 @@ class FieldPanel(ipw.VBox):
         return n
 
     def _set_status(self) -> None:
-        what = (
-            self.slice
-            if self.kind == "esd"
-            else " vs ".join(reversed(self.fields))
-            if self.kind == "scatter"
-            else self.fields[0]
-        )
+        what = {
+            "esd": self.slice,
+            "scatter": " vs ".join(reversed(self.fields)),
+            "compare": f"{self.fields[0]}: "
+            + (" / " if self.mode == "ratio" else " - ").join(reversed(self.models or [])),
+            "evolution": f"{self.fields[0]} · run {self.run}",
+        }.get(self.kind, self.fields[0])
         n = self.n_values()
         traces = len(self.spec["data"])
         if n:
@@ -331,13 +484,12 @@ class FieldPanel(ipw.VBox):
 
 
 def _layout_into(target: Any, layout: dict[str, Any]) -> None:
-    """Put a spec's title, axes and bar mode into a figure's layout (the rest stays)."""
+    """Put a spec's title, axes, shapes and bar mode into a figure's layout (the rest stays)."""
     target.title = layout.get("title")
-    for axis in ("xaxis", "yaxis"):
-        if axis in layout:
-            target[axis].update(layout[axis])
+    target.update({axis: settings for axis, settings in layout.items() if _AXIS_KEY.match(axis)})
     if "barmode" in layout:
         target.barmode = layout["barmode"]
+    target.shapes = layout.get("shapes", ())
 
 
 def sync_figure_state(fig: go.FigureWidget) -> None:
