@@ -1,10 +1,11 @@
 /** The sidebar chart: one field across the layers of the selected model (Plotly, loaded lazily). */
 import { plotText } from '../shared/format';
+import type { FieldPoint } from '../shared/wire';
 import { h } from './dom';
 import { roundValue, shortLayerName } from './fieldgroups';
 import type { FieldState } from './model';
 
-function themeColors(): { fg: string; grid: string; accent: string } {
+export function themeColors(): { fg: string; grid: string; accent: string } {
   const css = getComputedStyle(document.body);
   return {
     fg: css.getPropertyValue('--jp-ui-font-color1').trim() || '#333',
@@ -13,7 +14,7 @@ function themeColors(): { fg: string; grid: string; accent: string } {
   };
 }
 
-async function plotly() {
+export async function plotly() {
   return (await import('plotly.js-basic-dist-min')).default;
 }
 
@@ -25,7 +26,7 @@ export async function resizeChart(node: HTMLElement): Promise<void> {
 }
 
 /** Draw `state` into `node` (a message instead when there is nothing per layer to plot). */
-export async function renderChart(node: HTMLElement, state: FieldState): Promise<void> {
+export async function renderChart(node: HTMLElement, state: FieldState, onPick?: (p: FieldPoint) => void): Promise<void> {
   const { selection: sel, points } = state;
   if (state.error || !points.length) {
     if (node.classList.contains('js-plotly-plot')) {
@@ -69,7 +70,7 @@ export async function renderChart(node: HTMLElement, state: FieldState): Promise
           p =>
             `${plotText(sel.model)}<br>${plotText(p.name)}<br>type: ${plotText(p.type)}<br>${plotText(sel.field)}: ${roundValue(p.value)}` +
             (typeof p.value === 'number' && roundValue(p.value) !== String(p.value) ? ` (${p.value})` : '') +
-            '<br><i>click: copy the name</i>'
+            '<br><i>click: its spectrum, and copy the name</i>'
         ),
         hovertemplate: '%{text}<extra></extra>',
         line: { color: accent },
@@ -101,7 +102,14 @@ export async function renderChart(node: HTMLElement, state: FieldState): Promise
   node.dataset.field = sel.field;
   const gd = node as HTMLElement & { on?: (event: string, fn: (e: ClickEvent) => void) => void; removeAllListeners?: (event: string) => void };
   gd.removeAllListeners?.('plotly_click');
-  gd.on?.('plotly_click', e => void copyName(node, String(e.points?.[0]?.customdata ?? '')));
+  gd.on?.('plotly_click', e => {
+    const name = String(e.points?.[0]?.customdata ?? '');
+    void copyName(node, name);
+    const point = points.find(p => p.name === name);
+    if (point && onPick) {
+      onPick(point);
+    }
+  });
 }
 
 interface ClickEvent {

@@ -2,12 +2,16 @@
 import type { OpenTarget } from './cellcode';
 import { renderChart, resizeChart } from './chart';
 import { h } from './dom';
+import { renderEsd } from './esdview';
 import { GROUP_TITLES, groupFields } from './fieldgroups';
 import type { RunsModel } from './model';
 
 export class DetailView {
   readonly node = h('div', 'diffract-detail');
   private readonly chart = h('div', 'diffract-chart');
+  /** the clicked slice's spectrum (under the chart; empty until a point is clicked) */
+  private readonly esdBox = h('div', 'diffract-esd-box');
+  private readonly esdChart = h('div', 'diffract-esd');
   /** The search box's text: only chips containing it are shown. */
   query = '';
   /** Whether the arrays and intermediates (esd, spectrum_path, ...) are shown. */
@@ -72,19 +76,39 @@ export class DetailView {
       box.append(row);
       chips.append(box);
     }
-    this.node.append(chips, this.chart);
+    this.node.append(chips, this.chart, this.esdBox);
+  }
+
+  /** Show the model's open spectrum (or hide the box when none is open). */
+  async plotEsd(): Promise<void> {
+    const state = this.model.esd;
+    this.esdBox.hidden = !state;
+    if (!state) {
+      this.esdBox.replaceChildren();
+      return;
+    }
+    const close = h('button', 'diffract-esd-close', '×');
+    close.title = 'Close the spectrum';
+    close.addEventListener('click', () => this.model.closeEsd());
+    const head = h('div', 'diffract-esd-head diffract-muted', `spectrum of ${state.name} (${state.model})`);
+    head.append(close);
+    this.esdBox.replaceChildren(head, this.esdChart);
+    if (this.esdChart.isConnected) {
+      await renderEsd(this.esdChart, state);
+    }
   }
 
   /** Fit the chart to the sidebar's width. */
   async resize(): Promise<void> {
     await resizeChart(this.chart);
+    await resizeChart(this.esdChart);
   }
 
   /** Draw the model's current field (again: after a theme change). */
   async plot(): Promise<void> {
     const state = this.model.field;
     if (state && state.selection === this.model.selection && this.chart.isConnected) {
-      await renderChart(this.chart, state);
+      await renderChart(this.chart, state, p => void this.model.openEsd(p.uid, p.name));
     }
   }
 }

@@ -7,13 +7,13 @@
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import type { FieldReply, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
+import type { EsdReply, FieldReply, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
 import type { RequestFn } from './api';
 import { LruCache } from './cache';
 import { errorMessage, messageOf, mismatchMessage } from './messages';
-import type { FieldState, RunsModelOptions, Selection, VersionState } from './types';
+import type { EsdState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
 
-export type { FieldState, RunsModelOptions, Selection, VersionState } from './types';
+export type { EsdState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
 
 /** How often the store list is re-read while the panel is visible. */
 export const POLL_MS = 3000;
@@ -43,6 +43,7 @@ export class RunsModel implements IDisposable {
   private readonly _fieldCache = new LruCache<FieldReply>(FIELD_CACHE_SIZE);
   private _selection: Selection | null = null;
   private _field: FieldState | null = null;
+  private _esd: EsdState | null = null;
   private _error: string | null = null;
   private _version: VersionState | null = null;
   private _timer: ReturnType<typeof setInterval> | undefined;
@@ -54,6 +55,7 @@ export class RunsModel implements IDisposable {
   private readonly _fieldChanged = new Signal<this, FieldState | null>(this);
   private readonly _errorChanged = new Signal<this, string | null>(this);
   private readonly _versionChanged = new Signal<this, VersionState>(this);
+  private readonly _esdChanged = new Signal<this, EsdState | null>(this);
 
   constructor(options: RunsModelOptions) {
     this._request = options.request;
@@ -79,6 +81,13 @@ export class RunsModel implements IDisposable {
   }
   get versionChanged(): ISignal<this, VersionState> {
     return this._versionChanged;
+  }
+  /** A slice's spectrum arrived (or failed), or was closed (null). */
+  get esdChanged(): ISignal<this, EsdState | null> {
+    return this._esdChanged;
+  }
+  get esd(): EsdState | null {
+    return this._esd;
   }
 
   get stores(): readonly StoreEntry[] {
@@ -213,6 +222,34 @@ export class RunsModel implements IDisposable {
     await this._loadField();
   }
 
+  /** Open the spectrum of the selected model's slice `uid` (a point clicked on the chart). */
+  async openEsd(uid: string, name: string): Promise<void> {
+    const sel = this._selection;
+    if (!sel) {
+      return;
+    }
+    const base = { store: sel.store, model: sel.model, uid, name };
+    let state: EsdState;
+    try {
+      const reply = await this._request<EsdReply>('esd', { path: sel.store, uid });
+      state = { ...base, name: reply.name, values: reply.values, xmin: reply.xmin, alpha: reply.alpha, error: null };
+    } catch (e) {
+      state = { ...base, values: null, xmin: null, alpha: null, error: `Cannot read the spectrum of ${name}: ${messageOf(e)}` };
+    }
+    if (this._disposed || this._selection?.store !== sel.store || this._selection.model !== sel.model) {
+      return; // another model was selected meanwhile
+    }
+    this._esd = state;
+    this._esdChanged.emit(state);
+  }
+
+  closeEsd(): void {
+    if (this._esd) {
+      this._esd = null;
+      this._esdChanged.emit(null);
+    }
+  }
+
   private setError(e: unknown): void {
     const message = e === null ? null : errorMessage(e);
     if (message !== this._error) {
@@ -222,6 +259,9 @@ export class RunsModel implements IDisposable {
   }
 
   private _setSelection(sel: Selection | null): void {
+    if (this._esd && (!sel || sel.store !== this._esd.store || sel.model !== this._esd.model)) {
+      this.closeEsd(); // a spectrum belongs to its model
+    }
     this._selection = sel;
     this._selectionChanged.emit(sel);
   }

@@ -57,6 +57,7 @@ export class RunsPanel extends Widget {
     model.fieldChanged.connect(this.onField, this);
     model.errorChanged.connect(this.onError, this);
     model.versionChanged.connect(this.onVersion, this);
+    model.esdChanged.connect(this.onEsd, this);
   }
 
   dispose(): void {
@@ -70,6 +71,7 @@ export class RunsPanel extends Widget {
   /** Re-plot in the new theme's colours (from the model's data: no request). */
   onThemeChanged(): void {
     void this.detail.plot();
+    void this.detail.plotEsd();
   }
 
   protected onAfterAttach(): void {
@@ -92,10 +94,15 @@ export class RunsPanel extends Widget {
   private onChanged(): void {
     this.list.render();
     this.detail.render();
+    void this.detail.plotEsd(); // render() rebuilt the detail: the open spectrum comes back
   }
 
   private onField(): void {
     void this.detail.plot();
+  }
+
+  private onEsd(): void {
+    void this.detail.plotEsd();
   }
 
   private onError(_: RunsModel, message: string | null): void {

@@ -3,6 +3,15 @@ import { fmtTime } from '../shared/format';
 import type { ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
 import { h } from './dom';
 import type { RunsModel } from './model';
+import { changedOf, nextSort, SORT_KEYS, tableRows } from './modeltable';
+import type { RunRow, SortKey, SortState } from './modeltable';
+
+const HEADERS: Record<SortKey, { label: string; title: string }> = {
+  model: { label: 'model', title: 'model id (numbers in ids sort as numbers)' },
+  slices: { label: 'slices', title: 'weight slices stored' },
+  fields: { label: 'fields', title: 'fields computed' },
+  changed: { label: 'changed', title: 'when its fields last changed' }
+};
 
 const EMPTY_HTML =
   '<p><b>No diffract stores under this folder yet.</b></p>' +
@@ -27,8 +36,21 @@ export class StoreListView {
   readonly node = h('div', 'diffract-stores');
   /** The search box's text: stores, models and fields containing it (case-insensitive). */
   query = '';
+  /** The model tables' sort (null: the server's order, tracked checkpoints by step). */
+  sort: SortState | null = null;
+  /** Tracked runs shown open, as `store\nrun`. */
+  private readonly openRuns = new Set<string>();
 
   constructor(private readonly model: RunsModel) {}
+
+  /** Open or close a tracked run's checkpoints in a store's table. */
+  toggleRun(store: string, run: string): void {
+    const key = `${store}\n${run}`;
+    if (!this.openRuns.delete(key)) {
+      this.openRuns.add(key);
+    }
+    this.render();
+  }
 
   render(): void {
     this.node.replaceChildren();
@@ -60,7 +82,7 @@ export class StoreListView {
   /** One store (null when the search hides it). */
   private storeItem(s: StoreEntry): HTMLElement | null {
     const d = this.model.detail(s.path);
-    const models = d ? d.models.filter(m => this.matches(`${s.path} ${m.model_id} ${m.fields.join(' ')}`)) : [];
+    const models = d ? d.models.filter(m => this.matches(`${s.path} ${m.model_id} ${m.track?.run ?? ''} ${m.fields.join(' ')}`)) : [];
     if (!this.matches(s.path || s.name) && !models.length) {
       return null;
     }
@@ -83,18 +105,9 @@ export class StoreListView {
     if (!d.models.length) {
       item.append(h('div', 'diffract-empty diffract-indent', 'No models in this store yet: session.models.add(model, "id")'));
     }
-    const table = h('table', 'diffract-models');
-    const head = h('tr');
-    for (const c of ['model', 'slices', 'fields', 'added']) {
-      head.append(h('th', '', c));
-    }
-    table.append(head);
     // models matching the search; all of them when only the store's path matches
     const rows = matching.length ? matching : this.matches(s.path) ? d.models : [];
-    for (const m of rows) {
-      table.append(this.modelRow(s.path, m));
-    }
-    item.append(table);
+    item.append(this.modelTable(s.path, rows));
     if (d.manifests && d.manifests.length) {
       const box = h('div', 'diffract-manifests diffract-indent');
       box.append(h('div', 'diffract-muted', 'Sampling manifests'));
@@ -113,20 +126,69 @@ export class StoreListView {
     }
   }
 
-  private modelRow(store: string, m: ModelEntry): HTMLTableRowElement {
-    const tr = h('tr', 'diffract-model');
+  private modelTable(store: string, models: ModelEntry[]): HTMLTableElement {
+    const table = h('table', 'diffract-models');
+    const head = h('tr');
+    for (const key of SORT_KEYS) {
+      const on = this.sort?.key === key;
+      const th = h('th', 'diffract-sortable' + (on ? ' diffract-sorted' : ''), HEADERS[key].label + (on ? (this.sort!.desc ? ' ▾' : ' ▴') : ''));
+      th.dataset.sort = key;
+      th.title = `${HEADERS[key].title}; click to sort`;
+      th.setAttribute('aria-sort', on ? (this.sort!.desc ? 'descending' : 'ascending') : 'none');
+      th.addEventListener('click', () => {
+        this.sort = nextSort(this.sort, key);
+        this.render();
+      });
+      head.append(th);
+    }
+    table.append(head);
+    const sel = this.model.selection;
+    const open = new Set<string>();
+    for (const m of models) {
+      // a run is open when asked, while searching, or when it holds the selected model
+      const run = m.track?.run;
+      if (run && (this.openRuns.has(`${store}\n${run}`) || this.query.trim() || (sel?.store === store && sel.model === m.model_id))) {
+        open.add(run);
+      }
+    }
+    for (const row of tableRows(models, this.sort, open)) {
+      table.append(row.kind === 'run' ? this.runRow(store, row) : this.modelRow(store, row.entry, row.run !== null));
+    }
+    return table;
+  }
+
+  private runRow(store: string, run: RunRow): HTMLTableRowElement {
+    const tr = h('tr', 'diffract-run');
+    tr.dataset.run = run.run;
+    const name = h('td', 'diffract-model-id diffract-wrap');
+    name.append(h('span', 'diffract-caret', run.open ? '▾' : '▸'));
+    breakable(name, run.run);
+    const steps = run.first === run.last ? `step ${run.first}` : `steps ${run.first}–${run.last}`;
+    name.append(h('span', 'diffract-muted diffract-steps', ` ${steps} · ${run.checkpoints.length} checkpoints`));
+    const newest = Math.max(...run.checkpoints.map(changedOf));
+    tr.append(
+      name,
+      h('td', 'diffract-num', String(run.checkpoints.reduce((n, m) => n + m.slices, 0))),
+      h('td', 'diffract-num', String(Math.max(...run.checkpoints.map(m => m.fields.length)))),
+      h('td', 'diffract-muted diffract-time', fmtTime(newest))
+    );
+    tr.title = `tracked run ${run.run}: ${run.checkpoints.length} checkpoints, ${steps}; click to ${run.open ? 'hide' : 'show'} them`;
+    tr.addEventListener('click', () => this.toggleRun(store, run.run));
+    return tr;
+  }
+
+  private modelRow(store: string, m: ModelEntry, inRun = false): HTMLTableRowElement {
+    const tr = h('tr', 'diffract-model' + (inRun ? ' diffract-checkpoint' : ''));
     tr.dataset.model = m.model_id;
     const sel = this.model.selection;
     if (sel && sel.store === store && sel.model === m.model_id) {
       tr.classList.add('diffract-selected');
     }
-    tr.append(
-      breakable(h('td', 'diffract-model-id diffract-wrap'), m.model_id),
-      h('td', 'diffract-num', String(m.slices)),
-      h('td', 'diffract-num', String(m.fields.length)),
-      h('td', 'diffract-muted', fmtTime(m.added))
-    );
-    tr.title = m.fields.join(', ') || 'no fields computed yet';
+    const id = breakable(h('td', 'diffract-model-id diffract-wrap'), inRun && m.track ? `step ${m.track.step}` : m.model_id);
+    const changed = h('td', 'diffract-muted diffract-time', fmtTime(changedOf(m)));
+    changed.title = `fields last changed ${fmtTime(changedOf(m))} (at the latest); added ${fmtTime(m.added)}`;
+    tr.append(id, h('td', 'diffract-num', String(m.slices)), h('td', 'diffract-num', String(m.fields.length)), changed);
+    tr.title = (inRun ? `${m.model_id}: ` : '') + (m.fields.join(', ') || 'no fields computed yet');
     tr.addEventListener('click', () => void this.model.select(store, m.model_id));
     return tr;
   }

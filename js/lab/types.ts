@@ -18,6 +18,19 @@ export interface FieldState {
   readonly error: string | null;
 }
 
+/** The spectrum of one slice, opened by clicking its point on the chart. */
+export interface EsdState {
+  readonly store: string;
+  readonly model: string;
+  readonly uid: string;
+  readonly name: string;
+  /** the eigenvalues (null: none stored for this slice) */
+  readonly values: number[] | null;
+  readonly xmin: number | null;
+  readonly alpha: number | null;
+  readonly error: string | null;
+}
+
 export interface VersionState {
   readonly client: string;
   readonly server: string;

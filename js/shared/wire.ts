@@ -88,6 +88,15 @@ export interface ModelEntry {
   fields: string[];
   framework: string | null;
   added: number | null;
+  /** when its fields last changed, at the latest (the server's ChangeClock) */
+  changed: number | null;
+  /** a tracked checkpoint's run and step, else null */
+  track: TrackEntry | null;
+}
+
+export interface TrackEntry {
+  run: string;
+  step: number;
 }
 
 export interface ManifestEntry {
@@ -119,4 +128,16 @@ export interface FieldPoint {
 export interface FieldReply extends StoreEntry {
   field: string;
   models: { model_id: string; points: FieldPoint[]; value: number | null }[];
+}
+
+/** One slice's spectrum (`GET /diffract/api/esd?path=&uid=`): the sidebar's ESD view. */
+export interface EsdReply extends StoreEntry {
+  uid: string;
+  name: string;
+  model_id: string;
+  field: string;
+  /** the eigenvalues, or null when the store holds no spectrum for the slice */
+  values: number[] | null;
+  xmin: number | null;
+  alpha: number | null;
 }

@@ -101,7 +101,7 @@ class FakeServer {
 }
 
 function modelEntry(id: string, fields = ['frob_norm', 'pl_alpha', 'esd']): ModelEntry {
-  return { model_id: id, slices: 8, fields, framework: 'numpy', added: 1700000000 };
+  return { model_id: id, slices: 8, fields, framework: 'numpy', added: 1700000000, changed: 1700000100, track: null };
 }
 
 /** Record every emission of a signal. */

@@ -7,9 +7,12 @@ Routes (all ``GET``, authenticated, under ``<base_url>/diffract/api/``):
 ``stores``
     Every store found under the server root (folders holding ``diffract-store.json``).
 ``store?path=REL``
-    One store: its models (slice counts, fields present, when added) and field names.
+    One store: its models (slice counts, fields present, when added, when their fields last
+    changed, a tracked checkpoint's run and step) and field names.
 ``field?path=REL&field=NAME[&model=ID]``
     The values of one field, per model, in depth order (for plots).
+``esd?path=REL&uid=UID``
+    One slice's stored spectrum (``esd``) with its power-law ``xmin`` and ``alpha``.
 
 ``path`` is relative to the server root. Absolute paths, ``..`` and symlinks that leave the
 root (the store folder itself or anything inside it) are refused (403); a folder that is not
@@ -269,12 +272,24 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
                 return self.fail(400, "missing ?field=<field name>")
             await self.store_call("field", field, model)
 
+    class Esd(Base):
+        @tornado.web.authenticated
+        async def get(self) -> None:
+            try:
+                uid = self.arg("uid")
+            except BadRequest as exc:
+                return self.fail(400, str(exc))
+            if not uid:
+                return self.fail(400, "missing ?uid=<slice uid>")
+            await self.store_call("esd", uid)
+
     kw = {"root": root}
     return [
         ("version", Version, kw),
         ("stores", Stores, kw),
         ("store", OneStore, kw),
         ("field", Field, kw),
+        ("esd", Esd, kw),
     ]
 
 

@@ -42,6 +42,17 @@ class ModelEntry(TypedDict):
     fields: list[str]
     framework: str | None
     added: float | None
+    #: when its fields last changed, at the latest (``diffract.store.reader.ChangeClock``)
+    changed: float | None
+    #: a tracked checkpoint's run and step (``diffract._core.steps``), else None
+    track: TrackEntry | None
+
+
+class TrackEntry(TypedDict):
+    """A tracked checkpoint's place on its run's step axis."""
+
+    run: str
+    step: int
 
 
 class ManifestEntry(TypedDict):
@@ -73,6 +84,7 @@ MIRRORED = {
     "VersionReply": VersionReply,
     "StoreEntry": StoreEntry,
     "ModelEntry": ModelEntry,
+    "TrackEntry": TrackEntry,
     "ManifestEntry": ManifestEntry,
     "FieldPoint": FieldPoint,
 }

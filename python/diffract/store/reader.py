@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from diffract._core.jsonable import to_jsonable
 from diffract._core.owners import model_owner, parse_owner
+from diffract._core.steps import order_by_step, track_of
 from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._folder import STORE_MARKER, is_sqlite_file
 from diffract.store._safe import is_regular_file
@@ -183,6 +184,89 @@ def _jsonable(v: Any) -> Any:
     return to_jsonable(v, arrays="drop", other="str")
 
 
+class _ModelKeys:
+    """What a summary counts for one model: its slices, its field names, how many values."""
+
+    __slots__ = ("fields", "slices", "values")
+
+    def __init__(self) -> None:
+        self.slices = 0
+        self.values = 0
+        self.fields: set[str] = set()
+
+    def signature(self) -> tuple[int, int, tuple[str, ...]]:
+        return (self.slices, self.values, tuple(sorted(self.fields)))
+
+
+def _keys_by_model(
+    store: Store, models: dict[str, Any]
+) -> tuple[dict[str, _ModelKeys], dict[str, str]]:
+    """Per model: slice count, field names and value count; and each field's level."""
+    by_model = {m: _ModelKeys() for m in models}
+    uid_model: dict[str, str] = {}
+    for s in store.slices():
+        if s.model_id in by_model:
+            by_model[s.model_id].slices += 1
+        uid_model[s.uid] = s.model_id
+    levels: dict[str, str] = {}
+    for owner, fname in store.keys():
+        o = parse_owner(owner)
+        if o.level == "model":
+            m = o.model_id
+            levels.setdefault(fname, "model")
+        else:
+            m = uid_model.get(o.uid or "")
+            levels[fname] = o.level
+        if m in by_model:
+            keys = by_model[m]
+            keys.fields.add(fname)
+            keys.values += 1
+    return by_model, levels
+
+
+class ChangeClock:
+    """When each model's fields last changed, as far as a reader can date it.
+
+    The store records no time per value, only its files' modification times. So a model is
+    dated by the store's newest file time at the read where the reader first saw its fields
+    as they are now (slice count, value count, field names): an upper bound of the real
+    change, and the change itself when the reader reads between commits (the sidebar re-reads
+    an open store within a few seconds of each commit). A model without values is dated by
+    when it was added. Values recomputed in place (same fields, same count) do not move it.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[Any, float | None]] = {}
+
+    def update(
+        self, models: dict[str, tuple[float | None, _ModelKeys]], newest_write: float | None
+    ) -> dict[str, float | None]:
+        """Date every model of one read.
+
+        Args:
+            models: per model id, when it was added and what it holds now.
+            newest_write: the store's newest file time at this read.
+
+        Returns:
+            Per model id, when its fields last changed (None: unknown).
+        """
+        out: dict[str, float | None] = {}
+        for m, (added, keys) in models.items():
+            sig = (added, keys.signature())
+            prev = self._seen.get(m)
+            if prev is not None and prev[0] == sig:
+                out[m] = prev[1]
+                continue
+            when = newest_write if keys.values else added
+            if added is not None and when is not None:
+                when = max(when, added)
+            self._seen[m] = (sig, when)
+            out[m] = when
+        for m in set(self._seen) - set(models):
+            del self._seen[m]
+        return out
+
+
 class StoreReader:
     """A read-only store kept open between requests; ``refresh`` replays new records only.
 
@@ -202,6 +286,9 @@ class StoreReader:
         self._store: Any = None
         #: (stamp, error) of the last failed open: the same files fail the same way
         self._failed: tuple[str, StoreError] | None = None
+        #: the stamp of the files the open store was last refreshed from
+        self._stamp: dict[str, Any] = {}
+        self.changes = ChangeClock()
 
     @classmethod
     def get(cls, path: Path) -> StoreReader:
@@ -218,7 +305,8 @@ class StoreReader:
         """The open store, refreshed. A damaged store fails at once, without retries, and
         keeps failing from memory until its files change, so requests to a broken store
         never hold its lock (or a server thread) for long."""
-        stamp = store_stamp(self.path)["stamp"]
+        self._stamp = store_stamp(self.path)
+        stamp = self._stamp["stamp"]
         if self._failed is not None and self._failed[0] == stamp:
             raise self._failed[1]
         last: Exception | None = None
@@ -257,47 +345,82 @@ class StoreReader:
         return []
 
     def summary(self) -> dict[str, Any]:
-        """The store's models (slice counts, fields present, framework, when added), field
-        names with their level (``param``, ``model``, ``cross``) and manifests.
+        """The store's models (slice counts, fields present, framework, when added, when
+        their fields last changed, the tracked run and step), field names with their level
+        (``param``, ``model``, ``cross``) and manifests.
 
         Returns:
-            ``{"models": [...], "fields": [...], "levels": {field: level}, "manifests": [...]}``.
+            ``{"models": [...], "fields": [...], "levels": {field: level}, "manifests": [...]}``;
+            models in step order (:func:`diffract._core.steps.order_by_step`).
         """
         with self.lock:
             store = self._open()
             models = store.models()
-            slices_by_model: dict[str, int] = {}
-            uid_model: dict[str, str] = {}
-            for s in store.slices():
-                slices_by_model[s.model_id] = slices_by_model.get(s.model_id, 0) + 1
-                uid_model[s.uid] = s.model_id
-            fields_by_model: dict[str, set[str]] = {m: set() for m in models}
-            levels: dict[str, str] = {}
-            for owner, fname in store.keys():
-                o = parse_owner(owner)
-                if o.level == "model":
-                    m = o.model_id
-                    levels.setdefault(fname, "model")
-                else:
-                    m = uid_model.get(o.uid or "")
-                    levels[fname] = o.level
-                if m in fields_by_model:
-                    fields_by_model[m].add(fname)
-            out_models: list[ModelEntry] = [
-                {
-                    "model_id": m,
-                    "slices": slices_by_model.get(m, 0),
-                    "fields": sorted(fields_by_model.get(m, ())),
-                    "framework": meta.get("framework"),
-                    "added": meta.get("added"),
-                }
-                for m, meta in models.items()
-            ]
+            keys_by_model, levels = _keys_by_model(store, models)
+            changed = self.changes.update(
+                {m: (meta.get("added"), keys_by_model[m]) for m, meta in models.items()},
+                self._stamp.get("updated") or None,
+            )
+            out_models: list[ModelEntry] = []
+            for m in order_by_step(models, lambda m: models[m].get("meta")):
+                meta, keys = models[m], keys_by_model[m]
+                track = track_of(meta.get("meta"))  # the user's meta: models.info(id)["meta"]
+                out_models.append(
+                    {
+                        "model_id": m,
+                        "slices": keys.slices,
+                        "fields": sorted(keys.fields),
+                        "framework": meta.get("framework"),
+                        "added": meta.get("added"),
+                        "changed": changed.get(m),
+                        "track": None if track is None else {"run": track[0], "step": track[1]},
+                    }
+                )
             return {
                 "models": out_models,
                 "fields": sorted(levels),
                 "levels": levels,
                 "manifests": self.manifests(store),
+            }
+
+    def esd(self, uid: str, field: str = "esd") -> dict[str, Any]:
+        """One slice's stored spectrum (the eigenvalues of ``field``) and its power-law fit's
+        ``pl_esd_xmin`` and ``pl_alpha`` where stored, for the sidebar's ESD view.
+
+        Args:
+            uid: the slice's uid.
+            field: the array field holding the eigenvalues.
+
+        Returns:
+            ``{"uid", "name", "model_id", "field", "values": [...] or None (not stored),
+            "xmin", "alpha"}``.
+
+        Raises:
+            NotAStore: no slice ``uid`` in the store.
+        """
+        import numpy as np
+
+        with self.lock:
+            store = self._open()
+            try:
+                s = store.slice(uid)
+            except StoreError:  # the one error slice() raises: no such uid
+                raise NotAStore(f"no slice {uid!r} in this store") from None
+            values = None
+            if store.has((uid, field)):
+                arr = np.asarray(store.get((uid, field)), dtype=np.float64).ravel()
+                values = [float(v) for v in arr[np.isfinite(arr)]]
+            extra = {
+                k: _jsonable(store.get((uid, f))) if store.has((uid, f)) else None
+                for k, f in (("xmin", "pl_esd_xmin"), ("alpha", "pl_alpha"))
+            }
+            return {
+                "uid": uid,
+                "name": s.name,
+                "model_id": s.model_id,
+                "field": field,
+                "values": values,
+                **extra,
             }
 
     def field(self, field: str, model: str | None = None) -> dict[str, Any]:
