@@ -91,10 +91,11 @@ def to_numpy(x: Any) -> np.ndarray:
 
 
 def storable_error(value: Any) -> str | None:
-    """None when the store can hold ``value`` as a field value (a bool, int, float or str,
-    a NumPy scalar of a numeric kind or str, or an ndarray of a numeric dtype); otherwise
-    what the value is, for an error message. The one rule for kernels and ``Store.commit``."""
-    if isinstance(value, (bool, int, float, str)):
+    """None when the store can hold ``value`` as a field value (a bool, int, float, complex
+    or str, a NumPy scalar of a numeric kind or str, or an ndarray of a numeric dtype, complex
+    included); otherwise what the value is, for an error message. The one rule for kernels
+    and ``Store.commit``."""
+    if isinstance(value, (bool, int, float, complex, str)):
         return None
     if isinstance(value, np.generic):
         if value.dtype.kind in "biufc" or isinstance(value, np.str_):

@@ -2,6 +2,12 @@
 
 Used by model metadata checks, exports, the server's replies and sampling manifests, each with
 the policy it needs (what to do with non-finite floats, arrays and unknown types).
+
+JSON has no complex numbers: a complex value (a Python ``complex``, a NumPy complex scalar or
+array) becomes ``{"real": <real part>, "imag": <imaginary part>}``, the parts as numbers for a
+scalar and as nested lists of the array's shape for an array (read it back as
+``np.asarray(d["real"]) + 1j * np.asarray(d["imag"])``). The parts follow the ``nonfinite``
+policy like any float.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def to_jsonable(
             ``str()``, ``"keep"`` the value unchanged.
 
     Returns:
-        JSON data: None, bool, int, float, str, lists and dicts with string keys.
+        JSON data: None, bool, int, float, str, lists and dicts with string keys; a complex
+        scalar or array as ``{"real": ..., "imag": ...}`` (see the module docstring).
 
     Raises:
         InvalidArgumentError: a dict key is not a string, or (``other="error"``) a value has a
@@ -59,6 +66,16 @@ def to_jsonable(
             return v
         if isinstance(v, float):
             return v if nonfinite == "keep" or math.isfinite(v) else None
+        if isinstance(v, complex):  # NumPy complex scalars too (they subclass complex)
+            return {"real": fix(float(v.real), at), "imag": fix(float(v.imag), at)}
+        if np is not None and isinstance(v, np.generic) and v.dtype.kind == "c":
+            return fix(complex(v), at)  # complex64 scalars
+        if np is not None and isinstance(v, np.ndarray) and v.dtype.kind == "c":
+            if v.ndim == 0:
+                return fix(complex(v.item()), at)
+            if arrays == "drop":
+                return None
+            return {"real": fix(v.real.tolist(), at), "imag": fix(v.imag.tolist(), at)}
         if (
             np is not None
             and isinstance(v, np.generic)
