@@ -103,8 +103,9 @@ def compare_spec(
         reference: the reference model of cross-model fields.
 
     Returns:
-        ``{"data": traces, "layout": layout}``; the trace's x is the slice's position in
-        ``a``'s depth order and its customdata ``[name, type, "a: .. b: .."]``.
+        ``{"data": traces, "layout": layout}``; the trace's x is the slice's position among
+        the common slices (in ``a``'s depth order) and its customdata
+        ``[name, type, "a: .. b: .."]``.
 
     Raises:
         InvalidArgumentError: an unknown mode, not two models, or no common slice.
@@ -167,8 +168,9 @@ def compare_spec(
 
 def tracked_runs(scope: Scope) -> dict[str, list[tuple[int, str]]]:
     """The tracked runs of the scope: run name -> ``[(step, model_id), ...]`` in step order."""
+    ids = scope.models.ids()  # re-reads a store another process writes; then its listing
     stored = scope.session.store.models()
-    meta = {m: stored[m].get("meta") for m in scope.models.ids() if m in stored}
+    meta = {m: stored[m].get("meta") for m in ids if m in stored}
     runs: dict[str, list[tuple[int, str]]] = {}
     for m in order_by_step(meta, meta.get):
         t = track_of(meta[m])

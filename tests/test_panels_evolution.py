@@ -1,0 +1,126 @@
+"""``FieldPanel(kind="evolution")`` and ``session.viz.evolution``: a tracked run (models whose meta
+holds ``{"track": {"run", "step"}}``) as a layer x step heatmap and per-layer lines, columns in
+training-step order (9 < 10 < 100, not the ids' string order), values equal to the exported
+field, and new columns as snapshots land (refresh, a run of this kernel, polling)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from diffract import InvalidArgumentError, Session
+from diffract.widgets import FieldPanel, run_with_progress
+
+LAYERS = ["l0.weight", "l1.weight", "l2.weight"]
+
+
+def _weights(step: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(step)
+    return {n: rng.normal(size=(20, 12)).astype(np.float32) * (1 + step / 100) for n in LAYERS}
+
+
+def _add(s: Session, run: str, step: int) -> str:
+    # ids that sort wrongly as strings ("r-10" < "r-100" < "r-9"): the step orders them
+    mid = f"{run}-{step}"
+    s.models.add(_weights(step), mid, meta={"track": {"run": run, "step": step}})
+    return mid
+
+
+@pytest.fixture
+def session():
+    s = Session("ram")
+    for step in (100, 9, 10):
+        _add(s, "r", step)
+    s.models.add(_weights(7), "plain")  # not tracked: never a column
+    s.compute.apply("frob_norm", progress=False)
+    yield s
+    s.close()
+
+
+def _table(s: Session) -> dict[tuple[str, str], float]:
+    rows = s.results.export_table("frob_norm", export_format="list")
+    return {(r["model_id"], r["name"]): r["frob_norm"] for r in rows}
+
+
+def test_columns_in_step_order_with_the_exported_values(session):
+    assert sorted(session.models.ids())[1:] == ["r-10", "r-100", "r-9"]  # string order is wrong
+    p = FieldPanel(session, "frob_norm", kind="evolution", live=False)
+    hm, *lines = p.figure.data
+    assert hm.type == "heatmap" and list(hm.x) == [9, 10, 100]
+    assert list(hm.y) == LAYERS
+    v = _table(session)
+    want = [[v[(f"r-{step}", n)] for step in (9, 10, 100)] for n in LAYERS]
+    assert [list(row) for row in hm.z] == want
+    # the weights grow with the step (x (1 + step/100)): each layer's line rises
+    assert [t.name for t in lines] == LAYERS
+    for t, row in zip(lines, want, strict=True):
+        assert list(t.x) == [9, 10, 100] and list(t.y) == row and t.xaxis == "x2"
+        assert row[0] < row[2]
+    assert p.n_values() == 9 and "run r" in p.status.value
+    np.testing.assert_allclose(
+        hm.z[0][2], np.linalg.norm(_weights(100)["l0.weight"].astype(np.float64)), rtol=1e-5
+    )
+
+
+def test_a_new_snapshot_adds_a_column(session):
+    p = FieldPanel(session, "frob_norm", kind="evolution", live=False)
+    _add(session, "r", 50)
+    session.compute.apply("frob_norm", progress=False)
+    assert p.refresh() is True
+    assert list(p.figure.data[0].x) == [9, 10, 50, 100]
+    assert list(p.figure.data[1].x) == [9, 10, 50, 100]
+
+
+def test_live_panel_redraws_from_a_run_of_this_kernel(tmp_path):
+    with Session(path=tmp_path / "st") as s:
+        _add(s, "r", 9)
+        s.compute.apply("frob_norm", progress=False)
+        p = FieldPanel(s, "frob_norm", kind="evolution")
+        assert list(p.figure.data[0].x) == [9]
+        _add(s, "r", 100)
+        _add(s, "r", 10)
+        run_with_progress(s, "frob_norm").wait(60)
+        # no refresh() call: the run's commit events redraw the panel
+        assert list(p.figure.data[0].x) == [9, 10, 100]
+        p.stop()
+
+
+def test_polls_a_run_written_by_another_session(tmp_path):
+    import time
+
+    path = tmp_path / "st"
+    with Session(path=path) as w:
+        _add(w, "r", 1)
+        w.compute.apply("frob_norm", progress=False)
+    ro = Session(path=path, readonly=True)
+    p = FieldPanel(ro, "frob_norm", kind="evolution", poll=0.05)
+    assert list(p.figure.data[0].x) == [1]
+    with Session(path=path) as w:
+        _add(w, "r", 2)
+        w.compute.apply("frob_norm", progress=False)
+    deadline = time.monotonic() + 20
+    while list(p.figure.data[0].x) != [1, 2] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(p.figure.data[0].x) == [1, 2]
+    p.stop()
+    ro.close()
+
+
+def test_run_choice_and_errors(session):
+    _add(session, "other", 5)
+    with pytest.raises(InvalidArgumentError, match=r"several tracked runs.*\['other', 'r'\]"):
+        FieldPanel(session, "frob_norm", kind="evolution")
+    p = FieldPanel(session, "frob_norm", kind="evolution", run="other", live=False)
+    assert p.figure.data == ()  # its step is not computed yet
+    session.compute.apply("frob_norm", progress=False)
+    p.refresh()
+    assert list(p.figure.data[0].x) == [5] and p.n_values() == 3
+    # a run that has not stored a step yet: an empty panel that fills when it does
+    q = FieldPanel(session, "frob_norm", kind="evolution", run="later", live=False)
+    assert q.figure.data == () and "nothing stored yet" in q.status.value
+    with Session("ram") as empty:
+        empty.models.add(_weights(0), "m")
+        with pytest.raises(InvalidArgumentError, match=r'no tracked checkpoints.*run="NAME"'):
+            FieldPanel(empty, "frob_norm", kind="evolution")
+        with pytest.raises(InvalidArgumentError, match="no tracked checkpoints"):
+            empty.viz.evolution("frob_norm")
