@@ -1,15 +1,45 @@
 """Track a training run: snapshot the weights every N steps, analyze them in the background.
 
-Placeholder of the layout; the tracker itself is built in this package (issue 19).
+``tracker = session.track("run", fields=["pl_alpha"], every=50)`` then
+``tracker.step(model, step=i)`` in the training loop (see :class:`Tracker` and
+``docs/tracking.md``). Checkpoints are ordinary models ``<run>-s<step:09d>`` whose meta holds
+the step (:mod:`diffract._core.steps`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from diffract.tracking.adapters import LightningTracking, keras_callback, lightning_callback
+from diffract.tracking.ids import STEP_DIGITS, checkpoint_id, parse_checkpoint_id
+from diffract.tracking.ledger import (
+    DOC_KIND,
+    RunSteps,
+    committed_ids,
+    committed_steps,
+    drop_incomplete,
+    run_steps,
+)
+from diffract.tracking.policy import POLICIES, SnapshotQueue
+from diffract.tracking.snapshot import Snapshot, take_snapshot
+from diffract.tracking.status import TrackerStatus
+from diffract.tracking.tracker import Tracker
 
-
-class Tracker:  # pragma: no cover - replaced by the tracker implementation
-    """Not built yet."""
-
-    def __init__(self, session: Any, run: str, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("diffract.tracking.Tracker is being built (issue 19)")
+__all__ = [
+    "DOC_KIND",
+    "POLICIES",
+    "STEP_DIGITS",
+    "LightningTracking",
+    "RunSteps",
+    "Snapshot",
+    "SnapshotQueue",
+    "Tracker",
+    "TrackerStatus",
+    "checkpoint_id",
+    "committed_ids",
+    "committed_steps",
+    "drop_incomplete",
+    "keras_callback",
+    "lightning_callback",
+    "parse_checkpoint_id",
+    "run_steps",
+    "take_snapshot",
+]

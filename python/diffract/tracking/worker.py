@@ -1,0 +1,149 @@
+"""The analysis worker: one thread that stores snapshots and computes their fields.
+
+It is the tracker's single writer: for each snapshot it takes from the queue it runs
+``models.add`` (the weights and the step meta, one commit), ``compute.apply(fields)`` on that
+checkpoint's scope under the session's memory budget (a commit per chunk), then marks the step
+committed (:func:`diffract.tracking.ledger.mark_committed`). A failure is recorded and the
+worker goes on with the next snapshot; the step stays incomplete in the store.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from diffract._core.steps import TRACK_KEY
+from diffract.tracking.ids import checkpoint_id
+from diffract.tracking.ledger import mark_committed
+from diffract.tracking.policy import SnapshotQueue
+from diffract.tracking.snapshot import Snapshot
+
+
+@dataclass
+class Analysis:
+    """What the worker does with a checkpoint: the fields, their scope and run options.
+
+    Attributes:
+        session: the session written to.
+        run: the run's name.
+        fields: the fields computed on each checkpoint (may be empty: weights only).
+        scope: ``{"param_names": ..., "param_types": ...}`` narrowing the slices analyzed.
+        options: extra ``compute.apply`` arguments (kernel options, ``conventions``...).
+    """
+
+    session: Any
+    run: str
+    fields: Sequence[str]
+    scope: dict[str, Any]
+    options: dict[str, Any]
+
+    def store(self, snap: Snapshot) -> str:
+        """``models.add`` of a snapshot under its checkpoint id, with the step meta."""
+        mid = checkpoint_id(self.run, snap.step)
+        meta = {TRACK_KEY: {"run": self.run, "step": snap.step}}
+        self.session.models.add(snap, model_id=mid, filter_spec=True, meta=meta)
+        return mid
+
+    def analyze(self, step: int, model_id: str, cancel: threading.Event) -> int:
+        """Compute the fields on one checkpoint, then mark its step committed.
+
+        Returns:
+            The number of slice failures the run reported (the step is committed anyway:
+            running it again would fail the same way).
+
+        Raises:
+            RuntimeError: the run was cancelled (the step stays incomplete).
+        """
+        failures = 0
+        if self.fields:
+            scope = self.session.filter(model_ids=[model_id], **self.scope)
+            report = scope.compute.apply(
+                *self.fields, progress=False, cancel=cancel, **self.options
+            )
+            if report.cancelled:
+                raise RuntimeError(f"the analysis of step {step} was cancelled")
+            failures = len(report.failures)
+        mark_committed(self.session, self.run, step, model_id, self.fields)
+        return failures
+
+
+#: called after each committed step: (step, model_id)
+StepCallback = Callable[[int, str], None]
+
+
+class Worker(threading.Thread):
+    """The thread that drains the queue (and first finishes ``resume`` checkpoints).
+
+    Args:
+        analysis: what to do with each checkpoint.
+        queue: the snapshots to store.
+        record: ``record(event, step, detail)``: the tracker's bookkeeping, called with
+            ``"committed"`` (detail: model id), ``"finished"`` (a resumed checkpoint
+            committed; detail: model id), ``"failed"`` (detail: the error text) or
+            ``"failures"`` (detail: the number of slice failures of a committed step).
+        resume: ``(step, model_id)`` of stored checkpoints whose fields must be finished.
+    """
+
+    def __init__(
+        self,
+        analysis: Analysis,
+        queue: SnapshotQueue,
+        record: Callable[[str, int, Any], None],
+        resume: Sequence[tuple[int, str]] = (),
+    ) -> None:
+        super().__init__(name=f"diffract-track-{analysis.run}", daemon=True)
+        self.analysis = analysis
+        self.queue = queue
+        self.record = record
+        self.resume = list(resume)
+        #: set to stop once the queue is drained
+        self.stop = threading.Event()
+        #: set to cancel the analysis in progress (close without draining)
+        self.cancel = threading.Event()
+        #: seconds spent storing and analyzing
+        self.busy_seconds = 0.0
+        #: set once the resumed checkpoints are finished
+        self.resumed = threading.Event()
+
+    def run(self) -> None:
+        for step, mid in self.resume:
+            if self.cancel.is_set():
+                break
+            self._guarded(step, functools.partial(self._finish, step, mid, "finished"))
+        self.resume.clear()
+        self.resumed.set()
+        while True:
+            snap = self.queue.take(self.stop)
+            if snap is None:
+                return
+            try:
+                self._guarded(snap.step, functools.partial(self._commit, snap))
+            finally:
+                del snap
+                self.queue.done()
+
+    def _guarded(self, step: int, job: Callable[[], None]) -> None:
+        start = time.perf_counter()
+        try:
+            job()
+        except Exception as exc:  # recorded; the next snapshot still gets its turn
+            text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            self.record("failed", step, text)
+        finally:
+            self.busy_seconds += time.perf_counter() - start
+
+    def _commit(self, snap: Snapshot) -> None:
+        mid = self.analysis.store(snap)
+        snap.leaves.clear()  # the store has the weights: free the host copy now
+        self._finish(snap.step, mid, "committed")
+
+    def _finish(self, step: int, mid: str, event: str) -> None:
+        failures = self.analysis.analyze(step, mid, self.cancel)
+        if failures:
+            self.record("failures", step, failures)
+        self.record(event, step, mid)
