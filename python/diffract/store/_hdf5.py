@@ -7,13 +7,20 @@ Layout (readable with h5py alone, documented in docs/storage.md)::
       writer.lock                 flock-ed by the one writing process (holds its pid)
       segments/
         000000000001.h5           one committed batch each, never modified after rename
+        000000000001.h5.json      its manifest: contents and checksum, read without h5py
         000000000002.h5
+        000000000002.h5.json
         .tmp-...                  a batch being written (ignored by readers, removed on open)
 
 Each batch is written to a temporary file, flushed and fsync-ed, then ``os.replace``-d to
 its final name, which is atomic. A process killed at any moment therefore leaves either the
 whole segment or none of it: readers never see a half-written field, and nothing committed
 before is touched. Readers list ``segments/`` and replay the files in sequence order.
+
+The manifest (:mod:`diffract.store._manifest`, docs/concepts/segments.md) is renamed into
+place just before its segment: a reader replays a segment from its manifest alone, without
+importing h5py, and hashes a segment file before h5py first opens it. A segment without a
+manifest (written before manifests existed) is replayed through h5py as it always was.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +50,19 @@ from diffract.store._base import (
 )
 from diffract.store._folder import open_store_folder, write_marker_if_missing
 from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._manifest import (
+    file_digest,
+    manifest_path,
+    read_manifest,
+    verify_file,
+    write_manifest,
+)
 from diffract.store._safe import check_h5, h5_dataset, plain_name, require_regular
 from diffract.store.log import RecordVanished, SegmentLog
 
 SEGMENT_FORMAT = "diffract-segment"
+#: a segment file or its manifest: ``<12 digits>[-c].h5[.json]``
+_DATA_NAME = re.compile(r"^\d{12}(-c)?\.h5(\.json)?$")
 
 
 _SEP = "\x1f"
@@ -78,16 +95,22 @@ def _h5py():
 
 
 class ArrayRef:
-    """Where an array value lives: (segment file, dataset path). Immutable once written."""
+    """Where an array value lives: (segment file, dataset path), and the file's checksum
+    from its manifest (None for a segment written without one). Immutable once written."""
 
-    __slots__ = ("dataset", "file")
+    __slots__ = ("dataset", "digest", "file")
 
-    def __init__(self, file: Path, dataset: str) -> None:
+    def __init__(self, file: Path, dataset: str, digest: str | None = None) -> None:
         self.file = file
         self.dataset = dataset
+        self.digest = digest
 
     def cache_key(self) -> str:
         return f"{self.file.name}/{self.dataset}"
+
+    def where(self) -> str:
+        """``<segment file name>:<dataset>``, as a compaction refers to it."""
+        return f"{self.file.name}:{self.dataset}"
 
 
 class HDF5Store(SegmentLog):
@@ -121,8 +144,9 @@ class HDF5Store(SegmentLog):
             self._lock.acquire(self._lock_timeout)
             self.segments_dir.mkdir(exist_ok=True)
             info = write_marker_if_missing(self.root, "hdf5")
-            for stale in self.segments_dir.glob(".tmp-*"):
-                stale.unlink(missing_ok=True)
+            for pattern in (".tmp-*", ".*.json.*.tmp"):  # a segment, a manifest
+                for stale in self.segments_dir.glob(pattern):
+                    stale.unlink(missing_ok=True)
         self.store_id = info.get("store_id", "")
 
     def __del__(self) -> None:  # pragma: no cover - best effort
@@ -142,21 +166,28 @@ class HDF5Store(SegmentLog):
         return int(ref.file.name[:12]) if isinstance(ref, ArrayRef) else None
 
     def _data_seqs(self) -> list[int]:
-        # a segment holds its own data: it is deleted with its data (see _delete_record)
-        return [int(n[:12]) for n in self._record_names()]
+        # a segment holds its own data: it is deleted with its data (see _delete_record);
+        # a manifest without its segment is the batch a crash interrupted
+        return sorted({int(n[:12]) for n in self._list_names() if _DATA_NAME.match(n)})
 
     def _data_path(self, seq: int) -> str:
         return self._record_path(self._name(seq))
 
     def _delete_data(self, seq: int) -> None:
         for compaction in (False, True):
-            (self.segments_dir / self._name(seq, compaction=compaction)).unlink(missing_ok=True)
+            segment = self.segments_dir / self._name(seq, compaction=compaction)
+            segment.unlink(missing_ok=True)  # the segment first: a listed one has its manifest
+            manifest_path(segment).unlink(missing_ok=True)
 
     def _delete_record(self, name: str) -> None:
         """Nothing to do: a segment is deleted with its data, unless its data is referenced."""
 
     def _read_record(self, name: str, state: StoreState) -> None:
         file = self.segments_dir / name
+        manifest = manifest_path(file)
+        if os.path.lexists(manifest):
+            state.apply(**_manifest_record(manifest, file, self.segments_dir))
+            return
         require_regular(file, "store segment")  # a FIFO would block the open
         try:
             with _h5py().File(file, "r") as f:
@@ -192,10 +223,9 @@ class HDF5Store(SegmentLog):
         self._write_segment(name, lambda f, str_dt: _fill_state(f, state, str_dt, limit))
 
     def _read_array(self, ref: ArrayRef) -> np.ndarray:
-        h5py = _h5py()
         require_regular(ref.file, "store segment")
         try:
-            with h5py.File(ref.file, "r") as f:
+            with open_segment(ref) as f:
                 return h5_dataset(f, ref.dataset, ref.file)[()]
         except StoreCorruptError:
             raise
@@ -204,8 +234,9 @@ class HDF5Store(SegmentLog):
                 raise StaleRefError(str(ref.file)) from None
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
 
-    def _write_segment(self, name: str, fill: Callable[[Any, Any], None]) -> None:
-        """Write a segment through a temporary file, fsync, and rename it into place."""
+    def _write_segment(self, name: str, fill: Callable[[Any, Any], dict[str, Any]]) -> None:
+        """Write a segment through a temporary file; write its manifest (with the file's
+        checksum), fsync, and rename the segment into place: that rename commits it."""
         h5py = _h5py()
         final = self.segments_dir / name
         tmp = self.segments_dir / f".tmp-{name}-{os.getpid()}"
@@ -215,14 +246,18 @@ class HDF5Store(SegmentLog):
                 f.attrs["layout_version"] = LAYOUT_VERSION
                 f.attrs["seq"] = int(name[:12])
                 f.attrs["created"] = time.time()
-                fill(f, h5py.string_dtype())
+                body = fill(f, h5py.string_dtype())
                 f.flush()
+            body.update(segment=name, size=tmp.stat().st_size, digest=file_digest(tmp))
+            write_manifest(manifest_path(final), body)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
             fsync_dir(self.segments_dir)
         except BaseException:
             tmp.unlink(missing_ok=True)
+            if not final.exists():  # a manifest without its segment: not committed
+                manifest_path(final).unlink(missing_ok=True)
             raise
 
 
@@ -253,6 +288,67 @@ def _where(segments_dir: Path, where: str) -> ArrayRef:
     """An array referenced as ``<segment file>:<dataset>`` (in a compaction)."""
     fname, _, ds = where.partition(":")
     return ArrayRef(segments_dir / plain_name(fname, str(segments_dir)), ds)
+
+
+def _manifest_record(manifest: Path, file: Path, segments_dir: Path) -> dict[str, Any]:
+    """What the segment ``file`` holds, from its manifest alone (h5py is not imported), as
+    keyword arguments of :meth:`StoreState.apply`.
+
+    Raises:
+        RecordVanished: the segment or its manifest is gone (a compaction removed them).
+        StoreCorruptError: the manifest is damaged, or describes another segment.
+    """
+    try:
+        body = read_manifest(manifest)
+    except FileNotFoundError:
+        raise RecordVanished(str(file)) from None
+    try:
+        contents = _manifest_contents(body, file, segments_dir)
+    except StoreCorruptError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise StoreCorruptError(
+            f"{manifest}: unreadable manifest ({type(exc).__name__}: {exc})"
+        ) from None
+    try:
+        size = os.stat(file).st_size
+    except FileNotFoundError:
+        raise RecordVanished(str(file)) from None
+    require_regular(file, "store segment")
+    if size != body["size"]:  # a truncated or replaced segment, found without reading it
+        raise StoreCorruptError(
+            f"{file}: {size} bytes, its manifest recorded {body['size']}; the segment is "
+            "damaged or was replaced"
+        )
+    return contents
+
+
+def _manifest_contents(body: dict[str, Any], file: Path, segments_dir: Path) -> dict[str, Any]:
+    if body["segment"] != file.name:
+        raise StoreCorruptError(
+            f"{file}: its manifest describes {str(body['segment'])[:40]!r}; the store is damaged"
+        )
+    digests = {**body["files"], file.name: body["digest"]}
+
+    def ref(name: str, dataset: str) -> ArrayRef:
+        path = segments_dir / plain_name(name, str(segments_dir)) if name else file
+        return ArrayRef(path, str(dataset), digests.get(path.name))
+
+    values: dict[Key, Any] = {}
+    for fname, (owners, tags) in body["values"].items():
+        for o, t in zip(owners, tags, strict=True):
+            values[(str(o), fname)] = _untag(t)
+    for o, fname, name, dataset in body["arrays"]:
+        values[(str(o), str(fname))] = ref(name, dataset)
+    return {
+        "add_models": {m: json.loads(t) for m, t in body["models"].items()},
+        "slices": [slice_from_json(t) for t in body["slices"]],
+        "weight_refs": {u: ref(name, ds) for u, (name, ds) in body["weights"].items()},
+        "values": values,
+        "erase": [(str(o), str(fn)) for o, fn in body["erase"]],
+        "remove_models": [str(m) for m in body["remove_models"]],
+        "documents": {(str(k), str(n)): str(t) for k, n, t in body["documents"]},
+    }
 
 
 def _segment_contents(f: Any, file: Path, segments_dir: Path) -> dict[str, Any]:
@@ -319,21 +415,36 @@ def _write_documents(f: Any, documents: dict[tuple[str, str], str], str_dt: Any)
         )
 
 
-def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> None:
-    """Write one batch into the open segment ``f``."""
+def _body(
+    models: dict[str, dict[str, Any]], slices: Any, documents: dict[tuple[str, str], str]
+) -> dict[str, Any]:
+    """The manifest entries of a segment's models, slices and documents (the texts the
+    segment holds, so both read back alike)."""
+    return {
+        "models": {m: json.dumps(meta, sort_keys=True, default=str) for m, meta in models.items()},
+        "slices": [slice_to_json(s) for s in slices],
+        "documents": [[kind, name, text] for (kind, name), text in documents.items()],
+    }
+
+
+def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
+    """Write one batch into the open segment ``f``; return its manifest body."""
+    body = _body(batch.add_models, batch.slices, batch.documents)
     if batch.remove_models:
         f.create_dataset(
             "remove_models", data=np.array(batch.remove_models, dtype=object), dtype=str_dt
         )
     _write_models(f, batch.add_models)
+    weights = {}
     for s in batch.slices:
         g = f.require_group("slices").create_group(_h5name(s.uid))
         g.attrs["info"] = slice_to_json(s)
         if s.uid in batch.weights:
             arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
             g.create_dataset("weights", data=arr, chunks=None)
+            weights[s.uid] = ["", f"slices/{_h5name(s.uid)}/weights"]
             del arr
-    _write_fields(f, batch.fields, str_dt)
+    body["values"], body["arrays"] = _write_fields(f, batch.fields, str_dt)
     if batch.erase:
         f.create_dataset(
             "erase",
@@ -341,45 +452,100 @@ def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> None:
             dtype=str_dt,
         )
     _write_documents(f, batch.documents, str_dt)
+    body.update(
+        weights=weights,
+        erase=[list(k) for k in batch.erase],
+        remove_models=list(batch.remove_models),
+        files={},
+    )
+    return body
 
 
-def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> None:
+def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> dict[str, Any]:
     """Write the live ``state`` into the open compaction segment ``f``: arrays up to
-    ``copy_limit`` bytes copied, larger ones and all weights referenced where they are."""
+    ``copy_limit`` bytes copied, larger ones and all weights referenced where they are.
+    Return its manifest body, with the checksum of every older file it refers to."""
+    body = _body(state.models, state.slices.values(), state.documents)
     _write_models(f, state.models)
+    weights, referenced = {}, []
     for uid, sl in state.slices.items():
         g = f.require_group("slices").create_group(_h5name(uid))
         g.attrs["info"] = slice_to_json(sl)
         ref = state.weight_refs.get(uid)
         if isinstance(ref, ArrayRef):
-            g.attrs["weights_ref"] = f"{ref.file.name}:{ref.dataset}"
+            g.attrs["weights_ref"] = ref.where()
+            weights[uid] = [ref.file.name, ref.dataset]
+            referenced.append(ref)
     scalars: dict[Key, Any] = {}
-    refs = []
+    by_file: dict[Path, list[tuple[Key, ArrayRef]]] = {}
     for key, v in state.values.items():
         if not isinstance(v, ArrayRef):
             scalars[key] = v
             continue
-        if not v.file.exists():
+        by_file.setdefault(v.file, []).append((key, v))
+    refs, arrays = [], []
+    for file, items in by_file.items():
+        if not file.exists():
             raise StoreCorruptError(
-                f"{v.file}: missing segment (the value {key!r} lives in it); "
+                f"{file}: missing segment (the value {items[0][0]!r} lives in it); "
                 "the store is damaged, nothing was compacted"
             )
-        with h5py_file(v.file) as src:
-            ds = h5_dataset(src, v.dataset, v.file)
-            if ds.nbytes <= copy_limit:
-                f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
-                    _h5name(key[0]), data=ds[()]
-                )
-            else:
-                refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.file.name}:{v.dataset}")
-    _write_fields(f, scalars, str_dt)
+        with open_segment(items[0][1]) as src:  # each source file opened (and checked) once
+            for key, v in items:
+                ds = h5_dataset(src, v.dataset, v.file)
+                if ds.nbytes <= copy_limit:
+                    f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
+                        _h5name(key[0]), data=ds[()]
+                    )
+                    arrays.append([*key, "", f"arrays/{_h5name(key[1])}/{_h5name(key[0])}"])
+                else:
+                    refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.where()}")
+                    arrays.append([*key, v.file.name, v.dataset])
+                    referenced.append(v)
+    body["values"], own = _write_fields(f, scalars, str_dt)
     if refs:
         f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
     _write_documents(f, state.documents, str_dt)
+    body.update(
+        weights=weights,
+        arrays=arrays + own,
+        erase=[],
+        remove_models=[],
+        files=_digests(referenced),
+    )
+    return body
 
 
-def h5py_file(path: Path):
-    return _h5py().File(path, "r")
+def _digests(refs: list[ArrayRef]) -> dict[str, str]:
+    """The checksum of each file ``refs`` live in (hashed now for a file whose segment had
+    no manifest: from this compaction on, it is checked too)."""
+    out: dict[str, str] = {}
+    for ref in refs:
+        name = ref.file.name
+        if name not in out:
+            try:
+                out[name] = ref.digest or file_digest(ref.file)
+            except FileNotFoundError:
+                raise StoreCorruptError(
+                    f"{ref.file}: missing segment (it holds {ref.dataset}); the store is "
+                    "damaged, nothing was compacted"
+                ) from None
+    return out
+
+
+@contextlib.contextmanager
+def open_segment(ref: ArrayRef) -> Iterator[Any]:
+    """The segment file of ``ref`` open in h5py, after its bytes were checked against the
+    checksum its manifest recorded (once per process; no check for a segment without one).
+
+    Raises:
+        StoreCorruptError: the file's bytes changed since it was committed.
+        FileNotFoundError: the file is missing.
+    """
+    if ref.digest is not None:
+        verify_file(ref.file, ref.digest)
+    with _h5py().File(ref.file, "r") as f:
+        yield f
 
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -458,13 +624,20 @@ def _untag(t: str) -> Any:
     raise ValueError(f"unknown tagged value {t[:20]!r}")
 
 
-def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
+def _write_fields(
+    f: Any, fields: dict[Key, Any], str_dt: Any
+) -> tuple[dict[str, list[list[str]]], list[list[str]]]:
+    """Write ``fields`` into the open segment ``f``: scalars grouped per field as one dataset
+    of their kind, arrays one dataset each. Return the manifest's ``values`` (per field, the
+    owners and the tagged values) and ``arrays`` (owner, field, "", dataset)."""
     scalars: dict[str, dict[str, list]] = {}
+    arrays = []
     for (owner, fname), v in fields.items():
         if isinstance(v, np.ndarray) and v.ndim > 0:
             f.require_group("arrays").require_group(_h5name(fname)).create_dataset(
                 _h5name(owner), data=v
             )
+            arrays.append([owner, fname, "", f"arrays/{_h5name(fname)}/{_h5name(owner)}"])
             continue
         if isinstance(v, np.ndarray):
             v = v.item()
@@ -477,25 +650,33 @@ def _write_fields(f: Any, fields: dict[Key, Any], str_dt: Any) -> None:
         bucket["owners"].append(owner)
         bucket["values"].append(v)
         bucket["kinds"].append(kind)
+    values = {}
     for fname, b in scalars.items():
-        kinds = set(b["kinds"])
-        kind = kinds.pop() if len(kinds) == 1 else "tagged"
-        if kind != "tagged" and not all(_native(v, kind) for v in b["values"]):
-            kind = "tagged"
-        g = f.require_group("fields").create_group(_h5name(fname))
-        g.attrs["kind"] = kind
-        g.create_dataset("owners", data=np.array(b["owners"], dtype=object), dtype=str_dt)
-        vals = b["values"]
-        if kind == "tagged":
-            tagged = [_tag(v, k) for v, k in zip(vals, b["kinds"], strict=True)]
-            g.create_dataset("values", data=np.array(tagged, dtype=object), dtype=str_dt)
-        elif kind == "str":
-            g.create_dataset("values", data=np.array(vals, dtype=object), dtype=str_dt)
-        elif kind == "int":
-            g.create_dataset("values", data=np.array([int(x) for x in vals], dtype=np.int64))
-        elif kind == "bool":
-            g.create_dataset("values", data=np.array(vals, dtype=bool))
-        elif kind == "complex":
-            g.create_dataset("values", data=np.array(vals, dtype=np.complex128))
-        else:
-            g.create_dataset("values", data=np.array(vals, dtype=np.float64))
+        tagged = [_tag(v, k) for v, k in zip(b["values"], b["kinds"], strict=True)]
+        _write_scalars(f.require_group("fields").create_group(_h5name(fname)), b, tagged, str_dt)
+        values[fname] = [b["owners"], tagged]
+    return values, arrays
+
+
+def _write_scalars(g: Any, b: dict[str, list], tagged: list[str], str_dt: Any) -> None:
+    """One field's scalars as the group ``g``: a dataset of their kind, or tagged text when
+    they are of several kinds or HDF5 cannot hold one natively."""
+    kinds = set(b["kinds"])
+    kind = kinds.pop() if len(kinds) == 1 else "tagged"
+    if kind != "tagged" and not all(_native(v, kind) for v in b["values"]):
+        kind = "tagged"
+    g.attrs["kind"] = kind
+    g.create_dataset("owners", data=np.array(b["owners"], dtype=object), dtype=str_dt)
+    vals = b["values"]
+    if kind == "tagged":
+        g.create_dataset("values", data=np.array(tagged, dtype=object), dtype=str_dt)
+    elif kind == "str":
+        g.create_dataset("values", data=np.array(vals, dtype=object), dtype=str_dt)
+    elif kind == "int":
+        g.create_dataset("values", data=np.array([int(x) for x in vals], dtype=np.int64))
+    elif kind == "bool":
+        g.create_dataset("values", data=np.array(vals, dtype=bool))
+    elif kind == "complex":
+        g.create_dataset("values", data=np.array(vals, dtype=np.complex128))
+    else:
+        g.create_dataset("values", data=np.array(vals, dtype=np.float64))
