@@ -18,6 +18,12 @@ tests/test_ww_*.py: per run (``default``, ``clip_xmax``, ``xmin_peak`` with
 pl_package="powerlaw", ``mp_fit`` with randomize=True, ``diagnostics`` with detX=True and
 vectors=True; each after ``np.random.seed(0)``) the analyze() rows (every column
 WeightWatcher reports) and get_summary(). Naming runs redoes only those.
+
+    .venv/bin/python benchmarks/make_golden.py --peft
+
+writes tests/golden/ww_peft_minilm.json for tests/test_peft_golden.py: WeightWatcher's
+analyze(peft=True) on a seeded PEFT LoRA model of MiniLM, and analyze() of its merged model
+with base_model= the base.
 """
 
 from __future__ import annotations
@@ -188,6 +194,41 @@ def main_extras(runs: list[str]) -> None:
     print(f"wrote WeightWatcher extras to {OUT}", file=sys.stderr)
 
 
+def _ww_run(model, name_of, **kwargs):
+    """Every column of one WeightWatcher analyze() (after np.random.seed(0)) and its summary."""
+    import weightwatcher as ww
+
+    np.random.seed(0)
+    watcher = ww.WeightWatcher(**model)
+    details = watcher.analyze(**kwargs)
+    rows = {
+        name_of(r["longname"]): {c: _plain(r[c]) for c in details.columns}
+        for _, r in details.iterrows()
+    }
+    summary = {k: _plain(v) for k, v in watcher.get_summary(details).items()}
+    return {"kwargs": kwargs, "rows": rows, "summary": summary}
+
+
+def main_peft() -> None:
+    """Write tests/golden/ww_peft_minilm.json: WeightWatcher on the seeded PEFT LoRA model of
+    tests/test_peft_golden.py (runs ``peft``: analyze(peft=True); ``base_model``: the merged
+    model against its base), with the LoRA factors' norms to check the model is the same."""
+    import copy
+
+    sys.path.insert(0, str(OUT.parent))
+    from test_peft_golden import factor_norms, peft_minilm, ww_name
+
+    warnings.simplefilter("ignore")
+    pm, base = peft_minilm()
+    out = {"factor_norms": factor_norms(pm)}
+    out["peft"] = _ww_run({"model": pm}, ww_name, peft=True)
+    merged = copy.deepcopy(pm).merge_and_unload()
+    out["base_model"] = _ww_run({"model": merged, "base_model": base}, ww_name)
+    path = OUT / "ww_peft_minilm.json"
+    path.write_text(json.dumps(out, indent=1, sort_keys=True, allow_nan=True))
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def main() -> None:
 
     warnings.simplefilter("ignore")
@@ -245,7 +286,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     logging.getLogger("weightwatcher").setLevel(logging.ERROR)
-    if "--ww-extras" in sys.argv[1:]:
+    if "--peft" in sys.argv[1:]:
+        main_peft()
+    elif "--ww-extras" in sys.argv[1:]:
         main_extras([a for a in sys.argv[1:] if not a.startswith("--")])
     else:
         main()

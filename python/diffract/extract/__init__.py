@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -60,16 +60,25 @@ class ModelTree:
     skipped: dict[str, str] = field(default_factory=dict)
     #: per-leaf layout (dotted name -> "in_out"/"out_in"), over the name-based rule
     layouts: dict[str, str] = field(default_factory=dict)
+    #: LoRA pairs found (:class:`diffract.extract.lora.LoraPair`): :func:`extract` makes
+    #: them slices as its ``lora`` options say
+    lora: list[Any] = field(default_factory=list)
+    #: per-leaf facts kept in the slice's meta (dotted name -> JSON-ready dict)
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
 class ExtractedLeaf:
+    """One kept leaf: its name, array, shape, dtype, type, layout and meta."""
+
     name: str
     array: Any
     shape: tuple[int, ...]
     dtype: str
     type: ParameterType
     layout: str = "out_in"
+    #: facts the slice's meta keeps (LoRA rank and scaling, the base of a delta, ...)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 #: frameworks whose ``kernel`` leaves are stored (in, out) / (*kernel, in, out)
@@ -297,22 +306,87 @@ def natural_key(name: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.isdigit() else p for p in _NUM.split(name))
 
 
-def extract(model: Any, filter_spec: Any = None) -> Extracted:
+def extract(
+    model: Any,
+    filter_spec: Any = None,
+    *,
+    lora: str = "update",
+    lora_scaling: str = "peft",
+    base_model: Any = None,
+    intra: bool = False,
+    pool: bool = True,
+) -> Extracted:
     """Named weight slices of ``model``: ``partition(tree, filter_spec)`` keeps leaves.
 
     Args:
         model: a model object, state dict, pytree of arrays or checkpoint path.
         filter_spec: a predicate ``leaf -> bool``, a bool, or a prefix tree of them (as for
             :func:`~diffract.partition`); default: inexact arrays with ``ndim >= 1``.
+        lora: LoRA adapters as their update ``<layer>.lora`` (``"update"``, default) or
+            merged into the base weight, ``<layer>.weight`` = W + B @ A (``"merged"``).
+        lora_scaling: ``"peft"`` (default) scales B @ A as PEFT does (alpha / r, rsLoRA
+            alpha / sqrt(r)); ``"none"`` keeps the plain product (WeightWatcher's ``peft``).
+        base_model: a model (anything ``extract`` reads, or an :class:`Extracted`) whose
+            weights are subtracted: each
+            slice with a same-named base slice becomes W - W_base
+            (:mod:`diffract.extract.delta`).
+        intra: also the products of consecutive chained dense layers (WeightWatcher's
+            ``intra``; :func:`diffract.extract.derived.intra_slices`).
+        pool: False adds one slice per kernel position of every convolution (WeightWatcher's
+            ``pool=False``; :func:`diffract.extract.derived.kernel_position_slices`).
 
     Returns:
         The kept leaves with their names, types and layouts, and the skipped ones with reasons.
 
     Raises:
-        ExtractionError: no extractor applies, ``filter_spec`` does not fit the pytree, or a
-            kept leaf cannot be a weight slice.
+        ExtractionError: no extractor applies, ``filter_spec`` does not fit the pytree, a kept
+            leaf cannot be a weight slice, a bad LoRA pair or option, or a ``base_model``
+            with no matching slice or another shape for one.
     """
-    mt = model_tree(model)
+    from diffract.extract import derived, lora as lora_mod
+
+    lora_mod.check_lora_options(lora, lora_scaling)
+    mt = _with_lora(model_tree(model), lora, lora_scaling)
+    leaves, skipped = _kept_leaves(mt, filter_spec)
+    if base_model is not None:
+        from diffract.extract.delta import subtract_base
+
+        base = (
+            base_model
+            if isinstance(base_model, Extracted)
+            else extract(base_model, lora=lora, lora_scaling=lora_scaling)
+        )
+        leaves, not_in_base = subtract_base(leaves, base)
+        skipped.update(not_in_base)
+    extra = [*derived.intra_slices(leaves)] if intra else []
+    if not pool:
+        extra += derived.kernel_position_slices(leaves)
+    leaves += extra
+    names = [leaf.name for leaf in leaves]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ExtractionError(f"two leaves flatten to the same dotted name(s) {dup[:5]}")
+    leaves.sort(key=lambda leaf: natural_key(leaf.name))
+    computed = base_model is not None or bool(extra)
+    return Extracted(leaves, skipped, mt.framework, mt.source, mt.file_backed and not computed)
+
+
+def _with_lora(mt: ModelTree, lora: str, lora_scaling: str) -> ModelTree:
+    """``mt`` with its LoRA pairs made slices (:func:`diffract.extract.lora.resolve`)."""
+    if not mt.lora:
+        return mt
+    from diffract.extract.lora import resolve
+
+    flat = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(mt.tree)}
+    leaves, meta = resolve(flat, mt.lora, lora, lora_scaling)
+    types = dict(mt.types)
+    if lora == "update":
+        types.update(dict.fromkeys(meta, ParameterType.DENSE))
+    return replace(mt, tree=nest_dotted(leaves), types=types, meta={**mt.meta, **meta}, lora=[])
+
+
+def _kept_leaves(mt: ModelTree, filter_spec: Any) -> tuple[list[ExtractedLeaf], dict[str, str]]:
+    """The leaves ``filter_spec`` keeps (in tree order), and the dropped ones with reasons."""
     spec = default_filter_spec if filter_spec is None else filter_spec
     try:
         kept, dropped = partition(mt.tree, spec)
@@ -324,56 +398,55 @@ def extract(model: Any, filter_spec: Any = None) -> Extracted:
     skipped: dict[str, str] = dict(mt.skipped)
     for path, leaf in tree_leaves_with_path(dropped):
         if leaf is not None:
-            name = dotted_name(path)
-            if not is_array(leaf):
-                skipped[name] = f"not an array ({type(leaf).__name__})"
-            elif not is_inexact_array(leaf):
-                skipped[name] = f"not a floating-point array (dtype {dtype_name(leaf)})"
-            elif len(shape_of(leaf)) == 0:
-                skipped[name] = "0-d (a scalar)"
-            else:
-                skipped[name] = "excluded by filter_spec"
+            skipped[dotted_name(path)] = _drop_reason(leaf)
     leaves: list[ExtractedLeaf] = []
     for path, leaf in tree_leaves_with_path(kept):
-        if leaf is None:
-            continue
-        name = dotted_name(path)
-        if not name:
-            raise ExtractionError(
-                "the model is a single bare array; wrap it in a dict: {'weight': array}"
-            )
-        if not is_array(leaf):
-            raise ExtractionError(
-                f"leaf {name!r} is kept by filter_spec but is not an array ({type(leaf).__name__}); "
-                "filter_spec must keep array leaves only"
-            )
-        dtype = dtype_name(leaf)
-        if not is_weight_dtype(dtype):
-            raise ExtractionError(_dtype_problem(name, dtype))
-        shape = shape_of(leaf)
-        if len(shape) == 0:
-            raise ExtractionError(
-                f"leaf {name!r} is 0-d (a scalar); weight slices need ndim >= 1. "
-                "Drop it with filter_spec (the default keeps floating arrays with ndim >= 1)"
-            )
-        if 0 in shape:
-            raise ExtractionError(
-                f"leaf {name!r} is empty (shape {shape}); weight slices need data"
-            )
-        ptype = mt.types.get(name) or infer_type(name, shape)
-        layout = mt.layouts.get(name)
-        if layout is None:
-            in_out = is_kernel_leaf(path[-1]) and (
-                mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out"
-            )
-            layout = "in_out" if in_out else "out_in"
-        leaves.append(ExtractedLeaf(name, leaf, shape, dtype, ptype, layout))
-    names = [leaf.name for leaf in leaves]
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise ExtractionError(f"two leaves flatten to the same dotted name(s) {dup[:5]}")
-    leaves.sort(key=lambda leaf: natural_key(leaf.name))
-    return Extracted(leaves, skipped, mt.framework, mt.source, mt.file_backed)
+        if leaf is not None:
+            leaves.append(_kept_leaf(mt, path, leaf))
+    return leaves, skipped
+
+
+def _drop_reason(leaf: Any) -> str:
+    if not is_array(leaf):
+        return f"not an array ({type(leaf).__name__})"
+    if not is_inexact_array(leaf):
+        return f"not a floating-point array (dtype {dtype_name(leaf)})"
+    if len(shape_of(leaf)) == 0:
+        return "0-d (a scalar)"
+    return "excluded by filter_spec"
+
+
+def _kept_leaf(mt: ModelTree, path: Any, leaf: Any) -> ExtractedLeaf:
+    """One kept leaf, checked to be a weight slice."""
+    name = dotted_name(path)
+    if not name:
+        raise ExtractionError(
+            "the model is a single bare array; wrap it in a dict: {'weight': array}"
+        )
+    if not is_array(leaf):
+        raise ExtractionError(
+            f"leaf {name!r} is kept by filter_spec but is not an array ({type(leaf).__name__}); "
+            "filter_spec must keep array leaves only"
+        )
+    dtype = dtype_name(leaf)
+    if not is_weight_dtype(dtype):
+        raise ExtractionError(_dtype_problem(name, dtype))
+    shape = shape_of(leaf)
+    if len(shape) == 0:
+        raise ExtractionError(
+            f"leaf {name!r} is 0-d (a scalar); weight slices need ndim >= 1. "
+            "Drop it with filter_spec (the default keeps floating arrays with ndim >= 1)"
+        )
+    if 0 in shape:
+        raise ExtractionError(f"leaf {name!r} is empty (shape {shape}); weight slices need data")
+    ptype = mt.types.get(name) or infer_type(name, shape)
+    layout = mt.layouts.get(name)
+    if layout is None:
+        in_out = is_kernel_leaf(path[-1]) and (
+            mt.framework in IN_OUT_FRAMEWORKS or mt.kernel_layout == "in_out"
+        )
+        layout = "in_out" if in_out else "out_in"
+    return ExtractedLeaf(name, leaf, shape, dtype, ptype, layout, dict(mt.meta.get(name, {})))
 
 
 def nest_dotted(flat: dict[str, Any]) -> dict[str, Any]:

@@ -3,9 +3,21 @@
 PEFT stores a LoRA adapter of a layer as two matrices, ``<layer>.lora_A[.<adapter>].weight``
 (r x in) and ``<layer>.lora_B[.<adapter>].weight`` (out x r); the layer's update is
 ``scaling * B @ A`` with ``scaling = lora_alpha / r`` (``lora_alpha / sqrt(r)`` with
-``use_rslora``), as PEFT's ``LoraLayer`` computes it. Here each pair becomes the slice
-``<layer>.lora`` (``<layer>.lora.<adapter>`` for an adapter not named ``default``) of type
-dense, ``base_model.model.`` left off the name; every other leaf stays, named as in the base
+``use_rslora``), as PEFT's ``LoraLayer`` computes it. The extractors here find the pairs
+(:func:`find_pairs`); :func:`diffract.extract.extract` then makes them slices
+(:func:`resolve`) as its options say:
+
+* ``lora="update"`` (default): the slice ``<layer>.lora`` (``<layer>.lora.<adapter>`` for an
+  adapter not named ``default``) of type dense holding the update, in float64 (a rank-r update
+  has exactly r nonzero singular values);
+* ``lora="merged"``: the base weight ``<layer>.weight`` replaced by ``W + scaling * B @ A``
+  (float32, PEFT's ``merge_and_unload`` weight); needs the base weights (a PEFT module);
+* ``lora_scaling="none"``: the plain ``B @ A``, as WeightWatcher's ``analyze(peft=True)``
+  (it does not scale by alpha / r).
+
+Each such slice's meta ``"lora"`` holds the rank, the scaling applied, the mode and the
+adapter (``layer_selection="peft"`` analyzes just those, as WeightWatcher's ``peft=True``).
+``base_model.model.`` is left off every name; every other leaf stays, named as in the base
 model (a PEFT module's ``base_model.model.<layer>.base_layer.weight`` is ``<layer>.weight``).
 
 Recognised inputs:
@@ -28,12 +40,12 @@ import math
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import ParameterType
 from diffract._core.tree import dotted_name, tree_leaves_with_path
 from diffract._errors import ExtractionError
 from diffract.extract import Extractor, ModelTree, nest_dotted
@@ -44,12 +56,22 @@ _CONFIG = "adapter_config.json"
 _WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
-def _as_numpy(leaf: Any) -> np.ndarray:
+def as_numpy(leaf: Any, dtype: Any = np.float32) -> np.ndarray:
+    """A leaf (PyTorch tensor, lazy checkpoint array, NumPy or JAX array) as a NumPy array.
+
+    Args:
+        leaf: the leaf.
+        dtype: the NumPy dtype wanted (float32 or float64).
+
+    Returns:
+        A NumPy array of that dtype.
+    """
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(leaf, torch.Tensor):
-        return leaf.detach().to("cpu", dtype=torch.float32).numpy()
+        tdtype = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+        return leaf.detach().to("cpu", dtype=tdtype).numpy()
     load = getattr(leaf, "load", None)  # a LazyArray from a checkpoint file
-    return np.asarray(load() if callable(load) else leaf, dtype=np.float32)
+    return np.asarray(load() if callable(load) else leaf, dtype=dtype)
 
 
 def slice_name(layer: str, adapter: str | None) -> str:
@@ -91,10 +113,37 @@ def _pairs(flat: dict[str, Any]) -> tuple[dict[tuple[str, str | None], dict[str,
     return pairs, others
 
 
-def merge_lora(
+@dataclass(frozen=True)
+class LoraPair:
+    """One adapted layer's LoRA factors, found by an extractor; :func:`resolve` turns it into
+    a slice.
+
+    Attributes:
+        slice: the update slice's name (:func:`slice_name`).
+        base: the adapted layer's weight as named in the base model (``<layer>.weight``).
+        a: ``lora_A`` (r x in), as a float32 NumPy array.
+        b: ``lora_B`` (out x r).
+        scaling: PEFT's scaling of the update (``alpha / r``, ``alpha / sqrt(r)`` with rsLoRA).
+        adapter: the adapter's name (None when the names carry none).
+    """
+
+    slice: str
+    base: str
+    a: np.ndarray
+    b: np.ndarray
+    scaling: float
+    adapter: str | None
+
+    @property
+    def rank(self) -> int:
+        """The adapter's rank r."""
+        return int(self.a.shape[0])
+
+
+def find_pairs(
     flat: dict[str, Any], scaling: Any, source: str = "model"
-) -> tuple[dict[str, Any], dict[str, ParameterType], dict[str, str]]:
-    """Replace every LoRA pair of ``flat`` by its scaled update ``scaling * B @ A``.
+) -> tuple[dict[str, Any], list[LoraPair], dict[str, str]]:
+    """Split ``flat`` into the other leaves (named as in the base model) and its LoRA pairs.
 
     Args:
         flat: dotted name -> array (tensor, NumPy array or lazy checkpoint array).
@@ -102,24 +151,24 @@ def merge_lora(
         source: what the leaves came from, for error messages.
 
     Returns:
-        ``(leaves, types, skipped)``: the other leaves unchanged plus one float32 update per
-        pair, the update slices' types (dense), and the pairs left out with the reason.
+        ``(leaves, pairs, skipped)``: the other leaves unchanged, one :class:`LoraPair` per
+        adapted 2-D layer, and the factors left out with the reason (conv or embedding LoRA).
 
     Raises:
         ExtractionError: a pair with mismatched ranks or a matrix without its partner.
     """
-    pairs, others = _pairs(flat)
+    names_of, others = _pairs(flat)
     out = {base_name(name): flat[name] for name in others}
-    types: dict[str, ParameterType] = {}
+    found: list[LoraPair] = []
     skipped: dict[str, str] = {}
-    for (layer, adapter), names in pairs.items():
+    for (layer, adapter), names in names_of.items():
         target = slice_name(layer, adapter)
         if set(names) != {"A", "B"}:
             have, lack = next(iter(names)), "B" if "A" in names else "A"
             raise ExtractionError(
                 f"LoRA slice {target!r} ({source}): {names[have]!r} has no lora_{lack} partner"
             )
-        a, b = _as_numpy(flat[names["A"]]), _as_numpy(flat[names["B"]])
+        a, b = as_numpy(flat[names["A"]]), as_numpy(flat[names["B"]])
         if a.ndim != 2 or b.ndim != 2:
             for n in names.values():
                 skipped[n] = "LoRA factor of a convolution or embedding: not merged (kept out)"
@@ -130,9 +179,88 @@ def merge_lora(
                 f"has rank {a.shape[0]} but lora_B {tuple(b.shape)} has rank {b.shape[1]}"
             )
         s = float(scaling(layer, adapter, int(a.shape[0])))
-        out[target] = (s * (b.astype(np.float64) @ a.astype(np.float64))).astype(np.float32)
-        types[target] = ParameterType.DENSE
-    return out, types, skipped
+        base = f"{layer.removeprefix(_PREFIX)}.weight"
+        found.append(LoraPair(target, base, a, b, s, adapter))
+    return out, found, skipped
+
+
+#: accepted values of ``lora``: the update B @ A as its own slice, or W + B @ A in W's place
+LORA_MODES = ("update", "merged")
+#: accepted values of ``lora_scaling``: PEFT's (alpha / r, rsLoRA alpha / sqrt(r)), or none
+#: (the plain product B @ A, as WeightWatcher's ``analyze(peft=True)``)
+LORA_SCALINGS = ("peft", "none")
+
+
+def check_lora_options(lora: str, lora_scaling: str) -> None:
+    """Raise a clear error for an unknown ``lora`` or ``lora_scaling`` value.
+
+    Args:
+        lora: one of :data:`LORA_MODES`.
+        lora_scaling: one of :data:`LORA_SCALINGS`.
+
+    Raises:
+        ExtractionError: an unknown value, naming the option.
+    """
+    if lora not in LORA_MODES:
+        raise ExtractionError(f"option 'lora' must be one of {list(LORA_MODES)}, got {lora!r}")
+    if lora_scaling not in LORA_SCALINGS:
+        raise ExtractionError(
+            f"option 'lora_scaling' must be one of {list(LORA_SCALINGS)}, got {lora_scaling!r}"
+        )
+
+
+def resolve(
+    leaves: dict[str, Any], pairs: list[LoraPair], lora: str = "update", lora_scaling: str = "peft"
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The leaves with every LoRA pair made a slice, and the slices' meta.
+
+    ``lora="update"``: a new slice ``<layer>.lora`` holding ``scaling * B @ A``;
+    ``lora="merged"``: the base weight ``<layer>.weight`` replaced by ``W + scaling * B @ A``
+    (PEFT's merged weight), which needs the base weight. ``lora_scaling="none"`` drops the
+    scaling (WeightWatcher's plain ``B @ A``). Each such slice's meta ``"lora"`` records the
+    rank, the scaling applied and the mode.
+
+    Args:
+        leaves: the other leaves, named as in the base model.
+        pairs: the pairs found by :func:`find_pairs`.
+        lora: one of :data:`LORA_MODES`.
+        lora_scaling: one of :data:`LORA_SCALINGS`.
+
+    Returns:
+        ``(leaves, meta)``: the new leaves (a float64 update, so that its rank is r to
+        float64 rounding; a float32 merged weight, the dtype PEFT's merge gives) and slice
+        name -> meta.
+
+    Raises:
+        ExtractionError: an unknown option value, or ``lora="merged"`` for a pair whose base
+            weight is not there (or has another shape), naming the slice.
+    """
+    check_lora_options(lora, lora_scaling)
+    out = dict(leaves)
+    meta: dict[str, dict[str, Any]] = {}
+    for p in pairs:
+        s = p.scaling if lora_scaling == "peft" else 1.0
+        update = s * (p.b.astype(np.float64) @ p.a.astype(np.float64))
+        target = p.slice
+        if lora == "merged":
+            if p.base not in out:
+                raise ExtractionError(
+                    f"lora='merged': LoRA slice {p.slice!r} has no base weight {p.base!r} here "
+                    "(a PEFT adapter file holds only the factors; add the PEFT model itself, "
+                    "or use lora='update')"
+                )
+            w = as_numpy(out[p.base], np.float64)
+            if w.shape != update.shape:
+                raise ExtractionError(
+                    f"lora='merged': LoRA slice {p.slice!r} has shape {update.shape} but its "
+                    f"base weight {p.base!r} has shape {w.shape}"
+                )
+            update, target = (w + update).astype(np.float32), p.base
+        out[target] = update  # an update stays float64: rank r exactly, no float32 noise
+        meta[target] = {
+            "lora": {"rank": p.rank, "scaling": s, "mode": lora, "adapter": p.adapter or "default"}
+        }
+    return out, meta
 
 
 # --------------------------------------------------------------------------------------
@@ -161,15 +289,15 @@ def _from_lora_module(module: Any) -> ModelTree:
     def scaling(layer: str, adapter: str | None, _rank: int) -> float:
         return float(scales.get(layer, {}).get(adapter or "default", 1.0))
 
-    leaves, types, skipped = merge_lora(flat, scaling, type(module).__qualname__)
-    kept_types = {base_name(k): v for k, v in base.types.items() if base_name(k) in leaves}
+    leaves, pairs, skipped = find_pairs(flat, scaling, type(module).__qualname__)
     return ModelTree(
         tree=nest_dotted(leaves),
-        types={**kept_types, **types},
+        types={base_name(k): v for k, v in base.types.items() if base_name(k) in leaves},
         framework="torch",
         source=base.source,
         skipped={**base.skipped, **skipped},
         layouts={base_name(k): v for k, v in base.layouts.items() if base_name(k) in leaves},
+        lora=pairs,
     )
 
 
@@ -241,14 +369,14 @@ def _from_adapter_path(obj: Any) -> ModelTree:
         raise ExtractionError(f"{config_path}: a PEFT adapter config is a JSON object")
     base = _extract_path(weights)
     flat = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(base.tree)}
-    leaves, types, skipped = merge_lora(flat, _config_scaling(config, str(weights)), str(weights))
+    leaves, pairs, skipped = find_pairs(flat, _config_scaling(config, str(weights)), str(weights))
     return ModelTree(
         tree=nest_dotted(leaves),
-        types=types,
         framework="peft",
         source=str(weights),
-        file_backed=not types,  # the updates are computed arrays, in memory
+        file_backed=not pairs,  # the updates are computed arrays, in memory
         skipped={**base.skipped, **skipped},
+        lora=pairs,
     )
 
 

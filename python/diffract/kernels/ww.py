@@ -22,7 +22,7 @@ from diffract.kernels.norms import finite_values, nonempty
 from diffract.kernels.spec import SliceNotApplicable, at_least, define, one_of
 
 #: accepted values of ``layer_selection``
-LAYER_SELECTIONS = ("all", "weightwatcher")
+LAYER_SELECTIONS = ("all", "weightwatcher", "peft")
 #: the slice types WeightWatcher 0.7.7 analyzes (its DENSE, CONV1D, CONV2D, EMBEDDING)
 WW_LAYER_TYPES = (ParameterType.DENSE, ParameterType.CONV, ParameterType.EMBEDDING)
 
@@ -32,10 +32,15 @@ def _reason(slice_info, weights, min_evals, max_evals, max_N, layer_selection) -
     ``layer_supported``)."""
     if layer_selection not in LAYER_SELECTIONS:
         raise ValueError(f"layer_selection must be one of {LAYER_SELECTIONS}")
-    if layer_selection == "weightwatcher" and slice_info.type not in WW_LAYER_TYPES:
+    if layer_selection != "all" and slice_info.type not in WW_LAYER_TYPES:
         return (
             f"layer type {slice_info.type.value!r} is not analyzed with "
-            "layer_selection='weightwatcher' (dense, conv and embedding only)"
+            f"layer_selection={layer_selection!r} (dense, conv and embedding only)"
+        )
+    if layer_selection == "peft" and "lora" not in slice_info.meta:
+        return (
+            "not a LoRA adapter slice: layer_selection='peft' analyzes the adapters only "
+            "(WeightWatcher's analyze(peft=True))"
         )
     shape = np.shape(weights)
     n, m = max(shape[0], shape[1]), min(shape[0], shape[1])
@@ -72,7 +77,9 @@ def spectrum_gate(
     num_evals = M * rf:
 
     * ``layer_selection="weightwatcher"``: only dense, conv and embedding slices (WW skips
-      norm layers and unknown types); "all" (default): every matrix slice;
+      norm layers and unknown types); "peft": only the LoRA slices (slice meta ``"lora"``:
+      the ``<layer>.lora`` updates, or merged weights), as WW's ``analyze(peft=True)``;
+      "all" (default): every matrix slice;
     * ``min_evals``: skip when num_evals < min_evals (WW default 8);
     * ``max_evals``: skip when num_evals > max_evals (WW default 15000);
     * ``max_N``: skip when N > max_N (WW default 50000).

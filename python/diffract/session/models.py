@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ def add_model(
     meta: dict[str, Any] | None = None,
     parameter_overrides: Any = None,
     custom_handlers: Any = None,
+    extraction: dict[str, Any] | None = None,
 ) -> list[SliceInfo]:
     """Extract ``model``'s weight slices and commit them to ``store`` under ``model_id``.
 
@@ -63,6 +65,8 @@ def add_model(
         meta: JSON-ready provenance kept with the model.
         parameter_overrides: ``{name: ParameterOverrides}`` (see :mod:`.overrides`).
         custom_handlers: Diffract-style parameter handlers (see :mod:`.overrides`).
+        extraction: keyword options of :func:`diffract.extract.extract` (``lora``,
+            ``lora_scaling``, ``base_model``, ``intra``, ``pool``).
 
     Returns:
         The slices stored.
@@ -84,7 +88,7 @@ def add_model(
     store.refresh()
     if model_id is not None:
         _check_free(store, model_id, replace)
-    ex = extract(unwrap_model(model), filter_spec)
+    ex = extract(unwrap_model(model), filter_spec, **(extraction or {}))
     if model_id is None:  # from the content as extracted, before overrides rename anything
         model_id = content_model_id(ex)
         _check_free(store, model_id, replace)
@@ -154,6 +158,7 @@ def _slices_and_weights(
     for i, leaf in enumerate(ex.leaves):
         uid = make_uid(model_id, leaf.name)
         slice_meta: dict[str, Any] = {"layout": leaf.layout} if leaf.layout != "out_in" else {}
+        slice_meta.update(leaf.meta)
         keep = plan.copy or leaf.name in eager
         if not keep:
             slice_meta["external"] = external_ref(ex.source, leaf.name, leaf.array, shards)
@@ -203,6 +208,11 @@ class Models(DiffractModels):
         meta: dict[str, Any] | None = None,
         parameter_overrides: dict[str, Any] | None = None,
         custom_handlers: Any = None,
+        lora: str = "update",
+        lora_scaling: str = "peft",
+        base_model: Any = None,
+        intra: bool = False,
+        pool: bool = True,
     ) -> list[SliceInfo]:
         """Extract ``model``'s weight slices and store them under ``model_id``.
 
@@ -228,6 +238,19 @@ class Models(DiffractModels):
             parameter_overrides: ``{original name: ParameterOverrides(name=, ptype=,
                 other_meta=)}`` (Diffract's): every name must be one of the model's.
             custom_handlers: Diffract-style parameter handlers, tried before ours.
+            lora: LoRA / PEFT adapters as the update ``<layer>.lora`` = B @ A ("update",
+                default) or merged, ``<layer>.weight`` = W + B @ A ("merged", needs the
+                base weights); slice meta ``"lora"`` has the rank and scaling.
+            lora_scaling: "peft" (default: alpha / r, rsLoRA alpha / sqrt(r), from the
+                module or ``adapter_config.json``) or "none" (plain B @ A, as
+                WeightWatcher's ``analyze(peft=True)``).
+            base_model: a base model (object, checkpoint path, or the id of a model in
+                this store): every slice becomes W - W_base, paired by name (unpaired ones
+                are skipped with the reason; slice meta ``"delta"``).
+            intra: also store ``intra:<a>:<b>`` = W_b W_a / (||W_a|| ||W_b||) for
+                consecutive chained dense slices (WeightWatcher's ``intra=True``).
+            pool: False also stores ``<conv>:<p>``, the out x in matrix of each kernel
+                position p of every convolution (WeightWatcher's ``pool=False``).
 
         Returns:
             The slices stored, in extraction order.
@@ -237,8 +260,9 @@ class Models(DiffractModels):
             InvalidModelIdError: a bad model id.
             InvalidArgumentError: a flag that is not a bool, or meta that is not JSON data.
             DuplicateModelError: the id is stored and ``replace`` is False.
-            ExtractionError: the model has no weight slices, or ``copy_weights=False``
-                cannot be honoured.
+            ExtractionError: the model has no weight slices, ``copy_weights=False``
+                cannot be honoured, a bad LoRA pair or option, or a ``base_model`` with no
+                same-named slice or another shape for one (naming the slice).
             ParameterNotFoundError: an override for a name the model does not have.
         """
         self._session._check_writable()
@@ -258,7 +282,37 @@ class Models(DiffractModels):
             meta=meta,
             parameter_overrides=parameter_overrides,
             custom_handlers=custom_handlers,
+            extraction={
+                "lora": lora,
+                "lora_scaling": lora_scaling,
+                "base_model": self._stored_base(base_model),
+                "intra": check_flag(intra, "intra"),
+                "pool": check_flag(pool, "pool"),
+            },
         )
+
+    def _stored_base(self, base_model: Any) -> Any:
+        """A ``base_model`` naming a stored model (and no file): that model's slices as an
+        :class:`~diffract.extract.Extracted`; anything else as given."""
+        if not isinstance(base_model, str) or os.path.exists(base_model):
+            return base_model
+        self._store.refresh()
+        if not self._store.has_model(base_model):
+            return base_model  # extract() says why it cannot read it
+        from diffract.extract import Extracted, ExtractedLeaf
+
+        leaves = [
+            ExtractedLeaf(
+                s.name,
+                read_weights(self._store, self._session._references, s),
+                tuple(s.shape),
+                s.dtype,
+                s.type,
+                s.meta.get("layout", "out_in"),
+            )
+            for s in self._store.slices(base_model)
+        ]
+        return Extracted(leaves, {}, "store", f"stored model {base_model!r}", False)
 
     def remove(self, model_id: str) -> None:
         """Remove a model, its slices and every field computed on it.
