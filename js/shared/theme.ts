@@ -22,6 +22,12 @@ export const WIDGET_CSS = `
 .diffract-w th, .diffract-w td { text-align: left; padding: 2px 8px; border-bottom: 1px solid var(--jp-border-color2, #e5e5e5); }
 .diffract-w th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
 .diffract-w .d-preview { max-height: 240px; overflow: auto; }
+.diffract-w th.diffract-sortable { cursor: pointer; user-select: none; white-space: nowrap; }
+.diffract-w .d-pager { display: flex; align-items: center; gap: 6px; margin-top: 4px; }
+.diffract-w .d-pager .d-msg { margin-top: 0; }
+.diffract-w .d-hint { font-size: 12px; margin: 2px 0 2px 96px; color: var(--jp-warn-color0, #8a5a00); }
+.diffract-w .d-hint .d-chip { font-size: 11px; padding: 0 8px; }
+.diffract-w .diffract-code { font-family: var(--jp-code-font-family, monospace); font-size: 12px; overflow-wrap: anywhere; flex: 1; }
 .diffract-w code { font-family: var(--jp-code-font-family, monospace); font-size: 11px; color: var(--jp-ui-font-color2, #555); word-break: break-all; }
 .diffract-w button { font-size: 12px; padding: 2px 10px; border-radius: 3px; cursor: pointer;
   border: 1px solid var(--jp-border-color1, #bbb); background: var(--jp-layout-color2, #f0f0f0); color: var(--jp-ui-font-color1, #1a1a1a); }

@@ -26,6 +26,21 @@ export interface FilterBuilderState {
   preview: PreviewRow[];
   preview_limit: number;
   filter_json: string;
+  /** the preview's sort column ('' keeps the store's order) */
+  sort_by: '' | 'model_id' | 'name' | 'type' | 'shape';
+  sort_desc: boolean;
+  /** the preview page shown, 0-based, `preview_limit` rows each */
+  page: number;
+  /** "did you mean" for exact names and types that match nothing */
+  hints: FilterHint[];
+  /** the `.filter(...)` line that selects the same slices */
+  code: string;
+}
+
+export interface FilterHint {
+  kind: 'name' | 'type';
+  given: string;
+  suggestions: string[];
 }
 
 export type ProgressStatus = 'waiting' | 'running' | 'cancelling' | 'cancelled' | 'done' | 'error';

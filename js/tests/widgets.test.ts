@@ -27,7 +27,12 @@ function filterState(): FilterBuilderState {
     total: 16,
     preview: [{ model_id: 'm1', name: 'layers.0.weight', type: 'dense', shape: '48×24', uid: 'u1' }],
     preview_limit: 50,
-    filter_json: '[]'
+    filter_json: '[]',
+    sort_by: '',
+    sort_desc: false,
+    page: 0,
+    hints: [],
+    code: 'session.filter()'
   };
 }
 
@@ -66,7 +71,7 @@ test('filter builder sends choices and shows the kernel answer', async () => {
   assert.deepEqual(model.sent, [{ type: 'refresh' }]);
   const before = model.listenerCount();
   cleanup();
-  assert.equal(model.listenerCount(), before - 11);
+  assert.equal(model.listenerCount(), before - 16); // one per synced key it watches
 });
 
 function progressState(): ProgressState {

@@ -5,8 +5,34 @@
 import type { AnyWidget, RenderProps } from '@anywidget/types';
 
 import { el } from '../shared/format';
+import { nextSort, pageText } from '../shared/paging';
 import { injectStyle } from '../shared/theme';
-import type { FilterBuilderState } from '../shared/wire';
+import type { FilterBuilderState, FilterHint } from '../shared/wire';
+
+const COLUMNS: { key: FilterBuilderState['sort_by']; label: string }[] = [
+  { key: 'model_id', label: 'model' },
+  { key: 'name', label: 'name' },
+  { key: 'type', label: 'type' },
+  { key: 'shape', label: 'shape' }
+];
+
+/** One "did you mean" line: what matched nothing, and buttons for the closest names. */
+function hintLine(hint: FilterHint, pick: (value: string) => void): HTMLElement {
+  const what = hint.kind === 'name' ? `no slice is named "${hint.given}"` : `no slice has type "${hint.given}"`;
+  const line = el('div', { class: 'd-hint diffract-hint', 'data-given': hint.given, 'data-kind': hint.kind }, what);
+  if (!hint.suggestions.length) {
+    line.append(hint.kind === 'name' ? ' (and no name is close; re:<regex> matches patterns)' : ' (and no type is close)');
+    return line;
+  }
+  line.append(' · did you mean ');
+  hint.suggestions.forEach((v, i) => {
+    const b = el('button', { type: 'button', class: 'd-chip diffract-suggestion', 'data-value': v, title: `use "${v}" instead` }, v);
+    b.addEventListener('click', () => pick(v));
+    line.append(...(i ? [' ', b] : [b]));
+  });
+  line.append('?');
+  return line;
+}
 
 function debounce(fn: () => void, ms: number): () => void {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -81,18 +107,58 @@ function render({ model, el: root }: RenderProps<FilterBuilderState>): () => voi
   const uids = el('textarea', { class: 'diffract-uids', rows: '1', placeholder: 'paste slice uids (space, comma or newline separated)' });
   box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'uids'), uids));
 
+  const hints = el('div', { class: 'd-hints diffract-hints' });
+  box.append(hints);
+
   const json = el('code', { class: 'diffract-json' });
   box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'filter'), json));
 
+  const code = el('code', { class: 'diffract-code' });
+  const copy = el('button', { type: 'button', class: 'diffract-copy-code', title: 'Copy this line to the clipboard' }, 'copy as code');
+  const copied = el('span', { class: 'd-msg diffract-copied', role: 'status' });
+  copy.addEventListener('click', () => {
+    const text = model.get('code');
+    Promise.resolve()
+      .then(() => navigator.clipboard.writeText(text))
+      .then(
+      () => (copied.textContent = 'copied'),
+      () => {
+        // the browser refused (no focus, no permission): select it for Ctrl+C
+        const range = document.createRange();
+        range.selectNodeContents(code);
+        window.getSelection()?.removeAllRanges();
+        window.getSelection()?.addRange(range);
+        copied.textContent = 'selected: press Ctrl+C to copy';
+      }
+    );
+  });
+  box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'code'), code, copy, copied));
+
   const tbody = el('tbody');
-  const more = el('div', { class: 'd-msg' });
+  const headRow = el('tr');
+  const heads = COLUMNS.map(c => {
+    const th = el('th', { class: 'diffract-sortable', 'data-sort': c.key, title: `sort by ${c.label}` }, c.label);
+    th.addEventListener('click', () => {
+      const next = nextSort(model.get('sort_by'), model.get('sort_desc'), c.key);
+      model.set('sort_by', next.sort_by as FilterBuilderState['sort_by']);
+      model.set('sort_desc', next.sort_desc);
+      model.save_changes();
+    });
+    headRow.append(th);
+    return th;
+  });
+  const prev = el('button', { type: 'button', class: 'diffract-prev', title: 'previous page' }, '‹ prev');
+  const next = el('button', { type: 'button', class: 'diffract-next', title: 'next page' }, 'next ›');
+  const more = el('span', { class: 'd-msg diffract-page' });
+  const turn = (by: number) => () => {
+    model.set('page', Math.max(0, model.get('page') + by));
+    model.save_changes();
+  };
+  prev.addEventListener('click', turn(-1));
+  next.addEventListener('click', turn(1));
   box.append(
-    el(
-      'div',
-      { class: 'd-preview diffract-preview' },
-      el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'model'), el('th', {}, 'name'), el('th', {}, 'type'), el('th', {}, 'shape'))), tbody)
-    ),
-    more
+    el('div', { class: 'd-preview diffract-preview' }, el('table', {}, el('thead', {}, headRow), tbody)),
+    el('div', { class: 'd-pager' }, prev, ' ', more, ' ', next)
   );
 
   const sendNames = debounce(() => {
@@ -139,15 +205,53 @@ function render({ model, el: root }: RenderProps<FilterBuilderState>): () => voi
     names.classList.toggle('d-invalid', !!err);
     count.textContent = err ? 'invalid filter' : `${model.get('count')} of ${model.get('total')} slices`;
     json.textContent = model.get('filter_json');
+    if (code.textContent !== model.get('code')) {
+      code.textContent = model.get('code');
+      copied.textContent = '';
+    }
+    hints.replaceChildren(
+      ...(err ? [] : model.get('hints')).map(hint =>
+        hintLine(hint, value => model.send({ type: 'suggest', kind: hint.kind, given: hint.given, value }))
+      )
+    );
     const rows = model.get('preview');
     tbody.replaceChildren(
-      ...rows.map(r => el('tr', {}, el('td', {}, r.model_id), el('td', {}, r.name), el('td', {}, r.type), el('td', {}, r.shape)))
+      ...rows.map(r => el('tr', { 'data-uid': r.uid }, el('td', {}, r.model_id), el('td', {}, r.name), el('td', {}, r.type), el('td', {}, r.shape)))
     );
+    const by = model.get('sort_by');
+    const desc = model.get('sort_desc');
+    COLUMNS.forEach((c, i) => {
+      const on = by === c.key;
+      heads[i].textContent = c.label + (on ? (desc ? ' ▾' : ' ▴') : '');
+      heads[i].setAttribute('aria-sort', on ? (desc ? 'descending' : 'ascending') : 'none');
+    });
     const n = model.get('count');
-    more.textContent = n > rows.length ? `showing ${rows.length} of ${n}` : '';
+    const page = model.get('page');
+    const limit = Math.max(1, model.get('preview_limit'));
+    more.textContent = pageText(page, rows.length, limit, n);
+    prev.disabled = page <= 0;
+    next.disabled = (page + 1) * limit >= n;
+    prev.hidden = next.hidden = n <= limit;
   };
   update();
-  const keys: (keyof FilterBuilderState)[] = ['available_models', 'available_types', 'model_ids', 'names', 'param_types', 'uids', 'error', 'count', 'total', 'preview', 'filter_json'];
+  const keys: (keyof FilterBuilderState)[] = [
+    'available_models',
+    'available_types',
+    'model_ids',
+    'names',
+    'param_types',
+    'uids',
+    'error',
+    'count',
+    'total',
+    'preview',
+    'filter_json',
+    'sort_by',
+    'sort_desc',
+    'page',
+    'hints',
+    'code'
+  ];
   for (const k of keys) {
     model.on(`change:${k}`, update);
   }

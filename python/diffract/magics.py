@@ -339,7 +339,9 @@ class DiffractMagics(Magics):
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
         from diffract.widgets import FilterBuilder
 
-        return FilterBuilder(self._session())
+        session = self._session()
+        # "copy as code" names the notebook's variable when the session came from one
+        return FilterBuilder(session, source_name=self.source or "session")
 
     def _cmd_runs(self, args: argparse.Namespace) -> Any:
         from diffract.store.reader import find_stores

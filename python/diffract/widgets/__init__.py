@@ -34,6 +34,7 @@ import traitlets as t
 
 from diffract._core.filters import Filter, FilterChain
 from diffract._errors import FilterError
+from diffract.widgets.filter_help import SORT_COLUMNS, filter_code, sort_slices, suggestions
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -155,16 +156,24 @@ def parse_uids(text: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(parts)) or None
 
 
+#: the synced traits that make up the filter (a change re-runs it)
+_CRITERIA = ("model_ids", "names", "param_types", "uids")
+
+
 class FilterBuilder(anywidget.AnyWidget):
     """Build a filter interactively; ``.scope`` is the matching Scope (see the module doc).
 
     The synced traits (``model_ids``, ``names``, ``param_types``, ``uids``) are what the front
-    end edits; ``count``, ``preview`` and ``filter_json`` follow them.
+    end edits; ``count``, ``preview`` (one page of the matches, sorted by ``sort_by``),
+    ``hints`` ("did you mean" for exact names and types that match nothing), ``code`` (the
+    ``.filter(...)`` line) and ``filter_json`` follow them.
 
     Args:
         source: the session or scope the filter narrows.
         filter: a clause to start from (a Filter, its dict, or JSON).
-        preview_limit: how many matching slices the preview lists.
+        preview_limit: how many matching slices one page of the preview lists.
+        source_name: the variable ``source`` is held in, for ``code`` (default ``session``
+            for a Session, ``scope`` for a narrower scope).
         **kwargs: passed to ``anywidget.AnyWidget``.
 
     Raises:
@@ -185,6 +194,13 @@ class FilterBuilder(anywidget.AnyWidget):
     preview = t.List(t.Dict()).tag(sync=True)
     preview_limit = t.Int(50).tag(sync=True)
     filter_json = t.Unicode("[]").tag(sync=True)
+    #: the preview's sort column (``filter_help.SORT_COLUMNS``; "" keeps the store's order)
+    sort_by = t.Unicode("").tag(sync=True)
+    sort_desc = t.Bool(False).tag(sync=True)
+    #: the preview page shown (0-based, ``preview_limit`` rows each)
+    page = t.Int(0).tag(sync=True)
+    hints = t.List(t.Dict()).tag(sync=True)
+    code = t.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -192,17 +208,21 @@ class FilterBuilder(anywidget.AnyWidget):
         *,
         filter: Filter | dict | str | None = None,
         preview_limit: int = 50,
+        source_name: str | None = None,
         **kwargs: Any,
     ) -> None:
+        from diffract.session import Session
+
         super().__init__(preview_limit=preview_limit, **kwargs)
         self._base = _as_scope(source)
         self._scope: Scope = self._base
+        self._matches: list[Any] = []
+        self.source_name = source_name or ("session" if isinstance(source, Session) else "scope")
         self.refresh_choices()
         if filter is not None:
             self.set_filter(filter)
-        self.observe(
-            self._on_change, names=["model_ids", "names", "param_types", "uids", "preview_limit"]
-        )
+        self.observe(self._on_change, names=[*_CRITERIA, "preview_limit"])
+        self.observe(self._on_view, names=["sort_by", "sort_desc", "page"])
         self.on_msg(self._on_msg)
         self._update()
 
@@ -294,12 +314,43 @@ class FilterBuilder(anywidget.AnyWidget):
         self.total = len(slices)
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("type") == "refresh":
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "refresh":
             self.refresh_choices()
             self._update()
+        elif content.get("type") == "suggest":
+            self.take_suggestion(
+                str(content.get("kind")), str(content.get("given")), str(content.get("value"))
+            )
 
-    def _on_change(self, _change: Any) -> None:
+    def take_suggestion(self, kind: str, given: str, value: str) -> None:
+        """Replace the name or type ``given`` with ``value`` (a "did you mean" click).
+
+        Args:
+            kind: ``"name"`` or ``"type"``.
+            given: the entry that matched nothing.
+            value: what to put in its place.
+
+        Raises:
+            ValueError: an unknown ``kind``.
+        """
+        if kind == "name":
+            names = [value if n == given else n for n in (parse_names(self.names) or ())]
+            self.names = format_names(names)
+        elif kind == "type":
+            self.param_types = [value if x == given else x for x in self.param_types]
+        else:
+            raise ValueError(f"unknown suggestion kind {kind!r}: 'name' or 'type'")
+
+    def _on_change(self, change: Any) -> None:
+        if change["name"] in _CRITERIA and self.page:
+            with self.hold_trait_notifications():
+                self.page = 0  # new matches: back to the first page (one update, below)
         self._update()
+
+    def _on_view(self, _change: Any) -> None:
+        self._show_page()
 
     def _update(self) -> None:
         crit = self.criteria()
@@ -307,25 +358,50 @@ class FilterBuilder(anywidget.AnyWidget):
             scope = self._base.filter(**crit)
             slices = scope.models.slices()
         except (FilterError, ValueError) as exc:
-            self.error = str(exc)
-            self.count = 0
-            self.preview = []
+            with self.hold_sync():
+                self.error = str(exc)
+                self.count = 0
+                self.preview = []
+                self.hints = []
+                self._matches = []
             return
         self._scope = scope
+        self._matches = slices
         with self.hold_sync():
             self.error = ""
             self.count = len(slices)
-            self.preview = [
-                {
-                    "model_id": s.model_id,
-                    "name": s.name,
-                    "type": s.type.value,
-                    "shape": "×".join(map(str, s.shape)),
-                    "uid": s.uid,
-                }
-                for s in slices[: self.preview_limit]
-            ]
+            self.hints = self._hints(crit)
+            self.code = filter_code(self.source_name, crit)
+            self._show_page()
             self.filter_json = scope.utils.filter_json()
+
+    def _hints(self, crit: dict[str, Any]) -> list[dict[str, Any]]:
+        """ "Did you mean" for what matches nothing, looked up in the chosen models' slices."""
+        pool = self._base.filter(model_ids=crit["model_ids"]) if crit["model_ids"] else self._base
+        return suggestions(pool.models.slices(), crit["param_names"], crit["param_types"])
+
+    def _show_page(self) -> None:
+        """``preview``: the page ``page`` of the matches in ``sort_by`` order."""
+        if self.sort_by not in ("", *SORT_COLUMNS):
+            with self.hold_trait_notifications():  # an unknown column: the store's order
+                self.sort_by, self.sort_desc = "", False
+            return
+        limit = max(1, self.preview_limit)
+        last = max(0, (len(self._matches) - 1) // limit)
+        if not 0 <= self.page <= last:
+            self.page = min(max(0, self.page), last)  # observed: comes back here
+            return
+        rows = sort_slices(self._matches, self.sort_by, self.sort_desc)
+        self.preview = [
+            {
+                "model_id": s.model_id,
+                "name": s.name,
+                "type": s.type.value,
+                "shape": "×".join(map(str, s.shape)),
+                "uid": s.uid,
+            }
+            for s in rows[self.page * limit : (self.page + 1) * limit]
+        ]
 
     # --- static fallback -------------------------------------------------------------------------
     def snapshot_html(self) -> str:
