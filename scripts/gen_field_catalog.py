@@ -101,6 +101,37 @@ WW_MAP = [
 LEVEL_NAMES = {"param": "per parameter", "model": "per model", "cross": "across models"}
 
 
+def _esc(text: str) -> str:
+    """``text`` with its pipes escaped, so that it stays in one table cell."""
+    return text.replace("|", "\\|")
+
+
+def _names(text: str, anchors: dict[str, str]) -> str:
+    """A table cell listing names: each name as code (a field linked to its kernel's
+    section), words with spaces, a leading "summary" and a trailing "(options)" as text."""
+    head, paren, rest = text.partition(" (")
+    prefix = ""
+    if head.startswith("summary "):
+        prefix, head = "summary ", head[len("summary ") :]
+    cells = []
+    for name in head.split(", "):
+        if " " in name:
+            cells.append(_esc(name))
+        elif name in anchors:
+            cells.append(f"[`{name}`](#{anchors[name]})")
+        else:
+            cells.append(f"`{name}`")  # a pipe inside a code span does not split the cell
+    return prefix + ", ".join(cells) + (_esc(f" ({rest}") if paren else "")
+
+
+def _ww_rows(anchors: dict[str, str]) -> list[str]:
+    """The rows of the WeightWatcher column map (names as code, fields linked)."""
+    return [
+        f"| {_names(ww, {})} | {_names(ours, anchors)} | {_esc(note)} |"
+        for ww, ours, note in WW_MAP
+    ]
+
+
 def render() -> str:
     try:
         import diffract  # noqa: F401
@@ -110,6 +141,7 @@ def render() -> str:
 
     kernels = builtin_kernels()
     fields = sorted(o for k in kernels for o in k.outputs)
+    by_field = {o: k for k in kernels for o in k.outputs}
     lines = [
         "# Field catalog",
         "",
@@ -134,14 +166,13 @@ def render() -> str:
         "",
         "| WeightWatcher | field | note |",
         "|---|---|---|",
-        *[f"| {a} | {b} | {c} |" for a, b, c in WW_MAP],
+        *_ww_rows({f: k.name for f, k in by_field.items()}),
         "",
         "## Index",
         "",
         "| field | kernel | level | module |",
         "|---|---|---|---|",
     ]
-    by_field = {o: k for k in kernels for o in k.outputs}
     for f in fields:
         k = by_field[f]
         lines.append(
