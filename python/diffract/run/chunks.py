@@ -5,10 +5,11 @@ the local and the remote executors alike."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from diffract._core.arrays import storable_error
@@ -16,6 +17,7 @@ from diffract._core.slices import SliceInfo
 from diffract._core.threads import one_blas_thread
 from diffract.extract.references import reference_file
 from diffract.kernels.spec import Kernel, SliceNotApplicable
+from diffract.run.live import ChunkProgress, RunProgress
 from diffract.run.plan import SlicePlan
 from diffract.run.report import Failure
 from diffract.run.state import (
@@ -38,62 +40,129 @@ WORKING_SET_FACTOR = 4
 
 Values = dict[str, dict[str, Any]]
 Plans = dict[str, SlicePlan]
+#: a chunk ready to run: its kernels in order, uid -> kernel names, values, kernel options
+Prepared = tuple[list["Kernel"], dict[str, set[str]], Values, dict[str, dict[str, Any]]]
 
 
 # --- running kernels on a chunk (no store access) -----------------------------------------
+#: seconds one call of a vectorized kernel should take: its slices go in batches about this
+#: long (at least one per core), so progress, cancel and commits come between them
+VECTOR_BATCH_SECONDS = 1.0
+
+Result = dict[str, Any] | Failed | NotApplicable
+
+
+class KernelHooks(Protocol):
+    """What :func:`run_kernels` tells as it goes (progress, commits inside a chunk):
+    ``started`` before each call (a vectorized batch: its first slice), ``finished`` once the
+    values of ``slices`` are in place (``seconds`` the call took; ``called`` False for slices
+    that needed no call: not applicable, or an input failed)."""
+
+    def started(self, k: Kernel, s: SliceInfo) -> None: ...
+
+    def finished(
+        self, k: Kernel, slices: list[SliceInfo], seconds: float, called: bool
+    ) -> None: ...
+
+
+def _split(k: Kernel, o: Any) -> Result:
+    if isinstance(o, (Failed, NotApplicable)):
+        return o
+    if isinstance(o, SliceNotApplicable):
+        return NotApplicable(str(o))
+    if isinstance(o, BaseException):
+        return Failed(short_error(o))
+    try:
+        return k.split_outputs(o)
+    except Exception as exc:  # an unstorable value: that slice fails, not the batch
+        return Failed(short_error(exc))
+
+
+def _one(k: Kernel, call: Callable[[], Any]) -> Result:
+    """One slice call: its outputs, or the marker of why there are none."""
+    try:
+        out = call()
+    except SliceNotApplicable as exc:  # the kernel says why the slice has no value
+        return NotApplicable(str(exc))
+    except Exception as exc:  # recorded per parameter, the run goes on
+        return Failed(short_error(exc))
+    return _split(k, out)
+
+
+def _batches(ready: list[SliceInfo], stop: Callable[[], bool] | None) -> Iterator[list[SliceInfo]]:
+    """The slices of a vectorized call in batches of about :data:`VECTOR_BATCH_SECONDS`
+    (sized by bytes from the previous batches' time, at least one slice per core); stops
+    between batches when ``stop`` says so. The caller sends each batch's time back."""
+    least = max(1, os.cpu_count() or 1)
+    i, size, rate = 0, least, 0.0
+    while i < len(ready):
+        if i and stop is not None and stop():
+            return
+        if rate > 0:
+            size, budget = 0, VECTOR_BATCH_SECONDS / rate
+            while i + size < len(ready) and (size < least or budget > 0):
+                budget -= max(ready[i + size].nbytes, 1)
+                size += 1
+        batch = ready[i : i + max(size, 1)]
+        t = time.perf_counter()
+        yield batch
+        dt = time.perf_counter() - t
+        rate = dt / max(sum(s.nbytes for s in batch), 1)
+        i += len(batch)
+
+
 def _call_kernel(
     k: Kernel,
     ready: list[SliceInfo],
     values: Values,
     opts: dict[str, Any],
+    record: Callable[[list[SliceInfo], list[Result], float], None],
     stop: Callable[[], bool] | None = None,
-) -> tuple[list[dict[str, Any] | Failed | NotApplicable], int]:
-    """Call one kernel on the ready slices: per slice, or once on lists when the kernel is
-    vectorized (one call per slice again if that call raises, to isolate the failing slice).
-    Returns results and the number of slice calls. With ``stop``, per-slice calls end when
-    it says so: the results then cover the first slices of ``ready`` only."""
+    start: Callable[[SliceInfo], None] | None = None,
+) -> int:
+    """Call one kernel on the ready slices: per slice, or on lists when the kernel is
+    vectorized (in batches; one call per slice again if a batch raises, to isolate the
+    failing slice). ``start(slice)`` is told of each call as it starts (a batch: its first
+    slice), ``record(slices, results, seconds)`` receives its results as it ends. Returns the number of slice calls. With ``stop``, calls end when it says so:
+    the results then cover the first slices of ``ready`` only."""
 
-    def split(o: Any) -> dict[str, Any] | Failed | NotApplicable:
-        if isinstance(o, (Failed, NotApplicable)):
-            return o
-        if isinstance(o, SliceNotApplicable):
-            return NotApplicable(str(o))
-        if isinstance(o, BaseException):
-            return Failed(short_error(o))
-        try:
-            return k.split_outputs(o)
-        except Exception as exc:  # an unstorable value: that slice fails, not the batch
-            return Failed(short_error(exc))
+    def call(s: SliceInfo, as_list: bool) -> Any:
+        if as_list:  # a vectorized kernel on a list of one
+            return k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
+        return k.func(*[values[s.uid][i] for i in k.inputs], **opts)
 
-    def each(call: Callable[[SliceInfo], Any]) -> list[dict[str, Any] | Failed | NotApplicable]:
-        res: list[dict[str, Any] | Failed | NotApplicable] = []
-        for s in ready:
+    def each(part: list[SliceInfo], as_list: bool) -> int:
+        n = 0
+        for s in part:
             if stop is not None and stop():
                 break
-            try:
-                out = call(s)
-            except SliceNotApplicable as exc:  # the kernel says why the slice has no value
-                res.append(NotApplicable(str(exc)))
-                continue
-            except Exception as exc:  # recorded per parameter, the run goes on
-                res.append(Failed(short_error(exc)))
-                continue
-            res.append(split(out))
-        return res
+            if start is not None:
+                start(s)
+            t = time.perf_counter()
+            res = _one(k, lambda s=s: call(s, as_list))
+            record([s], [res], time.perf_counter() - t)
+            n += 1
+        return n
 
     if not k.vectorized:
-        out = each(lambda s: k.func(*[values[s.uid][i] for i in k.inputs], **opts))
-        return out, len(out)
-    try:
-        outs = k.func(*[[values[s.uid][i] for s in ready] for i in k.inputs], **opts)
-        if len(outs) != len(ready):
-            raise ValueError(
-                f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(ready)} slices"
-            )
-    except Exception:
-        res = each(lambda s: k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0])
-        return res, len(res)
-    return [split(o) for o in outs], len(ready)
+        return each(ready, False)
+    n = 0
+    for batch in _batches(ready, stop):
+        if start is not None:
+            start(batch[0])
+        t = time.perf_counter()
+        try:
+            outs = k.func(*[[values[s.uid][i] for s in batch] for i in k.inputs], **opts)
+            if len(outs) != len(batch):
+                raise ValueError(
+                    f"vectorized kernel {k.name!r} returned {len(outs)} results for {len(batch)} slices"
+                )
+        except Exception:
+            n += each(batch, True)
+            continue
+        record(batch, [_split(k, o) for o in outs], time.perf_counter() - t)
+        n += len(batch)
+    return n
 
 
 def run_kernels(
@@ -102,16 +171,18 @@ def run_kernels(
     plan_of: dict[str, set[str]],
     values: Values,
     opts_of: dict[str, dict[str, Any]],
-    on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
+    hooks: KernelHooks | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, int]:
     """Run ``kernels`` (in dependency order) on the slices of a chunk whose plan names
-    them, filling ``values`` in place; markers where a value cannot be made. Pure: no store
-    access, so it runs the same in this process, a process pool or a Dask worker.
+    them, filling ``values`` in place as each call ends; markers where a value cannot be
+    made. Pure: no store access, so it runs the same in this process, a process pool or a
+    Dask worker. ``hooks`` hears of each call (progress, commits inside the chunk).
 
     ``cancelled`` (e.g. ``event.is_set``) is asked before each kernel and, for per-slice
-    kernels, before each slice: once it says yes, nothing more is started and the values
-    not made yet are left out of ``values`` (every value present is complete).
+    kernels, before each slice (vectorized ones: before each batch): once it says yes,
+    nothing more is started and the values not made yet are left out of ``values`` (every
+    value present is complete).
 
     Returns:
         Kernel name -> number of slice calls made.
@@ -128,34 +199,51 @@ def run_kernels(
     for k in kernels:
         if stop():
             break
-        targets = [s for s in chunk if k.name in plan_of[s.uid]]
-        if targets and on_kernel is not None:
-            on_kernel(k, targets[0])
-        ready: list[SliceInfo] = []
-        for s in targets:
-            vals = values[s.uid]
-            if s.effective_ndim < k.min_ndim:
-                vals.update(dict.fromkeys(k.outputs, NOT_APPLICABLE))
-                continue
-            blocked = next(
-                (v for i in k.inputs if isinstance(v := vals.get(i), (Failed, NotApplicable))),
-                None,
-            )
-            if blocked is not None:
-                vals.update(dict.fromkeys(k.outputs, blocked))
-                continue
-            ready.append(s)
+
+        def record(done: list[SliceInfo], results: list[Result], seconds: float, k=k) -> None:
+            for s, res in zip(done, results, strict=True):
+                if isinstance(res, (Failed, NotApplicable)):
+                    values[s.uid].update(dict.fromkeys(k.outputs, res))
+                else:
+                    values[s.uid].update(res)
+            if hooks is not None:
+                hooks.finished(k, done, seconds, True)
+
+        ready, skipped = _ready(k, [s for s in chunk if k.name in plan_of[s.uid]], values)
+        if skipped and hooks is not None:
+            hooks.finished(k, skipped, 0.0, False)
         if not ready:
             continue
-        results, n = _call_kernel(k, ready, values, opts_of[k.name], stop)
+        start = None if hooks is None else (lambda s, k=k: hooks.started(k, s))
+        n = _call_kernel(k, ready, values, opts_of[k.name], record, stop, start)
         if n:
             calls[k.name] = calls.get(k.name, 0) + n
-        for s, res in zip(ready[: len(results)], results, strict=True):
-            if isinstance(res, (Failed, NotApplicable)):
-                values[s.uid].update(dict.fromkeys(k.outputs, res))
-            else:
-                values[s.uid].update(res)
     return calls
+
+
+def _ready(
+    k: Kernel, targets: list[SliceInfo], values: Values
+) -> tuple[list[SliceInfo], list[SliceInfo]]:
+    """The target slices ``k`` can be called on, and those it cannot (too few dimensions, an
+    input that failed or is not applicable), whose outputs get the marker at once."""
+    ready: list[SliceInfo] = []
+    skipped: list[SliceInfo] = []
+    for s in targets:
+        vals = values[s.uid]
+        if s.effective_ndim < k.min_ndim:
+            vals.update(dict.fromkeys(k.outputs, NOT_APPLICABLE))
+            skipped.append(s)
+            continue
+        blocked = next(
+            (v for i in k.inputs if isinstance(v := vals.get(i), (Failed, NotApplicable))),
+            None,
+        )
+        if blocked is not None:
+            vals.update(dict.fromkeys(k.outputs, blocked))
+            skipped.append(s)
+            continue
+        ready.append(s)
+    return ready, skipped
 
 
 def remote_chunk(chunk, kernels, plan_of, values, opts_of, cancel=None):
@@ -229,7 +317,7 @@ def prepare_chunk(
     chunk: list[SliceInfo],
     plans: Plans,
     by_path: Callable[[SliceInfo], bool] | None = None,
-) -> tuple[list[Kernel], dict[str, set[str]], Values, dict[str, dict[str, Any]]]:
+) -> Prepared:
     """Inputs of a chunk read from the store (weights, stored fields) and its kernels in
     one global dependency order, with their options. A slice for which ``by_path`` says yes
     gets :data:`BY_PATH` for its weights (the worker reads them from the checkpoint)."""
@@ -261,15 +349,17 @@ def compute_here(
     chunk: list[SliceInfo],
     plans: Plans,
     pool: ThreadPoolExecutor | None = None,
-    on_kernel: Callable[[Kernel, SliceInfo], None] | None = None,
+    hooks: KernelHooks | None = None,
     cancelled: Callable[[], bool] | None = None,
+    prepared: Prepared | None = None,
 ) -> Values:
     """Run each slice's planned kernels in this process (parts of the chunk side by side on
-    ``pool``); values in memory, with markers where a value could not be made."""
-    kernels, plan_of, values, opts_of = prepare_chunk(state, chunk, plans)
+    ``pool``); values in memory, with markers where a value could not be made. ``prepared``:
+    the chunk's :func:`prepare_chunk` (read here when not given)."""
+    kernels, plan_of, values, opts_of = prepared or prepare_chunk(state, chunk, plans)
 
     def run(part: list[SliceInfo]) -> dict[str, int]:
-        return run_kernels(part, kernels, plan_of, values, opts_of, on_kernel, cancelled)
+        return run_kernels(part, kernels, plan_of, values, opts_of, hooks, cancelled)
 
     if pool is None or len(chunk) < 2:
         results = [run(chunk)]
@@ -283,18 +373,30 @@ def compute_here(
 
 
 def chunk_batch(
-    state: RunState, chunk: list[SliceInfo], plans: Plans, values: Values, explicit: set[str]
+    state: RunState,
+    chunk: list[SliceInfo],
+    plans: Plans,
+    values: Values,
+    explicit: set[str],
+    kept: set[tuple[str, str]] | None = None,
+    final: bool = True,
 ) -> Batch:
     """The values to persist (requested fields and non-transient intermediates); failures,
-    values not applicable and values skipped by a cancel are counted in the report."""
+    values not applicable and values skipped by a cancel are counted in the report.
+
+    ``kept``: the keys an earlier batch of this chunk handled (left out here; the keys
+    handled here are added). ``final`` False: a batch taken while the chunk goes on, which
+    leaves out the values not made yet instead of counting them as skipped."""
     report = state.report
     batch = Batch()
     for s in chunk:
         vals = values[s.uid]
         for k in plans[s.uid].kernels:
             for o in k.outputs:
-                if o not in vals:  # not reached: the run was cancelled
-                    if o in explicit:
+                if kept is not None and (s.uid, o) in kept:
+                    continue
+                if o not in vals:  # not made yet, or not reached: the run was cancelled
+                    if final and o in explicit:
                         if state.cancelled:
                             report.skipped += 1
                         else:  # pragma: no cover - run_kernels fills every planned output
@@ -302,6 +404,8 @@ def chunk_batch(
                                 Failure(s.model_id, s.name, s.uid, o, f"{o!r} was not computed")
                             )
                     continue
+                if kept is not None:
+                    kept.add((s.uid, o))
                 v = vals[o]
                 error = _unkept(k, o, v, explicit)
                 if error is not None:
@@ -347,15 +451,21 @@ def _dedupe(failures: list[Failure]) -> list[Failure]:
 
 # --- where chunks run ---------------------------------------------------------------------
 class ChunkRunner(Protocol):
-    """Where chunks run: ``submit`` starts one (``at``: chunks done, chunks in all, slices
-    done, slices in all, for progress), ``wait`` gives its values (None: it was cancelled
-    before it started), at most ``slots`` in flight."""
+    """Where chunks run: ``begin`` gives it the run's progress and requested fields,
+    ``submit`` starts a chunk (``at``: chunks done, chunks in all, slices done, slices in
+    all, for progress), ``wait`` gives its values (None: it was cancelled before it
+    started), ``kept`` the keys already committed while it ran (None: nothing was), at most
+    ``slots`` in flight."""
 
     slots: int
+
+    def begin(self, live: RunProgress, explicit: set[str]) -> None: ...
 
     def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Any: ...
 
     def wait(self, handle: Any) -> Values | None: ...
+
+    def kept(self, handle: Any) -> set[tuple[str, str]] | None: ...
 
     def poll_cancel(self) -> None: ...
 
@@ -364,30 +474,49 @@ class ChunkRunner(Protocol):
 
 class LocalChunks:
     """Chunks run here, one at a time (``workers`` threads across each chunk's slices); a
-    cancel stops between kernels and between slices."""
+    cancel stops between kernels and between slices. Inside a chunk each kernel call is a
+    "kernel" event, and the values finished are committed every ``state.commit_every``
+    seconds (:class:`~diffract.run.live.ChunkProgress`)."""
 
     slots = 1
 
     def __init__(self, state: RunState, plans: Plans) -> None:
         self.state = state
         self.plans = plans
+        self.live: RunProgress | None = None
+        self.explicit: set[str] = set()
         self.pool: ThreadPoolExecutor | None = None
         if state.workers > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             self.pool = ThreadPoolExecutor(state.workers)
 
-    def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Values:
-        state = self.state
-        ci, nchunks, done, total = at
+    def begin(self, live: RunProgress, explicit: set[str]) -> None:
+        self.live, self.explicit = live, explicit
 
-        def on_kernel(k: Kernel, s: SliceInfo) -> None:
-            state.emit("kernel", ci, nchunks, done, total, k.outputs[0], s.name)
+    def submit(
+        self, chunk: list[SliceInfo], at: tuple[int, int, int, int]
+    ) -> tuple[Values, set[tuple[str, str]]]:
+        state, plans = self.state, self.plans
+        prepared = prepare_chunk(state, chunk, plans)
+        values = prepared[2]
 
-        return compute_here(state, chunk, self.plans, self.pool, on_kernel, state.cancel.is_set)
+        def commit_part(kept: set[tuple[str, str]]) -> int:
+            batch = chunk_batch(state, chunk, plans, values, self.explicit, kept, final=False)
+            state.store.commit(batch)
+            state.report.computed += len(batch.fields)
+            return len(batch.fields)
 
-    def wait(self, handle: Values) -> Values:
-        return handle
+        live = self.live or RunProgress(state, [chunk], plans)
+        hooks = ChunkProgress(state, live, chunk, at, plans, commit_part)
+        compute_here(state, chunk, plans, self.pool, hooks, state.cancel.is_set, prepared)
+        return values, hooks.kept
+
+    def wait(self, handle: tuple[Values, set[tuple[str, str]]]) -> Values:
+        return handle[0]
+
+    def kept(self, handle: tuple[Values, set[tuple[str, str]]]) -> set[tuple[str, str]]:
+        return handle[1]
 
     def poll_cancel(self) -> None:
         """A cancel reaches the kernels through ``state.cancel`` itself."""
@@ -440,6 +569,12 @@ class RemoteChunks:
         if new:
             seen = self.opened.sees(new)
             self._seen.update({r: r[0] in seen for r in new})
+
+    def begin(self, live: RunProgress, explicit: set[str]) -> None:
+        """Remote chunks report when they end: nothing to follow inside them."""
+
+    def kept(self, handle: Any) -> None:
+        """A remote chunk's values are all committed when it ends."""
 
     def submit(self, chunk: list[SliceInfo], at: tuple[int, int, int, int]) -> Any:
         self._probe(chunk)
@@ -499,13 +634,16 @@ def run_chunks(
     explicit: set[str],
 ) -> None:
     """The one loop over chunks: submit them in order (at most ``runner.slots`` in flight),
-    commit each chunk's values as it finishes, report progress; on a cancel, submit nothing
-    more, count what was not reached as skipped, and keep (commit) what finished."""
+    commit each chunk's values as it finishes (what the runner committed while it ran
+    stays), report progress; on a cancel, submit nothing more, count what was not reached
+    as skipped, and keep (commit) what finished."""
     report = state.report
     total = sum(len(c) for c in chunks)
     done = 0
     pending: deque[tuple[list[SliceInfo], Any]] = deque()
-    state.emit("start", 0, len(chunks), 0, total)
+    live = RunProgress(state, chunks, plans)
+    runner.begin(live, explicit)
+    state.emit("start", 0, len(chunks), 0, total, steps_total=live.steps_total)
 
     def finish_one() -> None:
         nonlocal done
@@ -514,12 +652,15 @@ def run_chunks(
         if values is None:  # cancelled before it started
             report.skipped += planned_count(chunk, plans, explicit)
             return
-        batch = chunk_batch(state, chunk, plans, values, explicit)
+        kept = runner.kept(handle)
+        if kept is None:  # a remote chunk: its steps end together
+            live.steps_done += sum(len(plans[s.uid].kernels) for s in chunk)
+        batch = chunk_batch(state, chunk, plans, values, explicit, kept)
         state.store.commit(batch)
         report.computed += len(batch.fields)
         report.chunks += 1
         done += len(chunk)
-        state.emit("chunk", report.chunks, len(chunks), done, total)
+        state.emit("chunk", report.chunks, len(chunks), done, total, **live.counts())
 
     def stopped(ci: int) -> bool:
         runner.poll_cancel()
@@ -542,4 +683,4 @@ def run_chunks(
             finish_one()
     finally:
         runner.close()
-    state.emit("done", report.chunks, len(chunks), done, total)
+    state.emit("done", report.chunks, len(chunks), done, total, **{**live.counts(), "eta": None})

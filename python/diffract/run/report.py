@@ -58,7 +58,16 @@ class NotApplicableSlice(_SliceNote):
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One progress notification. ``stage`` is "start", "kernel", "chunk" or "done"."""
+    """One progress notification. ``stage`` is "start", "kernel" (a kernel call starts or
+    ends inside a chunk), "commit" (values finished inside a chunk were committed), "chunk"
+    (a chunk was committed) or "done".
+
+    ``slices_done`` counts the slices with every planned kernel done, ``slices_stored``
+    those whose values are committed (None: the same as ``slices_done``). Inside a chunk
+    run in this process, ``steps_done``/``steps_total`` count kernel steps (one per planned
+    kernel and slice), ``kernel`` is the kernel in progress, ``kernel_rank`` its place among
+    the ``kernels_total`` of the run, ``kernel_done``/``kernel_total`` its slices in the
+    chunk; ``eta`` is smoothed (:class:`~diffract.run.eta.EtaEstimator`)."""
 
     stage: str
     chunks_done: int
@@ -71,6 +80,14 @@ class ProgressEvent:
     eta: float | None
     failures: int
     cancelled: bool = False
+    slices_stored: int | None = None
+    steps_done: int = 0
+    steps_total: int = 0
+    kernel: str | None = None
+    kernel_rank: int = 0
+    kernels_total: int = 0
+    kernel_done: int = 0
+    kernel_total: int = 0
 
 
 @dataclass

@@ -17,6 +17,10 @@ from diffract.kernels.spec import Kernel
 from diffract.run.report import Failure, ProgressCallback, ProgressEvent, RunReport
 from diffract.store import Store
 
+#: seconds between two commits of the values finished inside a chunk (benchmarks/
+#: commit_cadence.py: a commit per kernel call costs the HDF5 store more than it gives)
+COMMIT_EVERY = 2.0
+
 
 class NotApplicable:
     """Marker: the value cannot exist on this slice (too few dimensions, or a kernel raised
@@ -69,6 +73,7 @@ class RunState:
         calls: kernel name -> number of slice calls, updated in place.
         report: what the run did so far.
         t0: ``time.perf_counter()`` at the start.
+        commit_every: seconds between two commits of finished values inside a chunk.
     """
 
     store: Store
@@ -82,6 +87,9 @@ class RunState:
     calls: dict[str, int] = field(default_factory=dict)
     report: RunReport = field(default_factory=lambda: RunReport(requested=()))
     t0: float = field(default_factory=time.perf_counter)
+    #: seconds between two commits inside a chunk (0: after every kernel call); see
+    #: benchmarks/commit_cadence.py
+    commit_every: float = COMMIT_EVERY
 
     def opts(self, k: Kernel) -> dict[str, Any]:
         """The options kernel ``k`` runs with: defaults, then ``options``, then its own."""
@@ -114,12 +122,16 @@ class RunState:
         total: int,
         fld: str | None = None,
         param: str | None = None,
+        **extra: Any,
     ) -> None:
-        """Send one :class:`ProgressEvent` (no-op without a progress callback)."""
+        """Send one :class:`ProgressEvent` (no-op without a progress callback); ``extra``:
+        its other fields (``eta``, ``steps_done``, ``kernel``, ...). Without an ``eta`` the
+        rate of the slices done so far gives one."""
         if self.progress is None:
             return
         elapsed = time.perf_counter() - self.t0
-        eta = (elapsed / done) * (total - done) if done else None
+        if "eta" not in extra:
+            extra["eta"] = (elapsed / done) * (total - done) if done else None
         self.progress(
             ProgressEvent(
                 stage,
@@ -130,8 +142,8 @@ class RunState:
                 fld,
                 param,
                 elapsed,
-                eta,
-                len(self.report.failures),
-                self.cancel.is_set(),
+                failures=len(self.report.failures),
+                cancelled=self.cancel.is_set(),
+                **extra,
             )
         )

@@ -2,9 +2,11 @@
 and :func:`run_with_progress` (a run in a worker thread, cancellable from the widget).
 
 The widget follows the engine's :class:`~diffract.run.report.ProgressEvent` stream: "start",
-one "kernel" event per kernel and slice, "chunk" when a chunk is committed, "done". Progress
-inside a chunk (slices reached, kernel calls) comes from the kernel events; the ETA is smoothed
-over them; the browser ticks the elapsed time between events. The final state says how the run
+"kernel" events as each kernel call starts and ends, "commit" when the values finished inside
+a chunk are committed (live panels re-read the store), "chunk" when a chunk is committed,
+"done". Inside a chunk it shows the slices done and stored, the kernel steps made, and the
+kernel in progress with its slices ("now"); the ETA is the engine's smoothed one
+(:mod:`diffract.run.eta`); the browser ticks the elapsed time between events. The final state says how the run
 ended (done, cancelled, failed, or nothing to compute) with counts taken from the run's report.
 """
 
@@ -31,6 +33,9 @@ __all__ = ["ProgressRun", "ProgressWidget", "notebook_progress", "run_with_progr
 
 #: weight of the newest estimate in the smoothed ETA (the rest follows the previous one)
 ETA_SMOOTHING = 0.3
+#: seconds between two "kernel" updates of a displayed widget (a fast kernel makes hundreds
+#: of calls a second: one comm message each would queue up behind the run)
+SHOWN_THROTTLE = 0.1
 #: failures listed in the widget (the report holds all of them)
 MAX_FAILURES_SHOWN = 50
 
@@ -74,7 +79,8 @@ class ProgressWidget(anywidget.AnyWidget):
     cancellable = t.Bool(True).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
 
-    #: minimum seconds between two "kernel" updates sent to the front end (chunk events always go)
+    #: minimum seconds between two "kernel" updates sent to the front end (commit, chunk and
+    #: done events always go); the widgets a run shows use :data:`SHOWN_THROTTLE`
     throttle = 0.0
 
     def __init__(
@@ -114,10 +120,11 @@ class ProgressWidget(anywidget.AnyWidget):
         """
         self.events += 1
         self._last_event = ev
+        steps = ev.steps_total > 0  # the engine counts kernel steps: it says what is done
         if ev.stage in ("start", "chunk"):
             self._chunk_seen.clear()
         reached = ev.slices_done
-        if ev.stage == "kernel":
+        if ev.stage == "kernel" and not steps:
             self.kernel_calls += 1
             if ev.param:
                 self._chunk_seen.add(ev.param)
@@ -133,17 +140,35 @@ class ProgressWidget(anywidget.AnyWidget):
             self.chunks_done = ev.chunks_done
             self.chunks_total = ev.chunks_total
             self.slices_total = ev.slices_total
-            self.slices_stored = ev.slices_done
-            self.slices_done = min(max(reached, self.slices_done), ev.slices_total)
-            if ev.field:
-                self.field = ev.field
-            if ev.param:
-                self.param = ev.param
             self.elapsed = float(ev.elapsed)
-            self.eta = self._smoothed_eta(float(ev.elapsed))
             self.failures = ev.failures
-        if ev.stage in ("chunk", "done"):
+            if steps:
+                self._follow_steps(ev)
+            else:
+                self.slices_stored = ev.slices_done
+                self.slices_done = min(max(reached, self.slices_done), ev.slices_total)
+                if ev.field:
+                    self.field = ev.field
+                if ev.param:
+                    self.param = ev.param
+                self.eta = self._smoothed_eta(float(ev.elapsed))
+        if ev.stage in ("commit", "chunk", "done"):
             notify_panels()
+
+    def _follow_steps(self, ev: ProgressEvent) -> None:
+        """The counts of an engine that reports its kernel steps: slices with every kernel
+        done, those stored, steps made, the kernel in progress with its slices, its ETA."""
+        self.slices_done = ev.slices_done
+        self.slices_stored = ev.slices_done if ev.slices_stored is None else ev.slices_stored
+        self.kernel_calls = ev.steps_done
+        self.eta = ev.eta
+        if ev.kernel:
+            self.field = ev.kernel
+            where = f"{ev.param} · " if ev.param else ""
+            self.param = (
+                f"{where}{ev.kernel_done}/{ev.kernel_total} slices"
+                f" · kernel {ev.kernel_rank}/{ev.kernels_total}"
+            )
 
     def _smoothed_eta(self, elapsed: float) -> float | None:
         """Seconds left: the rate so far (in slices reached) blended with the previous estimate
@@ -271,6 +296,7 @@ def notebook_progress(
     from IPython.display import display
 
     widget = ProgressWidget(fields, cancel=cancel)
+    widget.throttle = SHOWN_THROTTLE
     # a blocking cell cannot receive the click; interrupting the kernel stops the run instead
     widget.cancellable = (
         cancel is not None and threading.current_thread() is not threading.main_thread()
@@ -303,6 +329,7 @@ class ProgressRun:
         self.scope = scope
         self.fields = tuple(fields)
         self.widget = ProgressWidget(fields, registry=scope.session.registry)
+        self.widget.throttle = SHOWN_THROTTLE
         self.report: RunReport | None = None
         self.error: BaseException | None = None
         self._done = threading.Event()
