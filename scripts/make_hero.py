@@ -3,8 +3,8 @@ of every dense layer across depth, beside one layer's eigenvalue spectrum with i
 
     .venv/bin/python scripts/make_hero.py            # writes docs/img/hero-minilm.png
 
-The figures are diffract's own (``diffract.viz.layers`` and ``diffract.viz.esd``, the ones
-the panels draw), computed on the checkpoint ``make lab`` pre-fills its store with, and
+The figures are diffract's own (``diffract.viz.layers`` and ``diffract.viz.esd_full``, the
+ones the panels draw), computed on the checkpoint ``make lab`` pre-fills its store with, and
 written by Plotly's kaleido with the Debian chromium.
 """
 
@@ -31,7 +31,8 @@ def figure():
     session.models.add(str(get_model_path() / "model.safetensors"), model_id=MODEL_ID)
     dense = session.filter(param_types=[ParameterType.DENSE])
     dense.compute.apply("pl_alpha", "esd", progress=False)
-    alpha, spectrum = viz.layers(dense, "pl_alpha"), viz.esd(dense, LAYER, model_id=MODEL_ID)
+    alpha = viz.layers(dense, "pl_alpha")
+    spectrum = viz.esd_full(dense, LAYER, model_id=MODEL_ID)
     short = LAYER.replace("encoder.", "")
     fig = make_subplots(
         rows=1,
@@ -56,7 +57,8 @@ def figure():
         height=430,
         template="plotly_white",
         margin={"l": 60, "r": 20, "t": 50, "b": 55},
-        legend={"x": 0.99, "xanchor": "right", "y": 0.99, "bgcolor": "rgba(255,255,255,0.8)"},
+        # the empty lower left of the spectrum (few small eigenvalues, low density)
+        legend={"x": 0.64, "xanchor": "left", "y": 0.03, "yanchor": "bottom"},
         font={"size": 13},
     )
     return fig
