@@ -24,6 +24,11 @@ WeightWatcher reports) and get_summary(). Naming runs redoes only those.
 writes tests/golden/ww_peft_minilm.json for tests/test_peft_golden.py: WeightWatcher's
 analyze(peft=True) on a seeded PEFT LoRA model of MiniLM, and analyze() of its merged model
 with base_model= the base.
+
+    .venv/bin/python benchmarks/make_golden.py --derived
+
+writes tests/golden/ww_derived_convnet.json for tests/test_extract_derived_ww.py:
+WeightWatcher's analyze(pool=False) and analyze(intra=True, sparsify=False) on the conv net.
 """
 
 from __future__ import annotations
@@ -229,6 +234,43 @@ def main_peft() -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
+def main_derived() -> None:
+    """Write tests/golden/ww_derived_convnet.json: WeightWatcher's analyze(pool=False) and
+    analyze(intra=True, sparsify=False) on the conv net, rows keyed by our slice names
+    (``<layer>.weight:<slice_id>`` per kernel position; ``intra:<prev>.weight:<layer>.weight``
+    for the product of a layer with the one before it)."""
+    import torch
+    import weightwatcher as ww
+
+    warnings.simplefilter("ignore")
+    net = convnet()
+    sd = dict(np.load(OUT / "convnet.npz"))
+    net.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    layers = [k.removesuffix(".weight") for k in sd if k.endswith(".weight")]
+
+    def position(ln, row):
+        return f"{ln}.weight:{row['slice_id']}" if row["layer_type"] == "conv2d" else f"{ln}.weight"
+
+    def product(ln, _row):
+        return f"intra:{layers[layers.index(ln) - 1]}.weight:{ln}.weight"
+
+    out = {}
+    for run, kwargs, key in (
+        ("pool_false", {"pool": False}, position),
+        ("intra", {"intra": True, "sparsify": False}, product),
+    ):
+        np.random.seed(0)
+        details = ww.WeightWatcher(model=net).analyze(**kwargs)
+        rows = {
+            key(str(r["longname"]), r): {c: _plain(r[c]) for c in details.columns}
+            for _, r in details.iterrows()
+        }
+        out[run] = {"kwargs": kwargs, "rows": rows}
+    path = OUT / "ww_derived_convnet.json"
+    path.write_text(json.dumps(out, indent=1, sort_keys=True))
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def main() -> None:
 
     warnings.simplefilter("ignore")
@@ -288,6 +330,8 @@ if __name__ == "__main__":
     logging.getLogger("weightwatcher").setLevel(logging.ERROR)
     if "--peft" in sys.argv[1:]:
         main_peft()
+    elif "--derived" in sys.argv[1:]:
+        main_derived()
     elif "--ww-extras" in sys.argv[1:]:
         main_extras([a for a in sys.argv[1:] if not a.startswith("--")])
     else:

@@ -65,6 +65,9 @@ class ModelTree:
     lora: list[Any] = field(default_factory=list)
     #: per-leaf facts kept in the slice's meta (dotted name -> JSON-ready dict)
     meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the leaves' names in model order (a module's own order), where the extractor knows
+    #: it; ``intra`` pairs consecutive layers in this order (else natural name order)
+    order: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -358,7 +361,7 @@ def extract(
         )
         leaves, not_in_base = subtract_base(leaves, base)
         skipped.update(not_in_base)
-    extra = [*derived.intra_slices(leaves)] if intra else []
+    extra = derived.intra_slices(_model_order(leaves, mt.order)) if intra else []
     if not pool:
         extra += derived.kernel_position_slices(leaves)
     leaves += extra
@@ -369,6 +372,12 @@ def extract(
     leaves.sort(key=lambda leaf: natural_key(leaf.name))
     computed = base_model is not None or bool(extra)
     return Extracted(leaves, skipped, mt.framework, mt.source, mt.file_backed and not computed)
+
+
+def _model_order(leaves: list[ExtractedLeaf], order: list[str]) -> list[ExtractedLeaf]:
+    """``leaves`` in model order: the extractor's ``order``, then natural name order."""
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(leaves, key=lambda leaf: (rank.get(leaf.name, len(rank)), natural_key(leaf.name)))
 
 
 def _with_lora(mt: ModelTree, lora: str, lora_scaling: str) -> ModelTree:

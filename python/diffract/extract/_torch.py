@@ -252,6 +252,7 @@ def _from_module(module: Any) -> ModelTree:
         framework="torch",
         source=type(module).__qualname__,
         skipped=skipped,
+        order=list(flat),
     )
 
 
@@ -260,7 +261,11 @@ def _from_state_dict(state: dict) -> ModelTree:
     for name, v in kept.items():
         check_not_meta(name, v, "state_dict ")
     return ModelTree(
-        tree=nest_dotted(kept), framework="torch", source="state_dict", skipped=skipped
+        tree=nest_dotted(kept),
+        framework="torch",
+        source="state_dict",
+        skipped=skipped,
+        order=list(kept),
     )
 
 

@@ -5,13 +5,21 @@ of consecutive layers (``intra=True``), WeightWatcher's two other ways to look a
   layout; Flax/Keras ``(k1, k2, ..., in, out)`` is read in its own layout) gives one 2-D
   slice ``<name>:<p>`` of out x in per kernel position, p the row-major position index
   (WeightWatcher's ``slice_id`` of ``analyze(pool=False)``, which walks i then j), meta
-  ``{"kernel_position": {"of": name, "index": p, "position": [i, j, ...]}}``.
+  ``{"kernel_position": {"of": name, "index": p, "position": [i, j, ...], "count": P}}``.
+  WeightWatcher scales each position's matrix by sqrt(P / 2) before its SVD (its
+  ``conv2d_norm`` with ``conv2d_count = P``), so its eigenvalues of these slices are P / 2
+  times ours at ``esd_scale="ww"`` (its pooled Conv2d eigenvalues are 1/2 times s^2, as
+  ``esd_scale="ww"`` gives).
 * :func:`intra_slices`: for consecutive 2-D dense slices W_l (out_l x in_l), W_{l+1} in model
   order whose dimensions chain (in_{l+1} = out_l) and neither is all zero, the slice ``intra:<W_l>:<W_{l+1}>`` holding
-  X = W_{l+1} W_l / (||W_l||_F ||W_{l+1}||_F), WeightWatcher's ``intra=True`` product (it
-  forms W_l^T W_{l+1}^T / norms, the transpose: the same singular values). Unlike
-  WeightWatcher, whose ESD of these slices is the singular values of X rather than their
-  squares, the fields of an intra slice are those of any matrix (eigenvalues s^2).
+  X = W_{l+1} W_l / (||W_l||_F ||W_{l+1}||_F), WeightWatcher's ``intra=True, sparsify=False``
+  product (it forms W_l^T W_{l+1}^T / norms, the transpose: the same singular values; its
+  default ``sparsify=True`` puts a random 0/1 matrix between the two). WeightWatcher's ESD of
+  these slices is the singular values s of X, not s^2; the fields of an intra slice are those
+  of any matrix (eigenvalues s^2), so its ``lambda_max`` is our ``max_weights_sval`` and,
+  the power law in s being one in s^2 with the same KS distance, its ``alpha`` is
+  2 ``pl_alpha`` - 1. WeightWatcher also pairs convolutions (through their first kernel
+  position); here only dense layers chain.
 
 These slices are computed arrays (float32), added next to the slices they come from.
 """
@@ -55,7 +63,8 @@ def kernel_position_slices(leaves: list[Any]) -> list[Any]:
         mats, kernel = _position_matrices(as_numpy(leaf.array, np.float64), leaf.layout)
         positions = itertools.product(*(range(k) for k in kernel))
         for p, (pos, m) in enumerate(zip(positions, mats, strict=True)):
-            meta = {"kernel_position": {"of": leaf.name, "index": p, "position": list(pos)}}
+            where = {"of": leaf.name, "index": p, "position": list(pos), "count": len(mats)}
+            meta = {"kernel_position": where}
             out.append(_new_leaf(leaf, f"{leaf.name}:{p}", m, ParameterType.CONV, meta))
     return out
 

@@ -298,6 +298,7 @@ def _from_lora_module(module: Any) -> ModelTree:
         skipped={**base.skipped, **skipped},
         layouts={base_name(k): v for k, v in base.layouts.items() if base_name(k) in leaves},
         lora=pairs,
+        order=[base_name(k) for k in base.order if base_name(k) in leaves],
     )
 
 
