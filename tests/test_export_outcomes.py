@@ -146,3 +146,11 @@ def test_export_metrics_keeps_diffracts_warning_for_a_field_never_computed(sessi
     assert rows == []
     assert "has no computed values in the current scope" in caplog.text
     assert "session.compute.apply('stable_rank')" in caplog.text
+
+
+def test_export_all_sources_says_what_happened_too(session, caplog):
+    caplog.set_level(logging.WARNING)
+    d = session.results.export("frob_norm", "always_fails", sources="all")
+    assert "'always_fails' has no value on 4 of the 4 slices read: failed on 3" in caplog.text
+    assert "has no computed values" not in caplog.text  # not the never-computed advice
+    assert sum("frob_norm" in e["fields"] for e in d.values()) == 3

@@ -26,7 +26,7 @@ from diffract._errors import (
 )
 from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
 from diffract.session.checks import check_field_names, check_flag, check_reference
-from diffract.session.outcomes import Outcomes
+from diffract.session.outcomes import FieldOutcome, Outcomes
 from diffract.session.records import (
     AGGREGATE_DOC,
     META_DOC,
@@ -162,11 +162,7 @@ class DiffractResults(Namespace):
         entries, outcomes = self._entries(fields, levels, reference)
         for f in fields:
             told = outcomes.fields.get(f)
-            if told is not None and (told.failed or (told.explained and not told.stored)):
-                # what happened, with counts (Diffract's run raises instead of failing a slice)
-                log.warning("Requested field %s; the other values are exported.", told.describe())
-                continue
-            if told is not None and told.stored:
+            if _tell(told) or (told is not None and told.stored):
                 continue
             if levels[f] == "param":
                 self._warn_missing([f], "")
@@ -257,9 +253,12 @@ class DiffractResults(Namespace):
         levels = self._levels(fields, "export()")
         self._store.refresh()
         entries, outcomes = self._entries(fields, levels, None)
-        found = {f for f, o in outcomes.fields.items() if o.stored}
         recs = aggregate_records(self._scope, [base_name(f) for f in fields])
-        found |= {r["field"] for r in recs}
+        found = {r["field"] for r in recs}
+        for f in fields:
+            told = outcomes.fields.get(f)
+            if _tell(told) or (told is not None and told.stored):
+                found.add(base_name(f))
         if expand_contextual:
             _expand(entries, recs)
         self._warn_missing([f for f in fields if base_name(f) not in found], "")
@@ -360,6 +359,16 @@ class DiffractResults(Namespace):
         affected = {o for (o, f) in self._store.keys() if f in fields_to_erase and o in uids}
         compute.erase(*fields_to_erase)
         return EraseSummary(fields=tuple(sorted(set(fields_to_erase))), affected_uids=len(affected))
+
+
+def _tell(told: FieldOutcome | None) -> bool:
+    """Log what happened to a field that failed somewhere, or that has no value because it
+    failed or does not apply (Diffract's run raises where ours records a failure); True
+    when something was logged."""
+    if told is None or not (told.failed or (told.explained and not told.stored)):
+        return False
+    log.warning("Requested field %s; the other values are exported.", told.describe())
+    return True
 
 
 def _expand(entries: dict[str, dict[str, Any]], recs: list[dict[str, Any]]) -> None:
