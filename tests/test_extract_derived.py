@@ -10,7 +10,7 @@ import peft
 import pytest
 import torch
 
-from diffract import ExtractionError, ParameterType, Session
+from diffract import ExtractionError, InvalidArgumentError, ParameterType, Session
 from diffract.extract import ExtractedLeaf, extract
 from diffract.extract.derived import kernel_position_slices
 
@@ -155,3 +155,32 @@ def test_pool_false_slices_per_kernel_position():
     flax = kernel_position_slices([leaf])
     assert [x.name for x in flax] == [f"conv.kernel:{p}" for p in range(6)]
     np.testing.assert_allclose(_arr(flax[4]), w[:, :, 1, 1], rtol=1e-6)
+
+
+def test_layer_selection_peft_analyzes_the_adapters_only(tmp_path):
+    model = _peft_model(r=4)
+    with Session(profile="local", path=tmp_path / "st") as s:
+        s.models.add(model, "ft", lora_scaling="none")
+        report = s.compute.apply("hard_rank", "esd_max", progress=False, layer_selection="peft")
+        reasons = {e.name: e.reason for e in report.not_applicable_reasons}
+        assert set(reasons) == {"0.weight", "2.weight"}  # biases are 1-D: no spectrum at all
+        assert all("analyzes the adapters only" in r for r in reasons.values())
+        assert s.results.get("hard_rank", "0.lora", "ft") == 4
+        layer = model.base_model.model[0]
+        ba = (layer.lora_B["default"].weight @ layer.lora_A["default"].weight).detach().double()
+        s_max = float(np.linalg.svd(ba.numpy(), compute_uv=False)[0])
+        assert s.results.get("esd_max", "0.lora", "ft") == pytest.approx(s_max**2 / 48, rel=1e-6)
+    with Session(profile="local", path=tmp_path / "st") as s:  # the meta is stored
+        assert s.models.slice("0.lora", "ft").meta["lora"] == {
+            "rank": 4, "scaling": 1.0, "mode": "update", "adapter": "default"
+        }  # fmt: skip
+
+
+def test_bad_flags_name_the_option():
+    with Session(profile="ram") as s:
+        with pytest.raises(InvalidArgumentError, match="intra"):
+            s.models.add({"w": np.eye(3)}, "m", intra="yes")
+        with pytest.raises(InvalidArgumentError, match="pool"):
+            s.models.add({"w": np.eye(3)}, "m", pool=0)
+        with pytest.raises(ExtractionError, match="option 'lora'"):
+            s.models.add({"w": np.eye(3)}, "m", lora="delta")

@@ -45,6 +45,10 @@ class ModelTree:
             statistics, optimizer state...).
         layouts: per-leaf layout (dotted name -> ``"in_out"`` / ``"out_in"``), over the
             name-based rule.
+        lora: the LoRA pairs found (:class:`diffract.extract.lora.LoraPair`), made slices
+            by :func:`extract` as its ``lora`` options say.
+        meta: per-leaf facts kept in the slice's meta.
+        order: the leaves' names in model order, where the extractor knows it.
     """
 
     tree: Any
