@@ -179,7 +179,7 @@ def make_ours_file(path, stages):
         out = s.results.export_metrics(*FIELDS, export_format="list")
         t.append(time.perf_counter())
         names = ("Session()", "models.add", "apply", "export")
-        stages.append({n: b - a for n, a, b in zip(names, t, t[1:], strict=True)})
+        stages.append({n: b - a for n, a, b in zip(names, t[:-1], t[1:], strict=True)})
         return out
 
     return go
