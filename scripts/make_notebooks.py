@@ -97,7 +97,10 @@ print(len(session), "slices;", len(dense), "dense;", len(attention), "attention;
         """## 3. A live panel, then compute with the progress widget
 
 `FieldPanel` reads stored fields and redraws in place as new values land, so we create it
-*before* computing: it starts empty. `run_with_progress` runs `compute.apply` in a worker thread
+*before* computing. It draws what the store already holds: after `make lab` (which runs
+`diffract analyze` into this folder's store first) that is the demo model `all-MiniLM-L6-v2`,
+so its line shows at once and `minilm`'s joins it as the run stores values; in a fresh store the
+panel waits for the run. `run_with_progress` runs `compute.apply` in a worker thread
 and returns at once with a progress widget (done/total, current field, ETA and a Cancel button
 that keeps finished work). `apply` computes only what is not stored yet: the eigenvalue spectrum
 is computed once per slice and feeds every spectral field.""",
