@@ -67,8 +67,8 @@ export async function renderEsd(node: HTMLElement, state: EsdState): Promise<voi
         x: hist.centers,
         y: hist.counts,
         width: hist.centers.map((_, i) => hist.edges[i + 1] - hist.edges[i]),
-        text: hist.counts.map((c, i) => `${roundValue(hist.edges[i])} – ${roundValue(hist.edges[i + 1])}: ${c}`),
-        hovertemplate: '%{text}<extra></extra>',
+        hovertext: hist.counts.map((c, i) => `${roundValue(hist.edges[i])} – ${roundValue(hist.edges[i + 1])}: ${c}`),
+        hovertemplate: '%{hovertext}<extra></extra>',
         marker: { color: accent }
       }
     ],

@@ -1,5 +1,5 @@
 /** The store list of the sidebar: stores, their models (a table) and sampling manifests. */
-import { fmtTime } from '../shared/format';
+import { fmtShortTime, fmtTime } from '../shared/format';
 import type { ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
 import { h } from './dom';
 import type { RunsModel } from './model';
@@ -170,7 +170,7 @@ export class StoreListView {
       name,
       h('td', 'diffract-num', String(run.checkpoints.reduce((n, m) => n + m.slices, 0))),
       h('td', 'diffract-num', String(Math.max(...run.checkpoints.map(m => m.fields.length)))),
-      h('td', 'diffract-muted diffract-time', fmtTime(newest))
+      h('td', 'diffract-muted diffract-time', fmtShortTime(newest))
     );
     tr.title = `tracked run ${run.run}: ${run.checkpoints.length} checkpoints, ${steps}; click to ${run.open ? 'hide' : 'show'} them`;
     tr.addEventListener('click', () => this.toggleRun(store, run.run));
@@ -185,7 +185,7 @@ export class StoreListView {
       tr.classList.add('diffract-selected');
     }
     const id = breakable(h('td', 'diffract-model-id diffract-wrap'), inRun && m.track ? `step ${m.track.step}` : m.model_id);
-    const changed = h('td', 'diffract-muted diffract-time', fmtTime(changedOf(m)));
+    const changed = h('td', 'diffract-muted diffract-time', fmtShortTime(changedOf(m)));
     changed.title = `fields last changed ${fmtTime(changedOf(m))} (at the latest); added ${fmtTime(m.added)}`;
     tr.append(id, h('td', 'diffract-num', String(m.slices)), h('td', 'diffract-num', String(m.fields.length)), changed);
     tr.title = (inRun ? `${m.model_id}: ` : '') + (m.fields.join(', ') || 'no fields computed yet');

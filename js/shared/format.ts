@@ -32,6 +32,15 @@ export function fmtTime(epochSeconds: number | null | undefined): string {
   return d.toLocaleString();
 }
 
+/** A table cell's time: the time of day for today, else the date (the tooltip has both). */
+export function fmtShortTime(epochSeconds: number | null | undefined, now: Date = new Date()): string {
+  if (!epochSeconds) {
+    return '–';
+  }
+  const d = new Date(epochSeconds * 1000);
+  return d.toDateString() === now.toDateString() ? d.toLocaleTimeString() : d.toLocaleDateString();
+}
+
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   attrs: Record<string, string> = {},

@@ -14,6 +14,7 @@ import { RunsModel } from '../lab/model';
 import { changedOf, naturalCompare, nextSort, tableRows } from '../lab/modeltable';
 import type { ModelRow, RunRow } from '../lab/modeltable';
 import { StoreListView } from '../lab/storelist';
+import { fmtShortTime } from '../shared/format';
 import type { EsdReply, ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
 
 function entry(id: string, extra: Partial<ModelEntry> = {}): ModelEntry {
@@ -72,6 +73,14 @@ test('sorting: each column ascending then descending then off; runs sort by thei
   assert.deepEqual(nextSort({ key: 'changed', desc: true }, 'changed'), { key: 'changed', desc: false });
   assert.equal(nextSort({ key: 'changed', desc: false }, 'changed'), null);
   assert.equal(changedOf(entry('x', { changed: null, added: 5 })), 5);
+});
+
+test('a time cell: the time of day for today, else the date', () => {
+  const now = new Date(2026, 11, 1, 15, 0, 0);
+  const today = new Date(2026, 11, 1, 13, 25, 55).getTime() / 1000;
+  assert.equal(fmtShortTime(today, now), new Date(today * 1000).toLocaleTimeString());
+  assert.equal(fmtShortTime(today - 86400, now), new Date((today - 86400) * 1000).toLocaleDateString());
+  assert.equal(fmtShortTime(null, now), '–');
 });
 
 test('log histogram: every positive eigenvalue counted once, in log-spaced bins', () => {
@@ -136,7 +145,8 @@ test('the list groups a run, opens it on click, sorts on a header click and show
     ['step 9', 'step 10', 'step 100']
   );
   const plain = list.node.querySelector<HTMLElement>('.diffract-model[data-model="plain"] .diffract-time')!;
-  assert.equal(plain.textContent, new Date(1700003600 * 1000).toLocaleString());
+  assert.equal(plain.textContent, new Date(1700003600 * 1000).toLocaleDateString()); // not today: the date
+  assert.match(plain.title, new RegExp(new Date(1700003600 * 1000).toLocaleString().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
   assert.match(plain.title, /fields last changed .* \(at the latest\); added /);
   const header = () => list.node.querySelector<HTMLElement>('th[data-sort="changed"]')!;
   header().click();
