@@ -3,7 +3,8 @@
  * `export default { render }`. State: ProgressState in wire.ts.
  *
  * While the run goes on the elapsed time (and the ETA, counted down) tick every second between
- * the kernel's updates; once it has ended the widget shows how (done, cancelled, failed, or
+ * the kernel's updates, and the bar shows the share of the run's time spent (elapsed over
+ * elapsed + ETA, never going back) once the engine gives an ETA, else the slices done; once it has ended the widget shows how (done, cancelled, failed, or
  * nothing to compute), the counts of its report, and the failures in an expandable list, with
  * no Cancel button and no "now" line.
  */
@@ -80,12 +81,27 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   // the kernel's elapsed/eta and when they arrived: the display ticks from there
   let since = performance.now();
   let shownFailures = '';
-  const tick = () => {
+  let shownPct = 0;
+  const setBar = (pct: number) => {
+    fill.style.width = `${pct.toFixed(1)}%`;
+    bar.setAttribute('aria-valuenow', pct.toFixed(0));
+  };
+  const tick = (fromTimer = true) => {
     const st = model.get('status');
     const extra = ACTIVE.has(st) && st !== 'waiting' ? (performance.now() - since) / 1000 : 0;
-    elapsed.textContent = fmtSeconds(model.get('elapsed') + extra);
+    const spent = model.get('elapsed') + extra;
+    elapsed.textContent = fmtSeconds(spent);
     const e = model.get('eta');
-    eta.textContent = st === 'running' && e != null ? fmtSeconds(Math.max(e - extra, 0)) : '–';
+    const left = e != null ? Math.max(e - extra, 0) : null;
+    eta.textContent = st === 'running' && left != null ? fmtSeconds(left) : '–';
+    if (st === 'running' && e != null) {
+      // the share of the run's time spent (the kernel's figures, moved on by this clock
+      // between its messages): moves every second, never back
+      const s = fromTimer ? spent : model.get('elapsed');
+      const l = fromTimer ? (left as number) : e;
+      shownPct = s + l > 0 ? Math.min(Math.max(shownPct, (100 * s) / (s + l)), 99.9) : shownPct;
+      setBar(shownPct);
+    }
   };
   const update = () => {
     const st = model.get('status');
@@ -101,8 +117,10 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
     const stot = model.get('slices_total');
     const nothing = st === 'done' && stot === 0;
     const pct = stot > 0 ? (100 * sd) / stot : ct > 0 ? (100 * cd) / ct : st === 'done' ? 100 : 0;
-    fill.style.width = `${pct.toFixed(1)}%`;
-    bar.setAttribute('aria-valuenow', pct.toFixed(0));
+    if (!active || pct > shownPct) {
+      shownPct = st === 'done' ? 100 : pct;
+    }
+    setBar(shownPct);
     chunks.textContent = `${cd}/${ct}`;
     const stored = model.get('slices_stored');
     slices.textContent = active && sd > stored ? `${sd}/${stot} (${stored} stored)` : `${sd}/${stot}`;
@@ -127,14 +145,14 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
       failBox.replaceChildren(...(rows.length ? [failureList(rows, nf)] : []));
     }
     msg.textContent = model.get('message');
-    tick();
+    tick(false);
   };
   const onTime = () => {
     since = performance.now();
     update();
   };
   update();
-  const timer = setInterval(tick, 1000);
+  const timer = setInterval(() => tick(), 1000);
   // under Node (the unit tests) a pending interval would keep the process alive
   (timer as unknown as { unref?: () => void }).unref?.();
   const keys: (keyof ProgressState)[] = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'slices_stored', 'kernel_calls', 'field', 'param', 'failures', 'failure_list', 'outcome', 'message', 'cancellable', 'cancel_requested', 'fields'];

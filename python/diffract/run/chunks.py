@@ -10,6 +10,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from diffract._core.arrays import storable_error
@@ -139,7 +140,7 @@ def _call_kernel(
             if start is not None:
                 start(s)
             t = time.perf_counter()
-            res = _one(k, lambda s=s: call(s, as_list))
+            res = _one(k, partial(call, s, as_list))
             record([s], [res], time.perf_counter() - t)
             n += 1
         return n

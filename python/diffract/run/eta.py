@@ -84,7 +84,7 @@ class EtaEstimator:
         raw = self.raw(now)
         if raw is None:
             return None
-        if self._eta is None:
+        if self._eta is None or raw == 0:  # the first number, or nothing left to do
             eta = raw
         else:
             counted_down = max(self._eta - (now - self._at), 0.0)

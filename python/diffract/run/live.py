@@ -46,13 +46,13 @@ class RunProgress:
     """
 
     def __init__(self, state: RunState, chunks: list[list[SliceInfo]], plans: Plans) -> None:
-        planned: Counter[str] = Counter()
+        planned: dict[str, float] = {}
         names: dict[str, Kernel] = {}
         self.steps_total = 0
         for chunk in chunks:
             for s in chunk:
                 for k in plans[s.uid].kernels:
-                    planned[k.name] += work_of(s)
+                    planned[k.name] = planned.get(k.name, 0.0) + work_of(s)
                     names.setdefault(k.name, k)
                     self.steps_total += 1
         everything = [o for k in names.values() for o in k.outputs]

@@ -89,7 +89,7 @@ class RunState:
     t0: float = field(default_factory=time.perf_counter)
     #: seconds between two commits inside a chunk (0: after every kernel call); see
     #: benchmarks/commit_cadence.py
-    commit_every: float = COMMIT_EVERY
+    commit_every: float = field(default_factory=lambda: COMMIT_EVERY)
 
     def opts(self, k: Kernel) -> dict[str, Any]:
         """The options kernel ``k`` runs with: defaults, then ``options``, then its own."""
