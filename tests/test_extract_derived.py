@@ -184,3 +184,15 @@ def test_bad_flags_name_the_option():
             s.models.add({"w": np.eye(3)}, "m", pool=0)
         with pytest.raises(ExtractionError, match="option 'lora'"):
             s.models.add({"w": np.eye(3)}, "m", lora="delta")
+
+
+def test_merged_refuses_two_adapters_on_one_layer():
+    model = _peft_model()
+    model.add_adapter("second", peft.LoraConfig(r=2, target_modules=["0"], init_lora_weights=False))
+    got = _leaves(model)
+    assert {"0.lora", "0.lora.second", "2.lora"} <= set(got)
+    assert got["0.lora.second"].meta["lora"]["rank"] == 2
+    with pytest.raises(
+        ExtractionError, match=r"lora='merged': '0\.weight' has more than one adapter"
+    ):
+        extract(model, lora="merged")

@@ -233,7 +233,8 @@ def resolve(
 
     Raises:
         ExtractionError: an unknown option value, or ``lora="merged"`` for a pair whose base
-            weight is not there (or has another shape), naming the slice.
+            weight is not there (or has another shape) or has several adapters, naming the
+            slice.
     """
     check_lora_options(lora, lora_scaling)
     out = dict(leaves)
@@ -243,6 +244,13 @@ def resolve(
         update = s * (p.b.astype(np.float64) @ p.a.astype(np.float64))
         target = p.slice
         if lora == "merged":
+            if p.base in meta:
+                raise ExtractionError(
+                    f"lora='merged': {p.base!r} has more than one adapter "
+                    f"({meta[p.base]['lora']['adapter']!r}, {p.adapter!r}); which are active "
+                    "is the model's state, not its weights: use lora='update' (one slice "
+                    "per adapter)"
+                )
             if p.base not in out:
                 raise ExtractionError(
                     f"lora='merged': LoRA slice {p.slice!r} has no base weight {p.base!r} here "
