@@ -47,6 +47,7 @@ PUBLIC = {
     "Failure",
     "KernelFailureWarning",
     "NothingToCompareWarning",
+    "MissingValuesWarning",  # an export with fields that have no value somewhere (issue 18)
     # the published Diffract's top-level names (issue 14)
     "ParameterOverrides",
     "list_profiles",

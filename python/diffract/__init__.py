@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     )
     from diffract.session import Scope as Scope, Session as Session
     from diffract.session.diffract_compat import upgrade_metadata_index as upgrade_metadata_index
+    from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
     from diffract.session.summaries import ParameterOverrides as ParameterOverrides
 
 
@@ -72,6 +73,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "KernelDefinitionError",
     "KernelFailureWarning",
     "LazyArray",
+    "MissingValuesWarning",
     "ModelTree",
     "NothingToCompareWarning",
     "OptionValueError",
@@ -124,6 +126,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "Failure": "diffract.run.report",
     "KernelFailureWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
+    "MissingValuesWarning": "diffract.session.outcomes",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
     "LazyArray": "diffract._core.arrays",

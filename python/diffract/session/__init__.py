@@ -17,6 +17,7 @@ from diffract.session.compute import Compute as Compute
 from diffract.session.errors import *  # noqa: F403
 from diffract.session.errors import __all__ as _error_names
 from diffract.session.models import Models as Models
+from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
 from diffract.session.results import Results as Results
 from diffract.session.session import Scope as Scope, Session as Session
 from diffract.session.summaries import (
@@ -31,6 +32,7 @@ __all__ = [
     "ApplySummary",
     "Compute",
     "EraseSummary",
+    "MissingValuesWarning",
     "Models",
     "ParameterOverrides",
     "ParameterType",

@@ -17,6 +17,7 @@ import numpy as np
 
 from diffract._core.jsonable import to_jsonable
 from diffract._core.owners import is_cross_owner, parse_owner
+from diffract._core.steps import order_by_step
 from diffract._errors import InvalidIdentifierError, SessionError
 from diffract.session.records import AGGREGATE_DOC, contextual_key
 from diffract.session.selection import Selection
@@ -73,7 +74,8 @@ def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
     for s in scope._slices():
         by_model.setdefault(s.model_id, []).append(s.name)
     out = []
-    for m in sorted(by_model):
+    models = store.models()
+    for m in order_by_step(by_model, lambda mid: models.get(mid, {}).get("meta")):
         key = (scope._model_owner(m), field)
         if store.has(key):
             out.append(_record(field, [m], by_model[m], store.get(key)))

@@ -232,7 +232,16 @@ class Session(Scope):
 
     def track(self, run: str, *args: Any, **kwargs: Any) -> Any:
         """A tracker that snapshots a training run's weights every N steps and analyzes them
-        in the background (:class:`diffract.tracking.Tracker`; its arguments)."""
+        in the background.
+
+        Args:
+            run: the run's name (its checkpoints' ids start with it).
+            *args: the other arguments of :class:`diffract.tracking.Tracker`.
+            **kwargs: its keyword arguments (``fields``, ``every``, ...).
+
+        Returns:
+            The :class:`diffract.tracking.Tracker`; call ``tracker.step(model, step=i)``.
+        """
         from diffract.session._frontends import frontend
 
         return frontend("tracker")(self, run, *args, **kwargs)
