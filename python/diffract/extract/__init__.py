@@ -338,7 +338,8 @@ def extract(
             slice with a same-named base slice becomes W - W_base
             (:mod:`diffract.extract.delta`).
         intra: also the products of consecutive chained dense layers (WeightWatcher's
-            ``intra``; :func:`diffract.extract.derived.intra_slices`).
+            ``intra``; :func:`diffract.extract.derived.intra_slices`), consecutive in the
+            module's order for PyTorch, else in natural name order.
         pool: False adds one slice per kernel position of every convolution (WeightWatcher's
             ``pool=False``; :func:`diffract.extract.derived.kernel_position_slices`).
 
