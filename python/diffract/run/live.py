@@ -153,6 +153,8 @@ class ChunkProgress:
             self._commit.release()
 
     def _emit(self, stage: str, k: Kernel | None, s: SliceInfo | None) -> None:
+        if self.state.progress is None:
+            return
         ci, nchunks, done, total = self.at
         live = self.live
         extra: dict[str, Any] = {

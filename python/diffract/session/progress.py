@@ -70,7 +70,10 @@ def _tqdm_progress(fields: Sequence[str]) -> tuple[ProgressCallback, Finish]:
         b = bar.get("bar")
         if b is None:
             return
-        if ev.param:
+        if ev.kernel:  # inside a chunk: the kernel in progress and its slices
+            now = f"{ev.kernel} {ev.kernel_done}/{ev.kernel_total} @ {ev.param or ''}"
+            b.set_postfix_str(now[:60], refresh=False)
+        elif ev.param:
             b.set_postfix_str(f"{ev.field} @ {ev.param}"[:50], refresh=False)
         b.n = ev.slices_done
         b.refresh()
