@@ -15,6 +15,8 @@ Conventions used by every spectral field
 from __future__ import annotations
 
 import math
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -324,6 +326,10 @@ def matrix_svals(
     m = t.shape[1]
     t64 = np.asarray(t, dtype=np.float64)
     g64 = _gram(t64)
+    # G_jj = sum_i W_ij^2 is NaN or Inf exactly when column j holds a NaN or an Inf (or
+    # overflows): M checks instead of N x M
+    if not np.isfinite(np.diagonal(g64)).all():
+        raise ValueError("the weights contain NaN or infinite values")
     if precision == "float32":
         lam = _float32_attempt(g64, recheck_rtol)
         if lam is not None:
@@ -351,8 +357,6 @@ def slice_svals(weights: np.ndarray, precision: str = "float32", recheck_rtol: f
     """Per-kernel-position singular values ``(P, M)`` (rows descending) and the most careful
     path any position needed."""
     mats = kernel_matrices(weights)
-    if not np.isfinite(mats).all():
-        raise ValueError("the weights contain NaN or infinite values")
     rows = []
     path = "zero"
     for a in mats:
@@ -369,9 +373,40 @@ def pooled_desc(kernel_svals: np.ndarray) -> np.ndarray:
     return -np.sort(-flat)
 
 
+_BLAS: dict[str, Any] = {}  # the ThreadpoolController (one library scan per process)
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (pid, threads) -> kept pool
+_POOLS_LOCK = threading.Lock()
+
+
+def _one_blas_thread():
+    """A context limiting BLAS to one thread; the controller is made once (a fresh
+    ``threadpool_limits`` scans the loaded libraries: ~10x the cost of a kept controller's
+    ``limit``)."""
+    from threadpoolctl import ThreadpoolController
+
+    ctl = _BLAS.get("ctl")
+    if ctl is None:
+        ctl = _BLAS["ctl"] = ThreadpoolController()
+    return ctl.limit(limits=1, user_api="blas")
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A thread pool of ``threads`` workers kept for this process (a forked child gets its
+    own), so the calls of a run do not start threads each time."""
+    key = (os.getpid(), threads)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(
+                max_workers=threads, thread_name_prefix="diffract-linalg"
+            )
+    return pool
+
+
 def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
     """Map ``func`` over ``items``; with ``threads > 1`` use a thread pool while limiting BLAS
-    to one thread per worker (restored afterwards). Exceptions are returned in their slot."""
+    to one thread per worker (restored afterwards). Exceptions are returned in their slot.
+    The pool is kept for the process; a call from inside it runs its items in turn."""
 
     def safe(x):
         try:
@@ -379,22 +414,18 @@ def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
         except Exception as err:
             return err
 
-    if threads <= 1 or len(items) <= 1:
+    nested = threading.current_thread().name.startswith("diffract-linalg")  # no deadlock
+    if threads <= 1 or len(items) <= 1 or nested:
         return [safe(x) for x in items]
     try:
-        from threadpoolctl import threadpool_limits
+        limit = _one_blas_thread()
     except ImportError:  # pragma: no cover
         return [safe(x) for x in items]
-    with (
-        threadpool_limits(limits=1, user_api="blas"),
-        ThreadPoolExecutor(max_workers=threads) as ex,
-    ):
-        return list(ex.map(safe, items))
+    with limit:
+        return list(_pool(threads).map(safe, items))
 
 
 def default_threads() -> int:
-    import os
-
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
