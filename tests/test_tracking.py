@@ -424,3 +424,19 @@ def test_tracker_is_a_diffract_tracker_via_the_session():
     assert isinstance(tr, Tracker) and tr.fields == ["frob_norm"]
     assert "run 'run'" in repr(tr)
     tr.close()
+
+
+def test_the_worker_runs_at_a_lower_priority():
+    import os
+
+    s = Session(profile="ram")
+    seen: list[int] = []
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    on_step = [
+        lambda step, mid: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    ]
+    with s.track("run", [], nice=5, on_step=on_step) as tr:
+        tr.step(_weights(), step=0)
+    assert seen == [min(19, mine + 5)]
+    with pytest.raises(InvalidArgumentError, match="nice must be an int from 0 to 19"):
+        s.track("run", [], nice=40)

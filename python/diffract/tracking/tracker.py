@@ -74,8 +74,11 @@ class Tracker:
         on_step: called in the worker after each committed step as ``on_step(step,
             model_id)`` (e.g. ``lambda *_: panel.refresh()``); a callable or a list of them.
         non_blocking: copy CUDA tensors asynchronously.
+        nice: lower the worker's priority by this much (Linux), so training gets the CPU
+            first on a busy machine; 0 keeps it.
         **options: passed to every ``compute.apply`` (kernel options, ``conventions=``,
-            ``memory_budget=``, ``kernel_options=``).
+            ``memory_budget=``, ``kernel_options=``); ``workers`` defaults to 1 (one
+            analysis thread beside training) instead of the session's.
 
     Raises:
         StoreError: the session is read-only.
@@ -100,6 +103,7 @@ class Tracker:
         incomplete: str = "finish",
         on_step: StepCallback | Sequence[StepCallback] | None = None,
         non_blocking: bool = True,
+        nice: int = 10,
         **options: Any,
     ) -> None:
         if getattr(session, "readonly", False):
@@ -109,6 +113,8 @@ class Tracker:
         self.fields = _check_fields(session, fields)
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise InvalidArgumentError(f"every must be an int >= 1, got {every!r}")
+        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+            raise InvalidArgumentError(f"nice must be an int from 0 to 19, got {nice!r}")
         check_policy(policy, max_pending, block_timeout)
         _check_choice("on_existing", on_existing, _ON_EXISTING)
         _check_choice("incomplete", incomplete, _INCOMPLETE)
@@ -131,8 +137,9 @@ class Tracker:
         resume = self._settle(incomplete)
         self._queue = SnapshotQueue(max_pending, policy, block_timeout)
         scope = {"param_names": param_names, "param_types": param_types}
+        options.setdefault("workers", 1)
         analysis = Analysis(session, self.run, self.fields, scope, dict(options))
-        self._worker = Worker(analysis, self._queue, self._record, resume)
+        self._worker = Worker(analysis, self._queue, self._record, resume, nice=nice)
         self._worker.start()
         atexit.register(_close_at_exit, weakref.ref(self))
 
@@ -203,6 +210,15 @@ class Tracker:
             self._known.discard(item.step)
             self._skip(item.step)
         return None if any(item is snap for item in skipped) else checkpoint_id(self.run, s)
+
+    def add_callback(self, on_step: StepCallback) -> None:
+        """Call ``on_step(step, model_id)`` in the worker after each later committed step
+        (e.g. a panel made after the tracker: ``tracker.add_callback(lambda *_: panel.refresh())``).
+
+        Raises:
+            InvalidArgumentError: ``on_step`` is not callable.
+        """
+        self._callbacks.extend(_callbacks(on_step))
 
     @property
     def next_step(self) -> int:

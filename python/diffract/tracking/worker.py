@@ -9,7 +9,9 @@ worker goes on with the next snapshot; the step stays incomplete in the store.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import threading
 import time
 import traceback
@@ -87,6 +89,9 @@ class Worker(threading.Thread):
             committed; detail: model id), ``"failed"`` (detail: the error text) or
             ``"failures"`` (detail: the number of slice failures of a committed step).
         resume: ``(step, model_id)`` of stored checkpoints whose fields must be finished.
+        nice: how much to lower this thread's scheduling priority (Linux: per thread, and
+            inherited by the run's own worker threads), so that on a busy machine the
+            training thread gets the cores first; 0 leaves it as it is.
     """
 
     def __init__(
@@ -95,12 +100,14 @@ class Worker(threading.Thread):
         queue: SnapshotQueue,
         record: Callable[[str, int, Any], None],
         resume: Sequence[tuple[int, str]] = (),
+        nice: int = 10,
     ) -> None:
         super().__init__(name=f"diffract-track-{analysis.run}", daemon=True)
         self.analysis = analysis
         self.queue = queue
         self.record = record
         self.resume = list(resume)
+        self.nice = nice
         #: set to stop once the queue is drained
         self.stop = threading.Event()
         #: set to cancel the analysis in progress (close without draining)
@@ -111,6 +118,7 @@ class Worker(threading.Thread):
         self.resumed = threading.Event()
 
     def run(self) -> None:
+        _lower_priority(self.nice)
         for step, mid in self.resume:
             if self.cancel.is_set():
                 break
@@ -147,3 +155,12 @@ class Worker(threading.Thread):
         if failures:
             self.record("failures", step, failures)
         self.record(event, step, mid)
+
+
+def _lower_priority(nice: int) -> None:
+    """Raise the calling thread's nice value by ``nice`` (Linux; elsewhere nothing happens)."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
