@@ -50,7 +50,7 @@ def test_events_arrive_per_slice_and_kernel_before_the_one_chunk_ends():
     inside = [ev for ev in events[:chunk_at] if ev.stage == "kernel"]
     # a start and an end event per call, each naming its slice and the kernel
     assert len(inside) == 12 and {ev.param for ev in inside} == {
-        f"layers.{i}.weight" for i in range(6)
+        f"m:layers.{i}.weight" for i in range(6)
     }
     assert {ev.kernel for ev in inside} == {"slow_live_norm"}
     assert [ev.kernel_done for ev in inside[1::2]] == [1, 2, 3, 4, 5, 6]
@@ -173,7 +173,7 @@ def test_the_widget_follows_the_steps_and_calls_panels_on_commits(monkeypatch):
     report = s.compute.apply("slow_live_norm", progress=feed)
     w.finish(report)
     assert states[0][2] == "slow_live_norm"
-    assert states[1][3] == "layers.0.weight · 1/4 slices · kernel 1/1"
+    assert states[1][3] == "m:layers.0.weight · 1/4 slices · kernel 1/1"
     assert [st[1] for st in states] == [0, 1, 1, 2, 2, 3, 3, 4]  # kernel steps made
     assert [st[0] for st in states] == [0, 1, 1, 2, 2, 3, 3, 4]  # slices done
     assert calls  # the chunk event asked panels to re-read the store

@@ -23,7 +23,7 @@ function running(): ProgressState {
     slices_stored: 0,
     kernel_calls: 37,
     field: 'weights_spectrum',
-    param: 'layers.3.attn.q · 37/120 slices · kernel 1/4',
+    param: 'm1:layers.3.attn.q · 37/120 slices · kernel 1/4',
     elapsed: 3.5,
     eta: 10.5,
     failures: 0,
@@ -53,7 +53,7 @@ test('elapsed and ETA tick without kernel messages; the bar follows the time spe
     const cleanup = progress.render(renderProps(model, el));
     assert.equal(el.querySelector('.diffract-elapsed')!.textContent, '3.5s');
     assert.equal(width(el), 25); // 3.5 s of 3.5 + 10.5
-    assert.equal(el.querySelector('.diffract-current')!.textContent, 'weights_spectrum @ layers.3.attn.q · 37/120 slices · kernel 1/4');
+    assert.equal(el.querySelector('.diffract-current')!.textContent, 'weights_spectrum @ m1:layers.3.attn.q · 37/120 slices · kernel 1/4');
     await advance(clock, 2);
     // no message came: the browser's clock moved the elapsed time, the ETA and the bar
     assert.equal(el.querySelector('.diffract-elapsed')!.textContent, '5.5s');

@@ -178,6 +178,6 @@ class ChunkProgress:
             done + self.complete,
             total,
             k.outputs[0] if k is not None else None,
-            s.name if s is not None else None,
+            f"{s.model_id}:{s.name}" if s is not None else None,
             **extra,
         )

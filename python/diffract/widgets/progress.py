@@ -302,7 +302,7 @@ def notebook_progress(
         cancel is not None and threading.current_thread() is not threading.main_thread()
     )
     if not widget.cancellable:
-        widget.message = "Interrupt the kernel (■) to stop: finished chunks stay stored. For a Cancel button, use diffract.widgets.run_with_progress."
+        widget.message = "Interrupt the kernel (■) to stop: the values committed so far stay stored. For a Cancel button, use diffract.widgets.run_with_progress."
     display(widget)
 
     def finish() -> None:
