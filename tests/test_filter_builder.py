@@ -45,7 +45,9 @@ def test_pages_cover_every_match_once_in_store_order(big):
 
 def test_sorting_runs_over_all_matches_not_the_page(big):
     fb = FilterBuilder(big, preview_limit=50)
+    fb.page = 3
     fb.sort_by = "name"
+    assert fb.page == 0  # a new order starts at its first page
     names = [(s.name, s.model_id) for s in big.models.slices()]
     # numbers in names compare as numbers: layers.2 before layers.10 (an independent key)
     expected = sorted(

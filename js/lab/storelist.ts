@@ -164,7 +164,8 @@ export class StoreListView {
     name.append(h('span', 'diffract-caret', run.open ? '▾' : '▸'));
     breakable(name, run.run);
     const steps = run.first === run.last ? `step ${run.first}` : `steps ${run.first}–${run.last}`;
-    name.append(h('span', 'diffract-muted diffract-steps', ` ${steps} · ${run.checkpoints.length} checkpoints`));
+    // each part whole: "steps 9–100" and "3 checkpoints" wrap between, never inside
+    name.append(' ', h('span', 'diffract-muted diffract-steps', steps), h('span', 'diffract-muted', ' · '), h('span', 'diffract-muted diffract-steps', `${run.checkpoints.length} checkpoints`));
     const newest = Math.max(...run.checkpoints.map(changedOf));
     tr.append(
       name,

@@ -349,7 +349,10 @@ class FilterBuilder(anywidget.AnyWidget):
                 self.page = 0  # new matches: back to the first page (one update, below)
         self._update()
 
-    def _on_view(self, _change: Any) -> None:
+    def _on_view(self, change: Any) -> None:
+        if change["name"] != "page" and self.page:
+            self.page = 0  # a new order starts at its first page (observed: shows it)
+            return
         self._show_page()
 
     def _update(self) -> None:
