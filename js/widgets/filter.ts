@@ -75,7 +75,9 @@ function render({ model, el: root }: RenderProps<FilterBuilderState>): () => voi
     spellcheck: 'false'
   });
   const error = el('div', { class: 'd-error diffract-error', role: 'alert' });
-  box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'names'), names), error);
+  // "did you mean" right under the names (a type's too: it names what matched nothing)
+  const hints = el('div', { class: 'd-hints diffract-hints' });
+  box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'names'), names), error, hints);
 
   const typeChips = el('div', { class: 'd-chips diffract-types' });
   const custom = el('input', { type: 'text', class: 'diffract-custom-type', placeholder: 'custom type', style: 'flex:0;min-width:110px' });
@@ -107,8 +109,6 @@ function render({ model, el: root }: RenderProps<FilterBuilderState>): () => voi
   const uids = el('textarea', { class: 'diffract-uids', rows: '1', placeholder: 'paste slice uids (space, comma or newline separated)' });
   box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'uids'), uids));
 
-  const hints = el('div', { class: 'd-hints diffract-hints' });
-  box.append(hints);
 
   const json = el('code', { class: 'diffract-json' });
   box.append(el('div', { class: 'd-row' }, el('span', { class: 'd-label' }, 'filter'), json));
