@@ -248,3 +248,18 @@ def test_a_manifest_left_without_its_segment_is_removed_by_the_next_writer(tmp_p
     open_backend("hdf5", src).close()
     assert not (seg / "000000000003.h5.json").exists()
     assert (seg / "000000000002.h5.json").exists()
+
+
+def test_a_compaction_reads_back_the_same_through_h5py_alone(tmp_path):
+    """A compaction's HDF5 file holds what its manifest says (slices as one dataset of
+    layout 2): without the manifests, the store replays to the same content."""
+    src = _small_store(tmp_path / "store")
+    st = open_backend("hdf5", src)
+    st.commit(Batch(fields={("@m", "total"): 3}))
+    st.compact()
+    expected = _snapshot(st)
+    st.close()
+    _strip_manifests(src)
+    with open_backend("hdf5", src, readonly=True) as st:
+        assert _snapshot(st) == expected
+        assert st.get(("@m", "total")) == 3

@@ -61,6 +61,10 @@ from diffract.store._safe import check_h5, h5_dataset, plain_name, require_regul
 from diffract.store.log import RecordVanished, SegmentLog
 
 SEGMENT_FORMAT = "diffract-segment"
+#: the layout of a compaction written by this version: its slices are two string datasets
+#: (``slice_infos``, ``weights_refs``) instead of one group each, so a compaction writes a
+#: few HDF5 objects, not several per slice (an older diffract refuses it by this number)
+COMPACTION_LAYOUT = 2
 #: a segment file or its manifest: ``<12 digits>[-c].h5[.json]``
 _DATA_NAME = re.compile(r"^\d{12}(-c)?\.h5(\.json)?$")
 
@@ -124,7 +128,11 @@ class HDF5Store(SegmentLog):
     record_suffix = ".h5"
     record_kind = "segment"
     records_word = "segments"
-    #: arrays up to this many bytes are copied into a compaction; larger ones are referenced
+    #: arrays up to this many bytes are copied into a compaction from the segments written
+    #: since the one before (so those can be deleted); larger ones, and every array already
+    #: in a compaction, are referenced where they are: a compaction copies only what changed
+    #: since the last (copying every array again made each compaction of a 50-checkpoint
+    #: store slower than the one before, up to a minute here)
     COPY_LIMIT = 4 * 1024**2
 
     def _open_log(self, path: str | os.PathLike[str]) -> None:
@@ -217,10 +225,12 @@ class HDF5Store(SegmentLog):
         self._write_segment(name, lambda f, str_dt: _fill_batch(f, batch, str_dt))
 
     def _write_compaction(self, name: str, state: StoreState) -> None:
-        """Weights (and arrays over ``COPY_LIMIT``) are referenced, not copied, so a
-        compaction costs about the size of the field values."""
+        """Weights and arrays (over ``COPY_LIMIT``) are referenced, not copied, so a
+        compaction costs about the size of the slices and scalar values."""
         limit = self.COPY_LIMIT
-        self._write_segment(name, lambda f, str_dt: _fill_state(f, state, str_dt, limit))
+        self._write_segment(
+            name, lambda f, str_dt: _fill_state(f, state, str_dt, limit), COMPACTION_LAYOUT
+        )
 
     def _read_array(self, ref: ArrayRef) -> np.ndarray:
         require_regular(ref.file, "store segment")
@@ -234,7 +244,9 @@ class HDF5Store(SegmentLog):
                 raise StaleRefError(str(ref.file)) from None
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
 
-    def _write_segment(self, name: str, fill: Callable[[Any, Any], dict[str, Any]]) -> None:
+    def _write_segment(
+        self, name: str, fill: Callable[[Any, Any], dict[str, Any]], layout: int = LAYOUT_VERSION
+    ) -> None:
         """Write a segment through a temporary file; write its manifest (with the file's
         checksum), fsync, and rename the segment into place: that rename commits it."""
         h5py = _h5py()
@@ -243,7 +255,7 @@ class HDF5Store(SegmentLog):
         try:
             with h5py.File(tmp, "w", libver="latest") as f:
                 f.attrs["format"] = SEGMENT_FORMAT
-                f.attrs["layout_version"] = LAYOUT_VERSION
+                f.attrs["layout_version"] = layout
                 f.attrs["seq"] = int(name[:12])
                 f.attrs["created"] = time.time()
                 body = fill(f, h5py.string_dtype())
@@ -277,10 +289,10 @@ def _key(entry: Any) -> Key:
 def _check_segment(f: Any, file: Path) -> None:
     if f.attrs.get("format") != SEGMENT_FORMAT:
         raise StoreCorruptError(f"{file}: not a diffract segment (format attribute missing)")
-    if int(f.attrs.get("layout_version", -1)) != LAYOUT_VERSION:
+    if int(f.attrs.get("layout_version", -1)) not in (LAYOUT_VERSION, COMPACTION_LAYOUT):
         raise StoreCorruptError(
             f"{file}: segment layout version {f.attrs.get('layout_version')} "
-            f"(this diffract reads {LAYOUT_VERSION})"
+            f"(this diffract reads {LAYOUT_VERSION} and {COMPACTION_LAYOUT})"
         )
 
 
@@ -329,10 +341,14 @@ def _manifest_contents(body: dict[str, Any], file: Path, segments_dir: Path) -> 
             f"{file}: its manifest describes {str(body['segment'])[:40]!r}; the store is damaged"
         )
     digests = {**body["files"], file.name: body["digest"]}
+    files: dict[str, tuple[Path, str | None]] = {"": (file, body["digest"])}
 
     def ref(name: str, dataset: str) -> ArrayRef:
-        path = segments_dir / plain_name(name, str(segments_dir)) if name else file
-        return ArrayRef(path, str(dataset), digests.get(path.name))
+        known = files.get(name)
+        if known is None:  # each file's name checked and its path built once
+            path = segments_dir / plain_name(name, str(segments_dir))
+            known = files[name] = (path, digests.get(path.name))
+        return ArrayRef(known[0], str(dataset), known[1])
 
     values: dict[Key, Any] = {}
     for fname, (owners, tags) in body["values"].items():
@@ -363,6 +379,11 @@ def _segment_contents(f: Any, file: Path, segments_dir: Path) -> dict[str, Any]:
             refs[_from_h5(link)] = ArrayRef(file, f"slices/{link}/weights")
         elif "weights_ref" in g.attrs:
             refs[_from_h5(link)] = _where(segments_dir, str(g.attrs["weights_ref"]))
+    if "slice_infos" in f:  # a compaction of layout 2
+        slices.extend(slice_from_json(_text(t)) for t in f["slice_infos"][()])
+        for e in f["weights_refs"][()] if "weights_refs" in f else ():
+            uid, _, where = _text(e).partition(_SEP)
+            refs[uid] = _where(segments_dir, where)
     docs = {
         (_from_h5(kind), _from_h5(name)): _text(ds[()])
         for kind, g in f.get("documents", {}).items()
@@ -468,14 +489,16 @@ def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> dict
     body = _body(state.models, state.slices.values(), state.documents)
     _write_models(f, state.models)
     weights, referenced = {}, []
-    for uid, sl in state.slices.items():
-        g = f.require_group("slices").create_group(_h5name(uid))
-        g.attrs["info"] = slice_to_json(sl)
+    for uid in state.slices:
         ref = state.weight_refs.get(uid)
         if isinstance(ref, ArrayRef):
-            g.attrs["weights_ref"] = ref.where()
             weights[uid] = [ref.file.name, ref.dataset]
             referenced.append(ref)
+    if body["slices"]:
+        f.create_dataset("slice_infos", data=np.array(body["slices"], dtype=object), dtype=str_dt)
+    if weights:
+        entries = [f"{uid}{_SEP}{n}:{ds}" for uid, (n, ds) in weights.items()]
+        f.create_dataset("weights_refs", data=np.array(entries, dtype=object), dtype=str_dt)
     scalars: dict[Key, Any] = {}
     by_file: dict[Path, list[tuple[Key, ArrayRef]]] = {}
     for key, v in state.values.items():
@@ -483,25 +506,7 @@ def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> dict
             scalars[key] = v
             continue
         by_file.setdefault(v.file, []).append((key, v))
-    refs, arrays = [], []
-    for file, items in by_file.items():
-        if not file.exists():
-            raise StoreCorruptError(
-                f"{file}: missing segment (the value {items[0][0]!r} lives in it); "
-                "the store is damaged, nothing was compacted"
-            )
-        with open_segment(items[0][1]) as src:  # each source file opened (and checked) once
-            for key, v in items:
-                ds = h5_dataset(src, v.dataset, v.file)
-                if ds.nbytes <= copy_limit:
-                    f.require_group("arrays").require_group(_h5name(key[1])).create_dataset(
-                        _h5name(key[0]), data=ds[()]
-                    )
-                    arrays.append([*key, "", f"arrays/{_h5name(key[1])}/{_h5name(key[0])}"])
-                else:
-                    refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.where()}")
-                    arrays.append([*key, v.file.name, v.dataset])
-                    referenced.append(v)
+    refs, arrays = _place_arrays(f, by_file, copy_limit, referenced)
     body["values"], own = _write_fields(f, scalars, str_dt)
     if refs:
         f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
@@ -514,6 +519,40 @@ def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> dict
         files=_digests(referenced),
     )
     return body
+
+
+def _place_arrays(
+    f: Any,
+    by_file: dict[Path, list[tuple[Key, ArrayRef]]],
+    copy_limit: int,
+    referenced: list[ArrayRef],
+) -> tuple[list[str], list[list[str]]]:
+    """Copy the arrays of up to ``copy_limit`` bytes into the compaction ``f`` and refer to
+    the others where they are (appended to ``referenced``). Return the segment's
+    ``array_refs`` entries and the manifest's ``arrays``."""
+    refs, arrays = [], []
+    for file, items in by_file.items():
+        if not file.exists():
+            raise StoreCorruptError(
+                f"{file}: missing segment (the value {items[0][0]!r} lives in it); "
+                "the store is damaged, nothing was compacted"
+            )
+        copied: set[Key] = set()
+        if copy_limit > 0 and "-c" not in file.name:  # arrays in a compaction stay there
+            with open_segment(items[0][1]) as src:  # each source file opened (and checked) once
+                for key, v in items:
+                    ds = h5_dataset(src, v.dataset, v.file)
+                    if ds.nbytes <= copy_limit:
+                        dataset = f"arrays/{_h5name(key[1])}/{_h5name(key[0])}"
+                        f.create_dataset(dataset, data=ds[()])
+                        arrays.append([*key, "", dataset])
+                        copied.add(key)
+        for key, v in items:
+            if key not in copied:
+                refs.append(f"{key[0]}{_SEP}{key[1]}{_SEP}{v.where()}")
+                arrays.append([*key, v.file.name, v.dataset])
+                referenced.append(v)
+    return refs, arrays
 
 
 def _digests(refs: list[ArrayRef]) -> dict[str, str]:
