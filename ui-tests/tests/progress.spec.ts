@@ -1,6 +1,6 @@
 import { expect, test } from './fixtures';
 import type { Locator } from '@playwright/test';
-import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
+import { newNotebookWithStore, outputText, plotTraces, runCode, shot } from './helpers';
 
 /** A kernel that fails on the first layer of each model. */
 const FAILING = `
@@ -119,4 +119,24 @@ test('failures: slice, kernel and message in an expandable list (light and dark,
   await expect(again.locator('.diffract-outcome')).toHaveText(/^nothing to compute/, { timeout: 20000 });
   await expect(again.locator('.diffract-cancel')).toBeHidden();
   await shot(page, 'progress-nothing-to-compute', again);
+});
+
+test('a live panel fills while the one chunk of a default run goes on', async ({ page, tmpPath }) => {
+  await newNotebookWithStore(page, tmpPath, 'progress-panel.ipynb');
+  await runCode(page, 'panel = FieldPanel(session, "slow_norm", kind="line")\npanel');
+  const status = page.locator('.diffract-panel-status');
+  await expect(status).toContainText('nothing stored yet');
+  await runCode(page, 'run = run_with_progress(session, "slow_norm", delay=0.9, workers=1)\nrun');
+  const w = page.locator('.diffract-progress').last();
+  await expect(w.locator('.diffract-chunks')).toHaveText('0/1');
+  // values committed inside the chunk reach the panel before the run ends
+  await expect(status).toContainText(/\b[1-7] values\b/, { timeout: 20000 });
+  const plot = page.locator('.diffract-panel').first();
+  // and the plot draws them (points in its traces), still before the run ends
+  await expect.poll(async () => (await plotTraces(plot)).reduce((n, t) => n + (t.y as number[]).length, 0), { timeout: 10000 }).toBeGreaterThan(0);
+  await expect(w).toHaveAttribute('data-status', 'running');
+  await expect(w.locator('.diffract-chunks')).toHaveText('0/1');
+  await shot(page, 'progress-live-panel', plot);
+  await expect(w).toHaveAttribute('data-status', 'done', { timeout: 30000 });
+  await expect(status).toContainText('8 values', { timeout: 20000 });
 });
