@@ -263,3 +263,30 @@ def test_a_compaction_reads_back_the_same_through_h5py_alone(tmp_path):
     with open_backend("hdf5", src, readonly=True) as st:
         assert _snapshot(st) == expected
         assert st.get(("@m", "total")) == 3
+
+
+def test_a_compaction_copies_stragglers_and_refers_to_batches_and_compactions(tmp_path):
+    """Arrays of a segment with few live arrays are copied (the segment can go); a batch of
+    many arrays, and arrays already in a compaction, are referenced where they are."""
+    st = open_backend("hdf5", tmp_path / "store")
+    many = {(f"u{i}", "esd"): np.arange(i + 1.0) for i in range(st.KEEP_ARRAYS)}
+    st.commit(Batch(add_models={"m": {}}, fields=many))  # segment 1: a whole batch of arrays
+    st.commit(Batch(fields={("v", "esd"): np.ones(3)}))  # segment 2: a straggler
+    st.compact()  # 3-c
+    st.commit(Batch(fields={("w", "esd"): np.zeros(2)}))  # segment 4
+    st.compact()  # 5-c
+
+    def homes(name):
+        body = json.loads((tmp_path / "store" / "segments" / name).read_text().partition("\n")[2])
+        return {(o, f): file for o, f, file, _ in body["arrays"]}
+
+    first = homes("000000000003-c.h5.json")
+    assert first[("v", "esd")] == "" and first[("u0", "esd")] == "000000000001.h5"
+    second = homes("000000000005-c.h5.json")
+    assert second[("v", "esd")] == "000000000003-c.h5"  # stays in the first compaction
+    assert second[("w", "esd")] == "" and second[("u1", "esd")] == "000000000001.h5"
+    st.close()
+    with open_backend("hdf5", tmp_path / "store", readonly=True) as st:
+        assert st.get(("v", "esd")).tolist() == [1.0, 1.0, 1.0]
+        assert st.get(("w", "esd")).tolist() == [0.0, 0.0]
+        assert st.get(("u3", "esd")).tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -134,6 +134,10 @@ class HDF5Store(SegmentLog):
     #: since the last (copying every array again made each compaction of a 50-checkpoint
     #: store slower than the one before, up to a minute here)
     COPY_LIMIT = 4 * 1024**2
+    #: a segment holding at least this many live arrays is kept and referenced, not copied
+    #: from: copying is for the stragglers (a few arrays keeping a file alive), and a
+    #: training run's batches of whole-model ESDs stay where they were written
+    KEEP_ARRAYS = 16
 
     def _open_log(self, path: str | os.PathLike[str]) -> None:
         self.root = Path(path).expanduser().resolve()
@@ -227,7 +231,7 @@ class HDF5Store(SegmentLog):
     def _write_compaction(self, name: str, state: StoreState) -> None:
         """Weights and arrays (over ``COPY_LIMIT``) are referenced, not copied, so a
         compaction costs about the size of the slices and scalar values."""
-        limit = self.COPY_LIMIT
+        limit = (self.COPY_LIMIT, self.KEEP_ARRAYS)
         self._write_segment(
             name, lambda f, str_dt: _fill_state(f, state, str_dt, limit), COMPACTION_LAYOUT
         )
@@ -482,9 +486,12 @@ def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
     return body
 
 
-def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> dict[str, Any]:
-    """Write the live ``state`` into the open compaction segment ``f``: arrays up to
-    ``copy_limit`` bytes copied, larger ones and all weights referenced where they are.
+def _fill_state(
+    f: Any, state: StoreState, str_dt: Any, copy_limit: tuple[int, int]
+) -> dict[str, Any]:
+    """Write the live ``state`` into the open compaction segment ``f``: ``copy_limit`` is
+    (bytes, arrays): arrays up to that many bytes copied from segments that are not
+    compactions and hold fewer live arrays than that; all others and all weights referenced.
     Return its manifest body, with the checksum of every older file it refers to."""
     body = _body(state.models, state.slices.values(), state.documents)
     _write_models(f, state.models)
@@ -524,7 +531,7 @@ def _fill_state(f: Any, state: StoreState, str_dt: Any, copy_limit: int) -> dict
 def _place_arrays(
     f: Any,
     by_file: dict[Path, list[tuple[Key, ArrayRef]]],
-    copy_limit: int,
+    copy_limit: tuple[int, int],
     referenced: list[ArrayRef],
 ) -> tuple[list[str], list[list[str]]]:
     """Copy the arrays of up to ``copy_limit`` bytes into the compaction ``f`` and refer to
@@ -538,11 +545,12 @@ def _place_arrays(
                 "the store is damaged, nothing was compacted"
             )
         copied: set[Key] = set()
-        if copy_limit > 0 and "-c" not in file.name:  # arrays in a compaction stay there
+        nbytes, keep = copy_limit
+        if nbytes > 0 and "-c" not in file.name and len(items) < keep:
             with open_segment(items[0][1]) as src:  # each source file opened (and checked) once
                 for key, v in items:
                     ds = h5_dataset(src, v.dataset, v.file)
-                    if ds.nbytes <= copy_limit:
+                    if ds.nbytes <= nbytes:
                         dataset = f"arrays/{_h5name(key[1])}/{_h5name(key[0])}"
                         f.create_dataset(dataset, data=ds[()])
                         arrays.append([*key, "", dataset])
