@@ -124,3 +124,29 @@ def test_esd_panel_ticks_and_xmin_line(session):
     plain = session.viz.esd("a.weight", model_id="m0")
     _assert_exponent_ticks(plain.layout.xaxis)
     assert viz_esd.exponent_ticks is viz.exponent_ticks  # one implementation
+
+
+def test_the_comm_opens_with_data_layout_and_config(session, monkeypatch):
+    """Plotly sends a FigureWidget's data, layout and config as updates after its comm opens; a
+    browser model still loading can miss them (a blank plot, or a 700 px plot that ignores the
+    window and overflows at 900 px). A panel's figure opens its comm with all three."""
+    import ipywidgets
+
+    from diffract.widgets.panel import PanelFigure
+
+    opened = []
+    original = ipywidgets.Widget.open
+
+    def spy(self):
+        original(self)
+        if isinstance(self, PanelFigure):
+            opened.append(self.get_state())
+
+    monkeypatch.setattr(ipywidgets.Widget, "open", spy)
+    p = FieldPanel(session, "frob_norm", kind="heatmap", image_format="svg", live=False)
+    (state,) = opened
+    assert state["_config"]["responsive"] is True
+    assert state["_config"]["toImageButtonOptions"]["format"] == "svg"
+    (trace,) = state["_widget_data"]
+    assert trace["type"] == "heatmap" and trace["z"] == [list(r) for r in p.figure.data[0].z]
+    assert state["_widget_layout"]["height"] == 380 and "width" not in state["_widget_layout"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import re
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
@@ -19,20 +21,60 @@ import traitlets
 from diffract import viz, viz_compare, viz_esd
 from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
 
+
+@contextlib.contextmanager
+def _without_iri_grammar() -> Iterator[None]:
+    """Import plotly's FigureWidget without building rfc3987_syntax's IRI grammar.
+
+    ``plotly.basewidget`` imports nbformat, nbformat imports jsonschema, and jsonschema's format
+    checkers import ``rfc3987_syntax`` when it is installed (JupyterLab's dependencies bring
+    it), which compiles a Lark grammar at import: 3 to 15 s of a first panel here
+    (benchmarks/panel_latency.py), for IRI format checks nothing in a kernel's plotting uses.
+    While the FigureWidget is imported the module reads as absent (jsonschema skips the
+    ``iri`` / ``iri-reference`` checkers, as without the package); later imports of it work.
+    Nothing changes when jsonschema's format checkers are already loaded.
+    """
+    skip = "jsonschema._format" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if skip:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if skip and sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
+
+
+with _without_iri_grammar():
+    from plotly.graph_objects import FigureWidget
+
 KINDS = ("line", "bar", "heatmap", "esd", "scatter", "compare", "evolution")
 #: the image formats the plot toolbar's camera button downloads (Plotly's own download)
 IMAGE_FORMATS = ("png", "svg")
 _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
 _AXIS_KEY = re.compile(r"^[xy]axis\d*$")
+#: seconds after a display at which a panel's views are asked to fit their output
+AUTOSIZE_AFTER_S = (0.5, 1.5, 4.0)
 
 
-class PanelFigure(go.FigureWidget):
-    """A ``FigureWidget`` whose Plotly config (``responsive``, the toolbar's image format) is
-    part of its initial state: plotly.js reads the config once, when a view first draws."""
+class PanelFigure(FigureWidget):
+    """A ``FigureWidget`` whose data, layout and Plotly config (``responsive``, the toolbar's
+    image format) are in the state its comm opens with.
 
-    def __init__(self, *args: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    Plotly opens the widget's comm first and sends data, layout and config as updates right
+    after; a browser model still loading its module can miss those (then a view drew empty
+    axes, or a 700 px plot that ignores the window's width and overflows a narrow notebook).
+    Set before the comm opens, they are part of what every view first reads.
+    """
+
+    def __init__(
+        self, data: Any = None, layout: Any = None, *, config: dict[str, Any] | None = None
+    ) -> None:
         self._panel_config = dict(config or {})
-        super().__init__(*args, **kwargs)
+        plain = go.Figure(data=data, layout=layout)
+        self._config = dict(self._panel_config)
+        self._widget_data = deepcopy(plain._data)
+        self._widget_layout = deepcopy(plain._layout_obj._props)
+        super().__init__(data=data, layout=layout)
 
     @traitlets.validate("_config")
     def _with_panel_config(self, proposal: Any) -> dict[str, Any]:
@@ -256,6 +298,7 @@ class FieldPanel(ipw.VBox):
             self.figure = self._new_figure(self.spec)
             self.children = (self.toolbar, self.figure)
             old.close()
+        self._resize_views_later()
 
     def file_stem(self) -> str:
         """The base name of the panel's downloads (``pl_alpha-heatmap``)."""
@@ -480,7 +523,25 @@ class FieldPanel(ipw.VBox):
         return "".join(parts)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        self._resize_views_later()
         return _snapshot_bundle(ipw.VBox, self, self.snapshot_html(), kwargs)
+
+    def _resize_views_later(self) -> None:
+        """Ask the figure's views to fit their output again, a few times after a display.
+
+        plotly.js sizes a figure when its view first draws; a view drawn before JupyterLab
+        attached its output gets Plotly's default 700 px and, until the window is resized,
+        overflows a narrower notebook (the scrollbar at 900 px). A relayout to ``autosize``
+        once the output is attached sizes it to its container.
+        """
+        for delay in AUTOSIZE_AFTER_S:
+            timer = threading.Timer(delay, self._autosize)
+            timer.daemon = True
+            timer.start()
+
+    def _autosize(self) -> None:
+        with self._lock:
+            self.figure._send_relayout_msg({"autosize": True})
 
 
 def _layout_into(target: Any, layout: dict[str, Any]) -> None:
