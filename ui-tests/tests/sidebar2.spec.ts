@@ -46,6 +46,11 @@ for (const width of [1400, 900]) {
     await run.click();
     expect(await rowIds(table)).toEqual(['run:train', 'train-9', 'train-10', 'train-100', 'm1', 'm2']);
     await expect(table.locator('tr.diffract-checkpoint .diffract-model-id')).toHaveText(['step 9', 'step 10', 'step 100']);
+    // nothing runs past the panel's edge: the table's columns share its width
+    const overflow = async () => table.evaluate(t => ({ table: t.getBoundingClientRect().right, panel: t.closest('#diffract-runs')!.getBoundingClientRect().right, scroll: t.closest('#diffract-runs')!.scrollWidth - t.closest('#diffract-runs')!.clientWidth }));
+    const o = await overflow();
+    expect(o.table, JSON.stringify(o)).toBeLessThanOrEqual(o.panel);
+    expect(o.scroll, JSON.stringify(o)).toBeLessThanOrEqual(0);
 
     // sortable: by model (numbers as numbers), descending, then back to the server's order
     const head = (key: string) => table.locator(`th[data-sort="${key}"]`);
