@@ -83,7 +83,7 @@ def test_image_format_is_in_the_figures_first_state(session):
     p = FieldPanel(session, "frob_norm", image_format="svg", live=False)
     config = p.figure.get_state()["_config"]
     assert config["toImageButtonOptions"] == {"format": "svg", "filename": "frob_norm-line"}
-    assert config["responsive"] is True and config["displayModeBar"] is True
+    assert config["responsive"] is True and config["displaylogo"] is False
     assert p.figure._last_trace_edit_id == 0  # nothing sent after construction
     first = p.figure
     p.image_format.value = "png"  # the toggle: a new figure widget with the new config

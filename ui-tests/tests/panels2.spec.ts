@@ -74,6 +74,7 @@ test.describe('panels: export, compare, evolution, ESD ticks', () => {
 
       // PNG: Plotly's toolbar camera, format from the export bar's toggle (PNG by default)
       await panel.locator('button', { hasText: 'PNG' }).click();
+      await panel.locator('.js-plotly-plot').hover(); // the toolbar shows on hover (Plotly's default)
       let camera = panel.locator('.modebar-btn[data-title="Download plot as a PNG"]');
       await expect(camera).toHaveCount(1, { timeout: 30000 });
       let [download] = await Promise.all([page.waitForEvent('download'), camera.click()]);
@@ -83,6 +84,7 @@ test.describe('panels: export, compare, evolution, ESD ticks', () => {
 
       // SVG: the toggle makes the figure again with the new toolbar config
       await panel.locator('button', { hasText: 'SVG' }).click();
+      await panel.locator('.js-plotly-plot').hover();
       camera = panel.locator('.modebar-btn[data-title="Download plot"]');
       await expect(camera).toHaveCount(1, { timeout: 30000 });
       [download] = await Promise.all([page.waitForEvent('download'), camera.click()]);

@@ -285,7 +285,6 @@ class FieldPanel(ipw.VBox):
         config = {
             "responsive": True,
             "displaylogo": False,
-            "displayModeBar": True,
             "toImageButtonOptions": {"format": fmt, "filename": self.file_stem()},
         }
         return PanelFigure(data=spec["data"], layout=layout, config=config)
