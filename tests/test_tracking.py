@@ -440,3 +440,15 @@ def test_the_worker_runs_at_a_lower_priority():
     assert seen == [min(19, mine + 5)]
     with pytest.raises(InvalidArgumentError, match="nice must be an int from 0 to 19"):
         s.track("run", [], nice=40)
+
+
+def test_add_callback_reaches_later_steps_and_refuses_non_callables():
+    s = Session(profile="ram")
+    seen: list[int] = []
+    with s.track("run", [], max_pending=10) as tr:
+        tr.add_callback(lambda step, mid: seen.append(step))
+        for i in range(3):
+            tr.step(_weights(i), step=i)
+        with pytest.raises(InvalidArgumentError, match="on_step must be a callable"):
+            tr.add_callback("refresh")
+    assert seen == [0, 1, 2]
