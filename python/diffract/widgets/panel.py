@@ -300,7 +300,11 @@ class FieldPanel(ipw.VBox):
         self._resize_views_later()
 
     def file_stem(self) -> str:
-        """The base name of the panel's downloads (``pl_alpha-heatmap``)."""
+        """The base name of the panel's downloads.
+
+        Returns:
+            The field (or slice) and kind, e.g. ``pl_alpha-heatmap``, safe as a file name.
+        """
         what = self.slice if self.kind == "esd" else "-".join(self.fields)
         return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{what}-{self.kind}").strip("._") or "panel"
 
