@@ -460,8 +460,8 @@ def half_lazy(monkeypatch, tmp_path):
     save_file({k: v.astype(np.float32) for k, v in w.items()}, str(path))
     real = extract_mod.extract
 
-    def extract(model, filter_spec=None):
-        ex = real(model, filter_spec)
+    def extract(model, filter_spec=None, **options):
+        ex = real(model, filter_spec, **options)
         for leaf in ex.leaves:
             if leaf.name == "b.weight":
                 leaf.array = leaf.array.load().copy()
