@@ -816,11 +816,121 @@ Keras models (see `tests/test_extract.py`).""",
     (CODE, """session.viz.scatter("stable_rank", "pl_alpha")"""),
 ]
 
+TRACKING = [
+    (
+        MD,
+        """# Track a training run: alpha per layer, live, while the model trains
+
+`session.track(run, fields, every=N)` returns a tracker; one call per training step,
+`tracker.step(model, step=i)`, is all the loop needs. Every `N` steps the tracker copies the
+weights to host memory on the training thread (a memcpy), and a background worker stores them
+as the checkpoint `digits-s000000025`, ... (the step, zero-padded to 9 digits, and in the
+model's meta) and computes the fields while training goes on. A bounded queue keeps memory in
+check: when training outpaces the analysis, snapshots are thinned and counted
+(`tracker.status.skipped`). See `docs/tracking.md`.
+
+We train a small PyTorch MLP on scikit-learn's `load_digits` (8x8 images of digits, bundled
+with scikit-learn) and watch `pl_alpha`, the power-law exponent of each layer's eigenvalue
+spectrum, evolve: the evolution panel below gains a column per committed step.""",
+    ),
+    (
+        CODE,
+        """import time
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+
+from diffract import Session
+from diffract.widgets import FieldPanel
+
+X, y = load_digits(return_X_y=True)
+X = torch.tensor(X / 16.0, dtype=torch.float32)
+y = torch.tensor(y)
+STEPS, EVERY, BATCH = 600, 25, 64
+PACE = 0.01  # seconds of sleep per step, so the redraws can be watched; 0 trains at full speed
+
+torch.set_num_threads(1)  # one core trains, the tracker's worker analyzes on the other
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Linear(64, 128), torch.nn.ReLU(),
+    torch.nn.Linear(128, 128), torch.nn.ReLU(),
+    torch.nn.Linear(128, 10),
+)
+opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+print(X.shape[0], "images,", sum(p.numel() for p in model.parameters()), "parameters")""",
+    ),
+    (
+        MD,
+        """A `ram` session keeps nothing on disk (`profile="local"` keeps the run, and a new tracker
+for the same run then continues its step axis). The tracker analyzes the dense layers only
+(`param_types=["dense"]`); the panel follows the run (`run="digits"`) and redraws after each
+committed step (`tracker.add_callback`).""",
+    ),
+    (
+        CODE,
+        """session = Session(profile="ram")
+tracker = session.track("digits", ["pl_alpha"], every=EVERY, param_types=["dense"], max_pending=8)
+alpha = FieldPanel(tracker.scope, "pl_alpha", kind="evolution", run="digits")
+tracker.add_callback(lambda step, model_id: alpha.refresh())
+alpha""",
+    ),
+    (
+        MD,
+        """The training loop: `tracker.step(model, step=i)` before each update (step 0 is the
+initial weights). It returns at once; the analysis runs in the worker.""",
+    ),
+    (
+        CODE,
+        """rng = np.random.default_rng(0)
+start = time.perf_counter()
+for i in range(STEPS + 1):
+    tracker.step(model, step=i)
+    idx = torch.from_numpy(rng.integers(0, len(X), BATCH))
+    loss = torch.nn.functional.cross_entropy(model(X[idx]), y[idx])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(PACE)
+loop = time.perf_counter() - start
+status = tracker.close()  # waits for the snapshots still queued
+alpha.refresh()
+accuracy = float((model(X).argmax(-1) == y).float().mean())
+print(f"loss {loss.item():.3f}, train accuracy {accuracy:.1%}, loop {loop:.1f} s")
+print(status)
+print("committed steps:", tracker.steps())""",
+    ),
+    (
+        MD,
+        """The checkpoints are ordinary models: exports list them in step order (the step comes
+from the meta, not the id's string).""",
+    ),
+    (
+        CODE,
+        """table = session.results.export_table("pl_alpha", export_format="pandas")
+table["step"] = [session.models.info(m)["meta"]["track"]["step"] for m in table["model_id"]]
+table.pivot(index="step", columns="name", values="pl_alpha").round(2)""",
+    ),
+    (
+        MD,
+        """A second tracker for the same run continues the step axis: it knows the committed steps
+(and would skip one offered again), and `step()` without `step=` goes on after the last.""",
+    ),
+    (
+        CODE,
+        """again = session.track("digits", ["pl_alpha"], every=EVERY, param_types=["dense"])
+print("resumed", again.status.resumed, "committed steps; next step", again.next_step)
+print("step 0 again:", again.step(model, step=0), "(already stored:", again.status.existing, ")")
+again.close()""",
+    ),
+]
+
 NOTEBOOK_CELLS = {
     "quickstart.ipynb": QUICKSTART,
     "training_evolution.ipynb": TRAINING,
     "filtering.ipynb": FILTERING,
     "compare_frameworks.ipynb": COMPARE,
+    "track_training.ipynb": TRACKING,
 }
 
 
