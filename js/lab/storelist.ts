@@ -164,8 +164,10 @@ export class StoreListView {
     name.append(h('span', 'diffract-caret', run.open ? '▾' : '▸'));
     breakable(name, run.run);
     const steps = run.first === run.last ? `step ${run.first}` : `steps ${run.first}–${run.last}`;
-    // each part whole: "steps 9–100" and "3 checkpoints" wrap between, never inside
-    name.append(' ', h('span', 'diffract-muted diffract-steps', steps), h('span', 'diffract-muted', ' · '), h('span', 'diffract-muted diffract-steps', `${run.checkpoints.length} checkpoints`));
+    // under the name, each part whole: "steps 9–100" and "(3 checkpoints)" wrap between, never inside
+    const meta = h('span', 'diffract-run-meta diffract-muted');
+    meta.append(h('span', 'diffract-steps', steps), ' ', h('span', 'diffract-steps', `(${run.checkpoints.length} checkpoints)`));
+    name.append(meta);
     const newest = Math.max(...run.checkpoints.map(changedOf));
     tr.append(
       name,

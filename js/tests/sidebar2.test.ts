@@ -132,7 +132,7 @@ test('the list groups a run, opens it on click, sorts on a header click and show
   await model.refresh(true);
   await model.toggle('s');
   const runRow = list.node.querySelector<HTMLElement>('.diffract-run[data-run="train"]')!;
-  assert.match(runRow.textContent!, /steps 9–100 · 3 checkpoints/);
+  assert.match(runRow.textContent!, /steps 9–100 \(3 checkpoints\)/);
   assert.equal(list.node.querySelectorAll('.diffract-checkpoint').length, 0);
   runRow.click();
   const cps = [...list.node.querySelectorAll<HTMLElement>('.diffract-checkpoint')];

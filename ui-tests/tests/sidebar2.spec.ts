@@ -41,7 +41,7 @@ for (const width of [1400, 900]) {
     const table = store.locator('table.diffract-models');
     // the run is one row with its step range; its checkpoints open in step order
     const run = table.locator('tr.diffract-run[data-run="train"]');
-    await expect(run).toContainText('steps 9–100 · 3 checkpoints');
+    await expect(run).toContainText('steps 9–100 (3 checkpoints)');
     expect(await rowIds(table)).toEqual(['run:train', 'm1', 'm2']);
     await run.click();
     expect(await rowIds(table)).toEqual(['run:train', 'train-9', 'train-10', 'train-100', 'm1', 'm2']);
