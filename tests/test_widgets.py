@@ -278,7 +278,10 @@ def test_panel_kinds_and_errors(disk_session):
     sc = FieldPanel(s, ["frob_norm", "pl_alpha"], kind="scatter")
     assert len(sc.figure.data) == 2
     e = FieldPanel(s, kind="esd", slice="layers.0.weight", model_id="m1")
-    assert e.figure.layout.xaxis.type == "log" and len(e.figure.data) == 2
+    assert e.figure.layout.xaxis.type == "log"
+    # the ESD, its power-law fit and the xmin line (viz_esd.esd_full)
+    assert [d.mode for d in e.figure.data] == ["markers", "lines", "lines"]
+    assert e.figure.data[2].name.startswith("xmin=")
     with pytest.raises(ValueError, match="two fields"):
         FieldPanel(s, "frob_norm", kind="scatter")
     with pytest.raises(ValueError, match="kind"):
