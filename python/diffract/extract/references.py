@@ -135,7 +135,13 @@ def external_ref(
         size and time.
     """
     st = os.stat(source)
-    ref: dict[str, Any] = {"path": source, "tensor": name, "size": st.st_size, "mtime": st.st_mtime}
+    # absolute: a run from another folder (a Dask worker, a later cwd) finds the same file
+    ref: dict[str, Any] = {
+        "path": os.path.abspath(source),
+        "tensor": name,
+        "size": st.st_size,
+        "mtime": st.st_mtime,
+    }
     if shards is not None:
         where = getattr(array, "source", "") or ""
         for prefix, rel in shards["prefixes"].items():
