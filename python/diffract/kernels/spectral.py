@@ -50,7 +50,10 @@ def weights_spectrum(
       ``recheck_rtol``; cheap tests skip it when it cannot pass, so in practice only small,
       well-conditioned matrices take it), ``"float64"``
       (float64 Gram + eigensolver, accepted when ``eps64 * lambda_max <= 0.01 * recheck_rtol *
-      lambda_min``), ``"svd"`` (ill-conditioned or rank-deficient: full LAPACK gesdd SVD, as
+      lambda_min``), ``"ritz"`` (ill-conditioned: the float64 Gram's eigenvalues it cannot
+      resolve are recomputed from W by inverse subspace iteration and Rayleigh-Ritz on W,
+      accepted under a certified error bound; about 1/7 of a full SVD's cost), ``"svd"``
+      (rank-deficient or where ``"ritz"`` cannot certify: full LAPACK gesdd SVD, as
       WeightWatcher), ``"zero"`` (all-zero matrix).
 
     Options: ``precision`` ("float32" default, or "float64" to skip the float32 path),
