@@ -46,7 +46,8 @@ def test_columns_in_step_order_with_the_exported_values(session):
     assert sorted(session.models.ids())[1:] == ["r-10", "r-100", "r-9"]  # string order is wrong
     p = FieldPanel(session, "frob_norm", kind="evolution", live=False)
     hm, *lines = p.figure.data
-    assert hm.type == "heatmap" and list(hm.x) == [9, 10, 100]
+    assert hm.type == "heatmap" and list(hm.x) == [0, 1, 2]
+    assert list(p.figure.layout.xaxis.ticktext) == ["9", "10", "100"]  # columns in step order
     assert list(hm.y) == LAYERS
     v = _table(session)
     want = [[v[(f"r-{step}", n)] for step in (9, 10, 100)] for n in LAYERS]
@@ -67,7 +68,8 @@ def test_a_new_snapshot_adds_a_column(session):
     _add(session, "r", 50)
     session.compute.apply("frob_norm", progress=False)
     assert p.refresh() is True
-    assert list(p.figure.data[0].x) == [9, 10, 50, 100]
+    assert list(p.figure.layout.xaxis.ticktext) == ["9", "10", "50", "100"]
+    assert len(p.figure.data[0].z[0]) == 4
     assert list(p.figure.data[1].x) == [9, 10, 50, 100]
 
 
@@ -76,12 +78,12 @@ def test_live_panel_redraws_from_a_run_of_this_kernel(tmp_path):
         _add(s, "r", 9)
         s.compute.apply("frob_norm", progress=False)
         p = FieldPanel(s, "frob_norm", kind="evolution")
-        assert list(p.figure.data[0].x) == [9]
+        assert list(p.figure.data[1].x) == [9]
         _add(s, "r", 100)
         _add(s, "r", 10)
         run_with_progress(s, "frob_norm").wait(60)
         # no refresh() call: the run's commit events redraw the panel
-        assert list(p.figure.data[0].x) == [9, 10, 100]
+        assert list(p.figure.data[1].x) == [9, 10, 100]
         p.stop()
 
 
@@ -94,14 +96,14 @@ def test_polls_a_run_written_by_another_session(tmp_path):
         w.compute.apply("frob_norm", progress=False)
     ro = Session(path=path, readonly=True)
     p = FieldPanel(ro, "frob_norm", kind="evolution", poll=0.05)
-    assert list(p.figure.data[0].x) == [1]
+    assert list(p.figure.data[1].x) == [1]
     with Session(path=path) as w:
         _add(w, "r", 2)
         w.compute.apply("frob_norm", progress=False)
     deadline = time.monotonic() + 20
-    while list(p.figure.data[0].x) != [1, 2] and time.monotonic() < deadline:
+    while list(p.figure.data[1].x) != [1, 2] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert list(p.figure.data[0].x) == [1, 2]
+    assert list(p.figure.data[1].x) == [1, 2]
     p.stop()
     ro.close()
 
@@ -114,7 +116,7 @@ def test_run_choice_and_errors(session):
     assert p.figure.data == ()  # its step is not computed yet
     session.compute.apply("frob_norm", progress=False)
     p.refresh()
-    assert list(p.figure.data[0].x) == [5] and p.n_values() == 3
+    assert list(p.figure.data[1].x) == [5] and p.n_values() == 3
     # a run that has not stored a step yet: an empty panel that fills when it does
     q = FieldPanel(session, "frob_norm", kind="evolution", run="later", live=False)
     assert q.figure.data == () and "nothing stored yet" in q.status.value

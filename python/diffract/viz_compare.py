@@ -214,8 +214,10 @@ def evolution_spec(
 
     Returns:
         ``{"data": traces, "layout": layout}``: a heatmap (rows: layers in depth order,
-        columns: the run's steps, x = step numbers) on the top axes, then one line per layer
-        (x = steps) on ``x2`` / ``y2``. Empty while the run has no stored value.
+        columns: the run's steps in step order, one column each, labelled with the step
+        numbers: ``x`` is the column index, the axis' ``ticktext`` the steps; an update never
+        turns it into a numeric axis) on the top axes, then one line per layer (x = steps) on
+        ``x2`` / ``y2``. Empty while the run has no stored value.
 
     Raises:
         InvalidArgumentError: no ``run`` given and not exactly one tracked run.
@@ -242,7 +244,7 @@ def evolution_spec(
                 "type": "heatmap",
                 "name": field,
                 "z": z,
-                "x": order,
+                "x": list(range(len(order))),
                 "y": [_plain(n) for n in layers],
                 "customdata": custom,
                 "hovertemplate": _EVOLUTION_HOVER,
@@ -273,7 +275,13 @@ def evolution_spec(
         f"{_plain(field)} across training: run {_plain(run)} ({len(order)} checkpoints, {span})",
         "",
         "layer",
-        xaxis={"type": "category", "domain": [0, 1], "anchor": "y"},
+        xaxis={
+            "domain": [0, 1],
+            "anchor": "y",
+            "tickvals": list(range(len(order))),
+            "ticktext": [str(s) for s in order],
+            "title": {"text": "step"},
+        },
         yaxis={"type": "category", "autorange": "reversed", "domain": [0.45, 1]},
     )
     layout["xaxis2"] = {"title": {"text": "step"}, "anchor": "y2", "domain": [0, 1], **_AXIS}

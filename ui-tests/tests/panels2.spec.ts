@@ -160,7 +160,7 @@ test.describe('panels: export, compare, evolution, ESD ticks', () => {
       await showAndResize(page, evoPanel, width);
       const [hm, ...lines] = await plotTraces(evoPanel);
       expect(hm.type).toBe('heatmap');
-      expect(hm.x).toEqual([9, 10, 100]); // training-step order, not the ids' string order
+      expect(hm.x).toEqual([0, 1, 2]); // one column per step, labelled below in training-step order
       hm.z.forEach((row, i) => expectAllClose(row as number[], evo[i], 1e-12, `evolution row ${i} ${tag}`));
       expect(lines.length).toBe(4);
       lines.forEach((t, i) => {
@@ -196,12 +196,13 @@ test.describe('panels: export, compare, evolution, ESD ticks', () => {
     );
     await expect(page.locator('.jp-OutputArea-output').last()).toContainText('done', { timeout: 60000 });
     // the kernel's panel has the new column (the run's commit events redrew it)...
-    const after = await runCode(page, 'print("EVOX" + json.dumps({"x": list(evo.figure.data[0].x), "updates": evo.updates, "rebuilds": evo.rebuilds}))');
+    const after = await runCode(page, 'print("EVOX" + json.dumps({"x": list(evo.figure.data[1].x), "updates": evo.updates, "rebuilds": evo.rebuilds}))');
     const state = await printedJson<{ x: number[]; updates: number; rebuilds: number }>(page, after, 'EVOX');
     expect(state.x).toEqual([9, 10, 50, 100]);
     // ...and so does the browser's plot
     await evoPanel.scrollIntoViewIfNeeded();
-    await expect.poll(async () => (await plotTraces(evoPanel))[0]?.x, { timeout: 60000 }).toEqual([9, 10, 50, 100]);
+    await expect.poll(async () => (await plotTraces(evoPanel))[1]?.x, { timeout: 60000 }).toEqual([9, 10, 50, 100]);
+    await expect(evoPanel.locator('.xaxislayer-above .xtick text')).toHaveText(['9', '10', '50', '100']);
     await shot(page, 'panel-evolution-new-step', evoPanel);
   });
 });
