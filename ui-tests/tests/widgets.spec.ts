@@ -155,8 +155,11 @@ test.describe('widget kit', () => {
     );
     const stored = await printedJson<{ evals: number[]; alpha: number; xmin: number }>(page, esdIdx, 'ESD');
     const esd = page.locator('.diffract-panel').last();
-    await expect(esd.locator('.scatterlayer .trace')).toHaveCount(2);
-    const [hist, fit] = await plotTraces(esd);
+    // the ESD, its power-law fit and the xmin line
+    await expect(esd.locator('.scatterlayer .trace')).toHaveCount(3);
+    const [hist, fit, xminLine] = await plotTraces(esd);
+    expect(String(xminLine.name)).toMatch(/^xmin=/);
+    expectAllClose(xminLine.x as number[], [stored.xmin, stored.xmin], 1e-9, 'xmin line at the stored xmin');
     const evals = stored.evals.filter(v => Number.isFinite(v) && v > 0);
     const lo = Math.min(...evals);
     const hi = Math.max(...evals);
