@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbclient
 import nbformat
+import numpy as np
 import pytest
 from IPython.core.error import UsageError
 
@@ -137,3 +138,28 @@ def test_show_esd_picks_the_model_with_models_or_the_old_model_spelling(ip):
         p = ip.run_line_magic("diffract", f"show esd --kind esd --slice layers.0.weight {option}")
         assert p.kind == "esd" and p.slice_model == "m2"
         p.stop()
+
+
+def test_show_compare_and_evolution_panels(ip):
+    """--kind compare (--models A B, --mode) and --kind evolution (--run) reach the panel."""
+    from _ui_helpers import mlp
+
+    ip.run_line_magic("diffract", "open --profile ram")
+    ip.run_line_magic("diffract", "add mlp(0) --id m1")
+    ip.run_line_magic("diffract", "add mlp(1) --id m2")
+    ip.run_line_magic("diffract", "compute frob_norm --wait")
+    p = ip.run_line_magic("diffract", "show frob_norm --kind compare --models m1 m2 --mode ratio")
+    assert p.kind == "compare" and p.mode == "ratio"
+    plotted = sorted(y for tr in p.state()["traces"] for y in tr["y"])
+    a, b = mlp(0), mlp(1)
+    expected = sorted(
+        float(np.linalg.norm(b[k].astype(np.float64)) / np.linalg.norm(a[k].astype(np.float64)))
+        for k in a
+        if k.endswith(".weight")  # frob_norm is not applicable to 1-D biases
+    )
+    np.testing.assert_allclose(plotted, expected, rtol=1e-6)
+    p.stop()
+    # a run that has not stored a step yet: the panel follows it, empty until steps land
+    e = ip.run_line_magic("diffract", "show frob_norm --kind evolution --run later")
+    assert e.kind == "evolution" and e.run == "later" and e.n_values() == 0
+    e.stop()

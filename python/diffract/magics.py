@@ -32,10 +32,12 @@ USAGE = """Work with a diffract store from a cell. Subcommands:
   %diffract compute FIELD... [--models ID...] [--names NAME...] [--types TYPE...] [--wait]
         Compute fields (only those not stored yet) on the selection. In a notebook it runs in
         the background with a progress widget whose Cancel button works (--wait blocks).
-  %diffract show FIELD [--kind line|bar|heatmap|scatter|esd] [--y FIELD] [--slice UID] [--models ID...] [--names NAME...] [--types TYPE...]
+  %diffract show FIELD [--kind line|bar|heatmap|scatter|esd|compare|evolution] [--y FIELD] [--slice UID] [--mode difference|ratio] [--run NAME] [--models ID...] [--names NAME...] [--types TYPE...]
         A live panel of a stored field (updates while a computation runs). --kind esd
         shows one parameter's spectrum and needs --slice UID (its uid or name; --models ID
-        when the name is in several models).
+        when the name is in several models); --kind compare --models A B draws B - A (or
+        B / A with --mode ratio) per slice; --kind evolution draws a tracked run (--run NAME)
+        layer x training step.
   %diffract filter
         The interactive filter builder; its .scope is the chosen selection.
   %diffract runs [PATH]
@@ -85,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="line")
     p.add_argument("--y", default=None)
     p.add_argument("--slice", default=None)
+    p.add_argument("--mode", default="difference")
+    p.add_argument("--run", default=None)
     selection(p)
     # the spelling of the 0.x docs; one model id, added to --models (not in the help)
     p.add_argument("--model", action="append", dest="models", help=argparse.SUPPRESS)
@@ -334,6 +338,10 @@ class DiffractMagics(Magics):
                 slice_ = args.field  # `show layers.0.weight --kind esd`: FIELD names the slice
             model_id = args.models[0] if args.models and len(args.models) == 1 else None
             return FieldPanel(scope, "esd", kind="esd", slice=slice_, model_id=model_id)
+        if args.kind == "compare":
+            return FieldPanel(scope, fields, kind="compare", models=args.models, mode=args.mode)
+        if args.kind == "evolution":
+            return FieldPanel(scope, fields, kind="evolution", run=args.run)
         return FieldPanel(scope, fields, kind=args.kind)
 
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
