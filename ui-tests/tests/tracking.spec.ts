@@ -14,13 +14,22 @@ const SETUP_CELL = 1; // imports, data, model
 const TRACKER_CELL = 3; // session, tracker, evolution panel
 const TRAIN_CELL = 5; // the training loop
 
-/** The step columns of the panel's heatmap (x of its heatmap trace) as Plotly.js holds them. */
+/** The step columns of the panel's heatmap as Plotly.js holds them: one column per step (x is
+ * the column index), labelled with the step numbers (the x axis' ticktext). */
 async function columns(page: any): Promise<number[]> {
   const panel = page.locator('.diffract-panel').last();
   await panel.scrollIntoViewIfNeeded(); // a windowed notebook detaches cells out of view
   const traces = await plotTraces(panel);
   const heat = traces.find(t => t.type === 'heatmap');
-  return heat ? (heat.x as number[]).map(Number) : [];
+  if (!heat) {
+    return [];
+  }
+  const ticks: string[] = await panel.evaluate((root: Element) => {
+    const gd = root.querySelector('.js-plotly-plot') as any;
+    return gd && gd.layout && gd.layout.xaxis && Array.isArray(gd.layout.xaxis.ticktext) ? gd.layout.xaxis.ticktext.map(String) : [];
+  });
+  const x = (heat.x as number[]).map(Number);
+  return x.map(i => Number(ticks[i])); // the step of each column
 }
 
 test('the evolution panel gains columns while the training cell runs', async ({ page, tmpPath }) => {
