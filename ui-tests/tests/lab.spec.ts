@@ -2,7 +2,12 @@ import { expect, test } from './fixtures';
 import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
 
 test.describe('JupyterLab integration', () => {
-  test('sidebar lists the store, shows fields and a chart, Open in notebook inserts a working cell', async ({ page, tmpPath }) => {
+  for (const [width, theme] of [[1400, 'light'], [900, 'dark']] as const) {
+  test(`sidebar lists the store, shows fields and a chart, Open in notebook inserts a working cell (${theme}, ${width} px)`, async ({ page, tmpPath }) => {
+    await page.setViewportSize({ width, height: 900 });
+    if (theme === 'dark') {
+      await page.theme.setDarkTheme();
+    }
     await newNotebookWithStore(page, tmpPath, 'sidebar.ipynb');
     await runCode(page, 'session.compute.apply("frob_norm", "stable_rank", progress=False); print("computed")');
     await page.locator('.jp-SideBar [data-id="diffract-runs"]').click();
@@ -24,7 +29,7 @@ test.describe('JupyterLab integration', () => {
     await panel.locator('.diffract-field[data-field="frob_norm"]').click();
     await expect(panel.locator('.diffract-chart .main-svg').first()).toBeVisible({ timeout: 20000 });
     await expect(panel.locator('.diffract-chart')).toHaveAttribute('data-points', '4');
-    await shot(page, 'sidebar', panel);
+    await shot(page, theme === 'light' ? 'sidebar' : `sidebar-${theme}-${width}`, panel);
     // refreshes by itself when the store changes
     await runCode(page, 'session.models.add(mlp(7), "m3"); print("added")');
     await expect(store.locator('.diffract-model[data-model="m3"]')).toBeVisible({ timeout: 15000 });
@@ -58,7 +63,7 @@ test.describe('JupyterLab integration', () => {
     await expect.poll(async () => outputText(page, idx)).toMatch(/\['m1'\] 8 slices; fields: \[.*'frob_norm'.*'stable_rank'/);
     const check = await runCode(page, 'print("still", type(session).__name__, session.readonly, type(runs_session).__name__, runs_session.readonly)');
     await expect.poll(async () => outputText(page, check)).toContain('still Session False Session True');
-    await shot(page, 'sidebar-open-in-notebook');
+    await shot(page, theme === 'light' ? 'sidebar-open-in-notebook' : `sidebar-open-in-notebook-${theme}-${width}`);
     // a second insert takes the next free name
     await panel.locator('.diffract-open').click();
     await expect
@@ -74,6 +79,7 @@ test.describe('JupyterLab integration', () => {
       }, { timeout: 15000 })
       .toBe(true);
   });
+  }
 
   test('magics run in a notebook', async ({ page }) => {
     await page.notebook.createNew('magics.ipynb');

@@ -30,8 +30,13 @@ test.describe('panels always render', () => {
     await shot(page, 'panel-heatmap-20th', panels.nth(19));
   });
 
-  test('every panel kind renders its data, live and read-only', async ({ page, tmpPath }) => {
+  for (const [width, theme] of [[1400, 'light'], [900, 'dark']] as const) {
+  test(`every panel kind renders its data, live and read-only (${theme}, ${width} px)`, async ({ page, tmpPath }) => {
     test.setTimeout(240000);
+    await page.setViewportSize({ width, height: 900 });
+    if (theme === 'dark') {
+      await page.theme.setDarkTheme();
+    }
     await newNotebookWithStore(page, tmpPath, 'kinds.ipynb');
     await runCode(page, 'session.compute.apply("slow_norm", "frob_norm", "esd", "pl_alpha", progress=False)\nro = Session(path=".diffract", readonly=True)\nprint("ok")');
     const cells: [string, number][] = [];
@@ -56,5 +61,7 @@ test.describe('panels always render', () => {
         await expect.poll(async () => plottedValues(p), { timeout: 20000, message: cells[i][0] }).toBeGreaterThan(4);
       }
     }
+    await shot(page, `panel-kinds-${theme}-${width}`, panels.nth(2));
   });
+  }
 });
