@@ -84,14 +84,20 @@ def execute(name: str, folder: Path):
     return nb, time.monotonic() - start
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "track_training.ipynb"])
-def test_notebook_runs(name, tmp_path):
+def run_without_errors(name: str, tmp_path) -> list:
+    """Execute notebook ``name`` in ``tmp_path``; its code cells, asserted free of errors."""
     nb, seconds = execute(name, tmp_path)
     cells = [c for c in nb.cells if c.cell_type == "code"]
     errors = [o for c in cells for o in c.outputs if o.get("output_type") == "error"]
     assert not errors, errors
     print(f"{name}: {seconds:.1f}s")
+    return cells
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "track_training.ipynb"])
+def test_notebook_runs(name, tmp_path):
+    cells = run_without_errors(name, tmp_path)
     everything = "\n".join(_text(c) for c in cells)
     if name == "quickstart.ipynb":
         widgets = [c for c in cells if any(WIDGET in o.get("data", {}) for o in c.outputs)]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from test_notebooks import NOTEBOOKS, WIDGET, _text, execute
+from test_notebooks import NOTEBOOKS, WIDGET, _text, run_without_errors
 
 NAME = "track_training.ipynb"
 
@@ -22,11 +22,7 @@ def test_committed_without_outputs():
 
 @pytest.mark.slow
 def test_the_tracking_notebook_runs(tmp_path):
-    nb, seconds = execute(NAME, tmp_path)
-    cells = [c for c in nb.cells if c.cell_type == "code"]
-    errors = [o for c in cells for o in c.outputs if o.get("output_type") == "error"]
-    assert not errors, errors
-    print(f"{NAME}: {seconds:.1f}s")
+    cells = run_without_errors(NAME, tmp_path)
     text = "\n".join(_text(c) for c in cells)
     assert any(WIDGET in o.get("data", {}) for c in cells for o in c.outputs)  # the panel
     # 600 steps, every 25: 25 snapshots, each committed or skipped by the queue policy
