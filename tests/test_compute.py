@@ -109,6 +109,20 @@ def test_erase_then_apply_recomputes_only_the_erased(session, registry):
     assert registry.calls["row_sums"] == 4
 
 
+def test_erase_takes_what_was_made_from_a_sibling_output(mlp_weights):
+    """``weights_spectrum`` makes ``weights_svals`` and the transient ``kernel_svals`` in one
+    call; ``rank_loss`` comes from ``kernel_svals``. Erasing ``weights_svals`` recomputes both,
+    so ``rank_loss`` goes too (it would be stale after a recompute with other options)."""
+    with Session(profile="ram") as s:
+        s.models.add(mlp_weights, "m")
+        s.compute.apply("weights_svals", "rank_loss", "spectrum_path", progress=False)
+        n = s.compute.erase("weights_svals")
+        assert {"rank_loss", "spectrum_path"} <= set(n.dependents)
+        assert n.fields["rank_loss"] == n.fields["weights_svals"] > 0
+        left = {f for _, f in s.store.keys()}
+        assert not left & {"weights_svals", "rank_loss", "spectrum_path"}
+
+
 def test_options_at_run_time_and_configure(session, registry):
     session.compute.apply("row_sum_max", scale=2.0, progress=False)
     doubled = values(session, "row_sum_max")

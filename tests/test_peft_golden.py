@@ -5,13 +5,12 @@
 * run ``peft``: WeightWatcher's ``analyze(peft=True)`` analyzes each adapter's plain product
   B @ A (no PEFT scaling) and skips every other layer. Ours: ``models.add(model,
   lora_scaling="none")`` and ``conventions="weightwatcher", layer_selection="peft"``: every
-  column agrees to 1e-6 and the skip set exactly, except the four that come from
-  WeightWatcher keeping only the top r eigenvalues of a rank-r update (its truncated SVD,
-  ``num_components = r``): its ``num_evals`` is r, its ``rank_loss`` and ``weak_rank_loss``
-  0, its ``sv_min`` the r-th singular value; ours keep the whole spectrum, and those columns
-  are checked against exactly those relations. The truncation also shows in ``entropy``
-  (relative 4e-7, inside 1e-6): WeightWatcher adds EPSILON = 1e-10 to every p_i, and ours has
-  M - r more of them (the zero eigenvalues).
+  column agrees to 1e-6 and the skip set exactly, the four that come from WeightWatcher
+  keeping only the top r eigenvalues of a rank-r update (its truncated SVD,
+  ``num_components = r``) included: the convention sets ``lora_evals="rank"``, so
+  ``num_evals`` is r, ``rank_loss`` and ``weak_rank_loss`` 0 and ``sv_min`` the r-th singular
+  value, as WeightWatcher's. With ``lora_evals="all"`` ours keep the whole spectrum (M - r
+  more zero eigenvalues), checked against exactly those relations.
 * run ``base_model``: ``WeightWatcher(model=merged, base_model=base).analyze()`` on the
   PEFT-merged model (``merge_and_unload``, scaled alpha / r) against the base: ours
   ``models.add(merged, base_model=base)``; the adapted layers' deltas agree column by column
@@ -37,8 +36,6 @@ from test_ww_conventions import LAYER_FIELDS, RTOL, SUMMARY_MAP, compare_rows
 GOLDEN = Path(__file__).parent / "golden" / "ww_peft_minilm.json"
 #: the LoRA configuration of the golden model (scaling lora_alpha / r = 2)
 LORA = {"r": 8, "lora_alpha": 16, "target_modules": ["query", "value"]}
-#: WeightWatcher columns that come from its top-r truncation of a LoRA update's spectrum
-TRUNCATED = {"num_evals", "rank_loss", "weak_rank_loss", "sv_min"}
 PREFIX = "base_model.model."
 
 
@@ -129,19 +126,40 @@ def test_peft_equals_weightwatcher_peft_true():
             s, "ft", gold["rows"], [*LAYER_FIELDS, "weights_svals"], SUMMARY_MAP.values()
         )
         ranks = {x.name: x.meta["lora"]["rank"] for x in s.models.slices() if x.name in analyzed}
-    float_map = {c: f for c, f in FLOAT_MAP.items() if c not in TRUNCATED}
-    exact_map = {c: f for c, f in EXACT_MAP.items() if c not in TRUNCATED}
-    worst, bad = compare_rows("peft", values, gold["rows"], float_map, exact_map)
+    worst, bad = compare_rows("peft", values, gold["rows"], FLOAT_MAP, EXACT_MAP)
     assert not bad, "\n".join(bad)
     assert max(worst.values()) < RTOL
     for name, row in gold["rows"].items():
         r, v = ranks[name], values[name]
-        assert row["num_evals"] == r == v["hard_rank"] == LORA["r"]
-        assert row["rank_loss"] == row["weak_rank_loss"] == 0
-        assert v["rank_loss"] == v["lower_dim"] - r  # ours: the whole spectrum
-        assert math.isclose(row["sv_min"], v["weights_svals"][r - 1], rel_tol=RTOL)
+        assert row["num_evals"] == v["num_evals"] == r == v["hard_rank"] == LORA["r"]
+        assert len(v["weights_svals"]) == r  # the top r only, as WeightWatcher
+        assert row["rank_loss"] == row["weak_rank_loss"] == v["rank_loss"] == 0
     for key, f in SUMMARY_MAP.items():
         assert values[None][f] == pytest.approx(gold["summary"][key], rel=RTOL), key
+
+
+@pytest.mark.slow
+def test_peft_whole_spectrum_with_lora_evals_all():
+    """``lora_evals="all"`` (named, over the convention's "rank"): the whole spectrum of
+    each update, its M - r zero singular values included, in the same store after the
+    truncated run once its values are erased (reuse is by presence, as every option)."""
+    gold = golden()["peft"]
+    pm, _ = models()
+    name = next(iter(gold["rows"]))
+    with Session(profile="ram") as s:
+        s.models.add(pm, "ft", lora_scaling="none")
+        _apply(s, layer_selection="peft")
+        assert s.results.get("num_evals", name, "ft") == LORA["r"]
+        s.compute.erase("weights_svals", "num_evals")
+        _apply(s, layer_selection="peft", lora_evals="all")
+        v = _values(s, "ft", [name], [*LAYER_FIELDS, "weights_svals"])[name]
+    r, row = LORA["r"], gold["rows"][name]
+    assert v["num_evals"] == v["lower_dim"] == len(v["weights_svals"])
+    assert v["hard_rank"] == r
+    assert v["rank_loss"] == v["lower_dim"] - r
+    assert v["weak_rank_loss"] == v["lower_dim"] - r
+    assert math.isclose(row["sv_min"], v["weights_svals"][r - 1], rel_tol=RTOL)
+    assert v["weights_svals"][-1] < 1e-12 * v["weights_svals"][0]
 
 
 @pytest.mark.slow

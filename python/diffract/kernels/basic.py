@@ -9,7 +9,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from diffract.kernels.spec import define
+from diffract.kernels.spec import define, one_of
+
+#: accepted values of ``lora_evals``: every eigenvalue of a LoRA update, or its top r only
+LORA_EVALS = ("all", "rank")
+
+
+def lora_kept_evals(slice_info, lora_evals: str = "all") -> int | None:
+    """How many eigenvalues of the slice's ESD are kept: the adapter rank r for a LoRA update
+    slice (meta ``"lora"`` with mode ``"update"``) when ``lora_evals="rank"``, else None (all).
+
+    Args:
+        slice_info: the slice (its meta is read).
+        lora_evals: one of :data:`LORA_EVALS`.
+
+    Returns:
+        r, or None for the whole spectrum.
+    """
+    if lora_evals not in LORA_EVALS:
+        raise ValueError(f"lora_evals must be one of {LORA_EVALS}, got {lora_evals!r}")
+    lora = slice_info.meta.get("lora") if slice_info.meta else None
+    if lora_evals == "rank" and lora and lora.get("mode", "update") == "update":
+        return int(lora["rank"])
+    return None
 
 
 @define(outputs=("greater_dim", "lower_dim"), min_ndim=2, family="shape")
@@ -36,12 +58,16 @@ def aspect_ratio(greater_dim, lower_dim):
     return float(greater_dim) / float(lower_dim)
 
 
-@define(outputs="num_evals", family="shape")
-def num_evals(lower_dim, receptive_field):
-    """Number of ESD eigenvalues: M * P (M per kernel-position matrix).
+@define(outputs="num_evals", family="shape", option_rules={"lora_evals": one_of(*LORA_EVALS)})
+def num_evals(lower_dim, receptive_field, slice_info, lora_evals="all"):
+    """Number of ESD eigenvalues: M * P (M per kernel-position matrix); r for a rank-r LoRA
+    update with ``lora_evals="rank"`` (WeightWatcher keeps only the top r, its truncated SVD;
+    set by ``conventions="weightwatcher"``).
 
     WeightWatcher: ``num_evals``."""
-    return int(lower_dim) * int(receptive_field)
+    kept = lora_kept_evals(slice_info, lora_evals)
+    total = int(lower_dim) * int(receptive_field)
+    return total if kept is None else min(kept, total)
 
 
 @define(outputs="num_params", family="stats")

@@ -22,6 +22,7 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "max_evals": 15000,
         "max_N": 50000,
         "layer_selection": "weightwatcher",
+        "lora_evals": "rank",
     },
     "diffract": {
         "esd_scale": "N",
@@ -30,6 +31,7 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "max_evals": None,
         "max_N": None,
         "layer_selection": "all",
+        "lora_evals": "all",
     },
 }
 

@@ -64,7 +64,9 @@ def weights_spectrum(
     or JAX, see :mod:`diffract.kernels.device`; ``spectrum_path`` then names the device).
     Vectorized: one call receives every slice of a batch. Input ``spectrum_gate``
     (:mod:`diffract.kernels.ww`) leaves out, as not applicable with a reason, the slices
-    that WeightWatcher's size guards or layer selection skip when those options are set.
+    that WeightWatcher's size guards or layer selection skip when those options are set,
+    and for a LoRA update with ``lora_evals="rank"`` gives its rank r: only the top r
+    singular values are kept (WeightWatcher's truncated SVD).
     """
     check_precision(precision)
     threads = default_threads() if not spectrum_threads else int(spectrum_threads)
@@ -72,16 +74,19 @@ def weights_spectrum(
 
     dev = resolve_device(device)
 
-    def one(w):
+    def one(item):
+        w, gate = item
         if dev != CPU:
-            ks = gram_svals(kernel_matrices(w), dev)
-            return pooled_desc(ks), ks, f"device:{dev}"
-        ks, path = slice_svals(w, precision, recheck_rtol)
+            ks, path = gram_svals(kernel_matrices(w), dev), f"device:{dev}"
+        else:
+            ks, path = slice_svals(w, precision, recheck_rtol)
+        if gate is not True:  # a LoRA update with lora_evals="rank": its top r only
+            ks = np.asarray(ks)[:, : int(gate)]
         return pooled_desc(ks), ks, path
 
     # largest first so the pool stays busy
     order = sorted(range(len(weights)), key=lambda i: -int(np.asarray(weights[i]).size))
-    results = run_parallel(one, [weights[i] for i in order], threads)
+    results = run_parallel(one, [(weights[i], spectrum_gate[i]) for i in order], threads)
     out = [None] * len(weights)
     for pos, i in enumerate(order):
         out[i] = results[pos]

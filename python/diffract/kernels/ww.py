@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from diffract._core.slices import ParameterType
+from diffract.kernels.basic import LORA_EVALS, lora_kept_evals
 from diffract.kernels.conventions import CONVENTIONS as CONVENTIONS
 from diffract.kernels.norms import finite_values, nonempty
 from diffract.kernels.spec import SliceNotApplicable, at_least, define, one_of
@@ -65,10 +66,17 @@ def _reason(slice_info, weights, min_evals, max_evals, max_N, layer_selection) -
         "max_evals": at_least(0),
         "max_N": at_least(0),
         "layer_selection": one_of(*LAYER_SELECTIONS),
+        "lora_evals": one_of(*LORA_EVALS),
     },
 )
 def spectrum_gate(
-    weights, slice_info, min_evals=None, max_evals=None, max_N=None, layer_selection="all"
+    weights,
+    slice_info,
+    min_evals=None,
+    max_evals=None,
+    max_N=None,
+    layer_selection="all",
+    lora_evals="all",
 ):
     """Whether the slice's spectrum is computed: True, or *not applicable* with the reason
     (the run report's ``not_applicable_reasons``), for every spectral field of the slice.
@@ -85,11 +93,15 @@ def spectrum_gate(
     * ``max_N``: skip when N > max_N (WW default 50000).
 
     None (the default of each guard) turns it off. ``conventions="weightwatcher"`` sets all
-    four to WeightWatcher's defaults. Transient (never stored)."""
+    four to WeightWatcher's defaults, and ``lora_evals="rank"``: a rank-r LoRA update slice
+    keeps only its top r eigenvalues (WeightWatcher's truncated SVD), so the gate returns r
+    for it (``weights_spectrum`` truncates; ``num_evals`` follows), True for every other
+    slice. Transient (never stored)."""
     why = _reason(slice_info, weights, min_evals, max_evals, max_N, layer_selection)
     if why is not None:
         raise SliceNotApplicable(why)
-    return True
+    kept = lora_kept_evals(slice_info, lora_evals)
+    return True if kept is None else kept
 
 
 # --- the model summary in WeightWatcher's terms ----------------------------------------------

@@ -60,11 +60,15 @@ class ErasedCount(int):
 
 
 def _dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
-    """Fields computed (directly or through others) from ``fields``, not among them."""
+    """Fields computed (directly or through others) from ``fields``, not among them. The
+    other outputs of the kernel that makes a field count too (recomputing ``weights_svals``
+    remakes the transient ``kernel_svals``, so ``rank_loss``, made from it, is stale)."""
     users: dict[str, set[str]] = {}
     for k in registry.kernels():
         for i in k.field_inputs():
             users.setdefault(i, set()).update(k.outputs)
+        for o in k.outputs:
+            users.setdefault(o, set()).update(x for x in k.outputs if x != o)
     seen = set(fields)
     out: list[str] = []
     todo = list(fields)
