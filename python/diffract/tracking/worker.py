@@ -5,6 +5,10 @@ It is the tracker's single writer: for each snapshot it takes from the queue it 
 checkpoint's scope under the session's memory budget (a commit per chunk), then marks the step
 committed (:func:`diffract.tracking.ledger.mark_committed`). A failure is recorded and the
 worker goes on with the next snapshot; the step stays incomplete in the store.
+
+Its runs go through a :class:`RunSession`, the session with a cancel slot of its own: the
+user's ``session.compute.apply`` and ``session.compute.cancel()`` while the worker runs
+neither stop nor are stopped by the tracker's analysis.
 """
 
 from __future__ import annotations
@@ -16,14 +20,46 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from diffract._core.filters import FilterChain
 from diffract._core.steps import TRACK_KEY
+from diffract.session import Scope
 from diffract.tracking.ids import checkpoint_id
 from diffract.tracking.ledger import mark_committed
 from diffract.tracking.policy import SnapshotQueue
 from diffract.tracking.snapshot import Snapshot
+
+
+class RunSession:
+    """A session as the tracker's runs see it: every attribute is the session's, read and
+    written through, except ``_cancel``, the slot where ``compute.apply`` keeps the event of
+    the run in progress (the one ``compute.cancel()`` sets, cleared when the run ends).
+
+    With its own slot, the worker's ``apply`` (which has its own cancel event) neither takes
+    over the user's ``session.compute.cancel()`` nor clears the event of a user's ``apply``
+    running at the same time.
+
+    Args:
+        session: the session written to.
+    """
+
+    #: the attributes kept here instead of on the session
+    OWN = frozenset({"_cancel"})
+
+    def __init__(self, session: Any) -> None:
+        object.__setattr__(self, "_target", session)
+        self._cancel: threading.Event | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._target, name, value)
 
 
 @dataclass
@@ -43,6 +79,11 @@ class Analysis:
     fields: Sequence[str]
     scope: dict[str, Any]
     options: dict[str, Any]
+    #: the scope the fields are computed from: the whole store, through a RunSession
+    root: Scope = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.root = Scope(RunSession(self.session), FilterChain())
 
     def store(self, snap: Snapshot) -> str:
         """``models.add`` of a snapshot under its checkpoint id, with the step meta."""
@@ -63,7 +104,7 @@ class Analysis:
         """
         failures = 0
         if self.fields:
-            scope = self.session.filter(model_ids=[model_id], **self.scope)
+            scope = self.root.filter(model_ids=[model_id], **self.scope)
             report = scope.compute.apply(
                 *self.fields, progress=False, cancel=cancel, **self.options
             )
