@@ -1,6 +1,7 @@
 """Crash safety: SIGKILL the training process while the tracker's worker is inside an
 analysis; reopening the store shows every committed step, and the partial step is detected
-(weights stored, no committed mark) and finished or dropped by the next tracker."""
+(weights stored, no committed mark), left out by the readers (the evolution panel, the
+sidebar's summary) and finished or dropped by the next tracker."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import pytest
 
 from diffract import Session
 from diffract.kernels import default_registry, make_kernel
-from diffract.tracking import committed_steps, run_steps
+from diffract.server import StoreReader
+from diffract.tracking import committed_ids, committed_steps, run_steps
+from diffract.widgets import FieldPanel
 
 CHILD = textwrap.dedent(
     """
@@ -104,6 +107,14 @@ def _check_committed(session, steps) -> None:
             assert row["slow_norm"] == pytest.approx(want)
 
 
+def _check_readers(session, path, steps) -> None:
+    """The evolution panel and the sidebar's summary show the committed steps, not the partial."""
+    panel = FieldPanel(session, "slow_norm", kind="evolution", run="run", live=False)
+    assert list(panel.figure.layout.xaxis.ticktext) == [str(step) for step in steps]
+    listed = [m["model_id"] for m in StoreReader.get(path.resolve()).summary()["models"]]
+    assert listed == committed_ids(session, "run")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("incomplete", ["drop", "finish"])
 def test_sigkill_mid_analysis_keeps_committed_steps_and_no_partial_one(tmp_path, incomplete):
@@ -114,6 +125,7 @@ def test_sigkill_mid_analysis_keeps_committed_steps_and_no_partial_one(tmp_path,
         assert found.incomplete  # the one being analyzed when the process died
         assert all(step % 5 == 0 for step in found.stored)
         _check_committed(s, found.committed)
+        _check_readers(s, tmp_path / "store", sorted(found.committed))
         tracker = s.track("run", ["slow_norm"], every=5, incomplete=incomplete)
         tracker.flush()
         after = run_steps(s, "run")

@@ -168,12 +168,27 @@ def _link_leaving_root(store: Path, root_real: Path) -> str | None:
 
 class StoreReader(_reader.StoreReader):
     """The sidebar's store reader: :class:`diffract.store.reader.StoreReader`, whose summaries
-    also list the sampling manifests saved in the store."""
+    also list the sampling manifests saved in the store and leave out the incomplete
+    checkpoints of tracked runs."""
 
     def manifests(self, store: Any) -> list[dict[str, Any]]:
         from diffract.sampling import list_manifests
 
         return [{k: row[k] for k in MANIFEST_KEYS} for row in list_manifests(store)]
+
+    def summary(self) -> dict[str, Any]:
+        """The store's summary (:meth:`diffract.store.reader.StoreReader.summary`) without the
+        tracked checkpoints whose step has not committed (:mod:`diffract.tracking.ledger`:
+        the analysis is in progress, or its process died): a run's row counts and spans only
+        its committed steps."""
+        from diffract.tracking.ledger import incomplete_checkpoints
+
+        out = super().summary()
+        with self.lock:  # the store as the summary read it (or refreshed since: newer)
+            hide = incomplete_checkpoints(self._store) if self._store is not None else {}
+        if hide:
+            out["models"] = [m for m in out["models"] if m["model_id"] not in hide]
+        return out
 
 
 # ------------------------------------------------------------------------------------------

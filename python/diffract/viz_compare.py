@@ -6,7 +6,8 @@
 ``evolution(field, run=None)``
     A tracked training run (:mod:`diffract.tracking`): a layer x step heatmap of the field
     and one line per layer across steps, checkpoints ordered by their training step
-    (``meta["track"]["step"]``, read through :mod:`diffract._core.steps`), not by id.
+    (``meta["track"]["step"]``, read through :mod:`diffract._core.steps`), not by id; a
+    step whose analysis has not committed (:mod:`diffract.tracking.ledger`) is left out.
 
 Both are specs (plain dicts) first, like every figure of :mod:`diffract.viz`, so the live
 panels (``FieldPanel(kind="compare" | "evolution")``) draw the same thing.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from diffract._core.steps import order_by_step, track_of
 from diffract._errors import InvalidArgumentError, UnknownModelError
+from diffract.tracking.ledger import incomplete_checkpoints
 from diffract.viz import _AXIS, _figure, _fmt, _is_number, _layout, _plain, field_rows
 
 if TYPE_CHECKING:
@@ -167,15 +169,23 @@ def compare_spec(
 
 
 def tracked_runs(scope: Scope) -> dict[str, list[tuple[int, str]]]:
-    """The tracked runs of the scope: run name -> ``[(step, model_id), ...]`` in step order."""
+    """The tracked runs of the scope: run name -> ``[(step, model_id), ...]`` in step order.
+
+    Incomplete checkpoints (a tracker's step whose analysis has not committed: in progress,
+    or cut by a crash; :func:`diffract.tracking.incomplete_checkpoints`) are left out; a run
+    holding only those is listed with no step.
+    """
     ids = scope.models.ids()  # re-reads a store another process writes; then its listing
-    stored = scope.session.store.models()
+    store = scope.session.store
+    stored, incomplete = store.models(), incomplete_checkpoints(store)
     meta = {m: stored[m].get("meta") for m in ids if m in stored}
     runs: dict[str, list[tuple[int, str]]] = {}
     for m in order_by_step(meta, meta.get):
         t = track_of(meta[m])
         if t is not None:
-            runs.setdefault(t[0], []).append((t[1], m))
+            steps = runs.setdefault(t[0], [])
+            if m not in incomplete:
+                steps.append((t[1], m))
     return runs
 
 

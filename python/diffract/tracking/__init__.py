@@ -12,10 +12,14 @@ from diffract.tracking.adapters import LightningTracking, keras_callback, lightn
 from diffract.tracking.ids import STEP_DIGITS, checkpoint_id, parse_checkpoint_id
 from diffract.tracking.ledger import (
     DOC_KIND,
+    RUN_KIND,
     RunSteps,
+    all_runs,
     committed_ids,
     committed_steps,
+    complete_scope,
     drop_incomplete,
+    incomplete_checkpoints,
     run_steps,
 )
 from diffract.tracking.policy import POLICIES, SnapshotQueue
@@ -26,6 +30,7 @@ from diffract.tracking.tracker import Tracker
 __all__ = [
     "DOC_KIND",
     "POLICIES",
+    "RUN_KIND",
     "STEP_DIGITS",
     "LightningTracking",
     "RunSteps",
@@ -33,10 +38,13 @@ __all__ = [
     "SnapshotQueue",
     "Tracker",
     "TrackerStatus",
+    "all_runs",
     "checkpoint_id",
     "committed_ids",
     "committed_steps",
+    "complete_scope",
     "drop_incomplete",
+    "incomplete_checkpoints",
     "keras_callback",
     "lightning_callback",
     "parse_checkpoint_id",

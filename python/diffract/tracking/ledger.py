@@ -12,6 +12,13 @@ after a crash a step is either absent, incomplete (weights stored, fields missin
 stored) or committed. :func:`run_steps` tells them apart; a new tracker for the run finishes
 or removes the incomplete ones (its ``incomplete=`` argument), and :func:`drop_incomplete`
 removes them without one.
+
+A tracker also commits, before its first step, a document of kind :data:`RUN_KIND` named by
+the run: the run is **tracked by a tracker**, so its models without a mark are incomplete.
+Checkpoints of a run no tracker wrote (models added by hand with the ``track`` meta, which
+never get marks) count as committed. Readers (the panels, the sidebar's summary) leave out
+the incomplete checkpoints: :func:`incomplete_checkpoints` on a store,
+:func:`complete_scope` on a scope.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from diffract.store import Batch
 
 #: the kind of the store documents that mark a step committed
 DOC_KIND = "diffract.tracking.step"
+#: the kind of the store documents that say a tracker writes a run (named by the run)
+RUN_KIND = "diffract.tracking.run"
 
 
 @dataclass
@@ -64,28 +73,103 @@ def run_steps(session: Any, run: str) -> RunSteps:
     """
     store = session.store
     store.refresh()
-    docs = store.documents(DOC_KIND)
-    out = RunSteps()
+    return all_runs(store).get(run, RunSteps())
+
+
+def all_runs(store: Any) -> dict[str, RunSteps]:
+    """Every tracked run of ``store`` as it was last refreshed: run -> :class:`RunSteps`.
+
+    A tracked model is committed when its mark matches it, or when no tracker wrote its run
+    (no :data:`RUN_KIND` document and no mark of the run: checkpoints added by hand);
+    otherwise it is incomplete.
+
+    Args:
+        store: a :class:`~diffract.store.Store` (``session.store``), read as it is.
+
+    Returns:
+        The runs, each with its committed and incomplete steps.
+    """
+    marks = store.documents(DOC_KIND)
+    by_tracker = set(store.documents(RUN_KIND)) | {_record(d).get("run") for d in marks.values()}
+    out: dict[str, RunSteps] = {}
     for mid, info in store.models().items():
         tracked = track_of(info.get("meta"))
-        if tracked is None or tracked[0] != run:
+        if tracked is None:
             continue
-        step = tracked[1]
-        if _matches(docs.get(mid), info):
-            out.committed[step] = mid
+        run, step = tracked
+        steps = out.setdefault(run, RunSteps())
+        if run not in by_tracker or _matches(marks.get(mid), info):
+            steps.committed[step] = mid
         else:
-            out.incomplete[step] = mid
+            steps.incomplete[step] = mid
     return out
 
 
-def _matches(doc: str | None, info: dict[str, Any]) -> bool:
+def incomplete_checkpoints(store: Any) -> dict[str, tuple[str, int]]:
+    """The incomplete checkpoints of every run in ``store`` (as it was last refreshed).
+
+    What readers of the store leave out: the weights of a step whose analysis had not
+    finished when its process died (or is still going on).
+
+    Args:
+        store: a :class:`~diffract.store.Store` (``session.store``).
+
+    Returns:
+        model id -> ``(run, step)``.
+    """
+    return {
+        mid: (run, step)
+        for run, steps in all_runs(store).items()
+        for step, mid in steps.incomplete.items()
+    }
+
+
+def complete_scope(scope: Any, keep: Sequence[str] = ()) -> Any:
+    """``scope`` without the incomplete checkpoints of tracked runs (re-read).
+
+    Args:
+        scope: a session or scope.
+        keep: model ids kept even when incomplete (models a caller named).
+
+    Returns:
+        ``scope`` itself when it holds no incomplete checkpoint, else a narrower scope.
+    """
+    store = scope.session.store
+    store.refresh()
+    hide = set(incomplete_checkpoints(store)).difference(keep)
+    ids = scope.models.ids()
+    if hide.isdisjoint(ids):
+        return scope
+    return scope.filter(model_ids=[m for m in ids if m not in hide])
+
+
+def _record(doc: str | None) -> dict[str, Any]:
+    """A mark's JSON record ({} when it is not one)."""
     if doc is None:
-        return False
+        return {}
     try:
         record = json.loads(doc)
     except ValueError:
-        return False
-    return isinstance(record, dict) and record.get("added") == info.get("added")
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _matches(doc: str | None, info: dict[str, Any]) -> bool:
+    record = _record(doc)
+    return bool(record) and record.get("added") == info.get("added")
+
+
+def mark_run(session: Any, run: str) -> None:
+    """Commit the document that says a tracker writes ``run`` (once; before its first step).
+
+    Args:
+        session: the writing session.
+        run: the run's name.
+    """
+    store = session.store
+    if run not in store.documents(RUN_KIND):
+        record = {"run": run, "started": time.time()}
+        store.commit(Batch(documents={(RUN_KIND, run): json.dumps(record)}))
 
 
 def mark_committed(session: Any, run: str, step: int, model_id: str, fields: Sequence[str]) -> None:

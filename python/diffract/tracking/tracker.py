@@ -20,7 +20,7 @@ from typing import Any
 
 from diffract._errors import DuplicateModelError, InvalidArgumentError, StoreError
 from diffract.tracking.ids import STEP_DIGITS, check_run, check_step, checkpoint_id
-from diffract.tracking.ledger import committed_ids, drop_incomplete, run_steps
+from diffract.tracking.ledger import committed_ids, drop_incomplete, mark_run, run_steps
 from diffract.tracking.policy import SnapshotQueue, check_policy
 from diffract.tracking.snapshot import register_snapshot_extractor, take_snapshot
 from diffract.tracking.status import TrackerStatus
@@ -144,7 +144,9 @@ class Tracker:
         atexit.register(_close_at_exit, weakref.ref(self))
 
     def _settle(self, incomplete: str) -> list[tuple[int, str]]:
-        """Read the run's stored steps; drop or schedule its incomplete ones."""
+        """Mark the run as a tracker's; read its stored steps; drop or schedule its
+        incomplete ones."""
+        mark_run(self.session, self.run)
         found = run_steps(self.session, self.run)
         resume: list[tuple[int, str]] = []
         if incomplete == "drop":

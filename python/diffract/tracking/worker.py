@@ -25,7 +25,6 @@ from typing import Any
 
 from diffract._core.filters import FilterChain
 from diffract._core.steps import TRACK_KEY
-from diffract.session import Scope
 from diffract.tracking.ids import checkpoint_id
 from diffract.tracking.ledger import mark_committed
 from diffract.tracking.policy import SnapshotQueue
@@ -80,9 +79,11 @@ class Analysis:
     scope: dict[str, Any]
     options: dict[str, Any]
     #: the scope the fields are computed from: the whole store, through a RunSession
-    root: Scope = field(init=False, repr=False)
+    root: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        from diffract.session import Scope  # loaded already: the session made the tracker
+
         self.root = Scope(RunSession(self.session), FilterChain())
 
     def store(self, snap: Snapshot) -> str:

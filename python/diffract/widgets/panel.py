@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 import traitlets
 
 from diffract import viz, viz_compare, viz_esd
+from diffract.tracking.ledger import complete_scope
 from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
 
 
@@ -251,10 +252,16 @@ class FieldPanel(ipw.VBox):
     def build_spec(self) -> dict[str, Any]:
         """The figure description from the store, as :mod:`diffract.viz` builds it.
 
+        The incomplete checkpoints of tracked runs (a step whose analysis has not committed:
+        in progress, or cut by a crash) are left out, unless named in ``models=``.
+
         Returns:
             ``{"data": traces, "layout": layout}`` as plain dicts.
         """
         r = self._reader
+        if self.kind != "esd":  # an esd panel shows the one slice it was asked for
+            named = [*(self.models or ()), *([self.reference] if self.reference else [])]
+            r = complete_scope(r, keep=named)
         if self.kind in ("line", "bar"):
             return viz.layers_spec(
                 r, self.fields[0], models=self.models, kind=self.kind, reference=self.reference
