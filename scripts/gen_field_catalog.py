@@ -198,7 +198,9 @@ def render() -> str:
                 extra.append(f"applies to slices with ndim >= {k.min_ndim}")
             if k.transient:
                 extra.append("transient: " + ", ".join(f"`{t}`" for t in sorted(k.transient)))
-            if k.vectorized:
+            if k.streamed:
+                extra.append("vectorized, streamed (one call per chunk, results as they come)")
+            elif k.vectorized:
                 extra.append("vectorized (one call per batch of slices)")
             if extra:
                 lines.append("- " + "; ".join(extra))

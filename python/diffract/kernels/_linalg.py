@@ -425,6 +425,72 @@ def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
         return list(_pool(threads).map(safe, items))
 
 
+class StreamedResults:
+    """The results of :func:`stream_parallel`, in input order, each as soon as it is made:
+    iterating waits for one result at a time, indexing for that one; ``cancel()`` drops the
+    items not started yet. BLAS stays limited to one thread per worker until every result
+    has been read or the rest dropped (restored on the reading thread: OpenBLAS ignores a
+    limit set from a worker thread)."""
+
+    def __init__(self, func, items: list[Any], threads: int, order: list[int]) -> None:
+        self._func, self._items = func, items
+        self._values: dict[int, Any] = {}
+        self._futures: list[Any] = []
+        self._limit = None
+        nested = threading.current_thread().name.startswith("diffract-linalg")
+        if threads <= 1 or len(items) <= 1 or nested:
+            return  # made one by one as they are asked for
+        try:
+            self._limit = _one_blas_thread()
+        except ImportError:  # pragma: no cover
+            return
+        pool = _pool(threads)
+        futures = {i: pool.submit(self._safe, items[i]) for i in order}  # started in order
+        self._futures = [futures[i] for i in range(len(items))]
+
+    def _safe(self, x):
+        try:
+            return self._func(x)
+        except Exception as err:
+            return err
+
+    def _release(self) -> None:
+        limit, self._limit = getattr(self, "_limit", None), None
+        if limit is not None:
+            limit.restore_original_limits()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i: int) -> Any:
+        if i not in self._values:
+            f = self._futures[i] if self._futures else None
+            self._values[i] = self._safe(self._items[i]) if f is None else f.result()
+            if len(self._values) == len(self._items):
+                self._release()
+        return self._values[i]
+
+    def __iter__(self):
+        for i in range(len(self._items)):
+            yield self[i]
+
+    def cancel(self) -> None:
+        """Drop the items not started yet (those running finish in the background)."""
+        for f in self._futures:
+            f.cancel()
+        self._release()
+
+    def __del__(self) -> None:  # results never read to the end: do not keep BLAS limited
+        self._release()
+
+
+def stream_parallel(func, items: list[Any], threads: int, order: list[int] | None = None):
+    """Like :func:`run_parallel`, but returns at once: a :class:`StreamedResults` whose
+    entries (in input order; exceptions in their slot) come as the workers make them, for a
+    ``streamed`` kernel. ``order``: the order to start the items in (default: input order)."""
+    return StreamedResults(func, list(items), threads, order or list(range(len(items))))
+
+
 def default_threads() -> int:
     try:
         n = len(os.sched_getaffinity(0))

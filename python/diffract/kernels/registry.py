@@ -312,7 +312,10 @@ def kernel(
             ``level`` ``"param"``, ``"model"`` or ``"cross"``; ``transient`` outputs kept in
             memory during a run, stored only when asked for; ``min_ndim`` slices with fewer
             dimensions are not applicable; ``vectorized`` the function takes lists (one entry
-            per slice) and returns a list; ``family`` a label for the catalog; ``name`` the
+            per slice) and returns a list; ``streamed`` (with ``vectorized``) it returns an
+            iterable (a generator works) whose results come as they are made, in input
+            order: one call per chunk, slices largest first, each recorded as its result
+            comes; ``family`` a label for the catalog; ``name`` the
             kernel's name (default: the function's name); ``descriptions`` one-line
             descriptions per output; ``option_rules`` choices and ranges of options.
 

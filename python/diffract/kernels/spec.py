@@ -65,6 +65,10 @@ class Kernel:
     min_ndim: int = 0
     #: the function takes lists (one entry per slice) and returns a list of results
     vectorized: bool = False
+    #: (vectorized only) the results arrive as they are made: the function returns an
+    #: iterable in input order (a generator works), so the run calls it once on a chunk's
+    #: slices, largest first, and records each slice as its result comes
+    streamed: bool = False
     family: str = "custom"
     doc: str = ""
     #: per-output one-line descriptions (for the catalog)
@@ -354,6 +358,7 @@ def make_kernel(
     transient: Iterable[str] = (),
     min_ndim: int = 0,
     vectorized: bool = False,
+    streamed: bool = False,
     family: str = "custom",
     name: str | None = None,
     descriptions: Mapping[str, str] | None = None,
@@ -374,6 +379,8 @@ def make_kernel(
     for o in outs:
         if not o.isidentifier():
             raise KernelDefinitionError(f"kernel {kname!r}: output {o!r} is not an identifier")
+    if streamed and not vectorized:
+        raise KernelDefinitionError(f"kernel {kname!r}: streamed=True needs vectorized=True")
     inputs, options = _signature_spec(func)
     if level == "param" and "slices" in inputs:
         raise KernelDefinitionError(f"kernel {kname!r}: 'slices' is only an input at model level")
@@ -401,6 +408,7 @@ def make_kernel(
         transient=trans,
         min_ndim=min_ndim,
         vectorized=vectorized,
+        streamed=streamed,
         family=family,
         doc=inspect.cleandoc(func.__doc__ or ""),
         descriptions=dict(descriptions or {}),
@@ -417,6 +425,7 @@ class KernelSpec(TypedDict, total=False):
     transient: Iterable[str]
     min_ndim: int
     vectorized: bool
+    streamed: bool
     family: str
     name: str | None
     descriptions: Mapping[str, str] | None

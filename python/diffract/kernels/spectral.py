@@ -16,8 +16,8 @@ from diffract.kernels._linalg import (
     default_threads,
     kernel_matrices,
     pooled_desc,
-    run_parallel,
     slice_svals,
+    stream_parallel,
     ww_eval_factor,
 )
 from diffract.kernels.spec import above, at_least, define, one_of
@@ -34,6 +34,7 @@ _SPECTRUM_RULES = {"precision": one_of(*PRECISIONS), "recheck_rtol": above(0)}
     family="decompositions",
     transient=("kernel_svals",),
     vectorized=True,
+    streamed=True,
     option_rules={**_SPECTRUM_RULES, "spectrum_threads": at_least(0)},
 )
 def weights_spectrum(
@@ -62,7 +63,9 @@ def weights_spectrum(
     to one thread per worker meanwhile), ``device`` ("cpu" default; "auto", "cuda",
     "torch:cuda", "jax:gpu", ...: float64 Gram eigenvalues on an accelerator through PyTorch
     or JAX, see :mod:`diffract.kernels.device`; ``spectrum_path`` then names the device).
-    Vectorized: one call receives every slice of a batch. Input ``spectrum_gate``
+    Vectorized and streamed: one call receives every slice of a chunk and returns at once;
+    each slice's result is recorded as it comes (progress, cancel and commits go on while
+    the pool works; no pause at batch ends). Input ``spectrum_gate``
     (:mod:`diffract.kernels.ww`) leaves out, as not applicable with a reason, the slices
     that WeightWatcher's size guards or layer selection skip when those options are set,
     and for a LoRA update with ``lora_evals="rank"`` gives its rank r: only the top r
@@ -84,13 +87,9 @@ def weights_spectrum(
             ks = np.asarray(ks)[:, : int(gate)]
         return pooled_desc(ks), ks, path
 
-    # largest first so the pool stays busy
+    # started largest first so the pool stays busy; results in input order as they come
     order = sorted(range(len(weights)), key=lambda i: -int(np.asarray(weights[i]).size))
-    results = run_parallel(one, [(weights[i], spectrum_gate[i]) for i in order], threads)
-    out = [None] * len(weights)
-    for pos, i in enumerate(order):
-        out[i] = results[pos]
-    return out
+    return stream_parallel(one, list(zip(weights, spectrum_gate, strict=True)), threads, order)
 
 
 def _svd_vectors(weights, svd_device):

@@ -123,13 +123,13 @@ def _call_kernel(
 ) -> int:
     """Call one kernel on the ready slices: per slice, or on lists when the kernel is
     vectorized (in batches; one call per slice again if a batch raises, to isolate the
-    failing slice). ``start(slice)`` is told of each call as it starts (a batch: its first
+    failing slice; a streamed kernel: one call, each slice recorded as its result comes). ``start(slice)`` is told of each call as it starts (a batch: its first
     slice), ``record(slices, results, seconds)`` receives its results as it ends. Returns the number of slice calls. With ``stop``, calls end when it says so:
     the results then cover the first slices of ``ready`` only."""
 
     def call(s: SliceInfo, as_list: bool) -> Any:
-        if as_list:  # a vectorized kernel on a list of one
-            return k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)[0]
+        if as_list:  # a vectorized kernel on a list of one (a streamed one may yield it)
+            return next(iter(k.func(*[[values[s.uid][i]] for i in k.inputs], **opts)))
         return k.func(*[values[s.uid][i] for i in k.inputs], **opts)
 
     def each(part: list[SliceInfo], as_list: bool) -> int:
@@ -147,6 +147,8 @@ def _call_kernel(
 
     if not k.vectorized:
         return each(ready, False)
+    if k.streamed:
+        return _call_streamed(k, ready, values, opts, record, each, stop, start)
     n = 0
     for batch in _batches(ready, stop):
         if start is not None:
@@ -163,6 +165,43 @@ def _call_kernel(
             continue
         record(batch, [_split(k, o) for o in outs], time.perf_counter() - t)
         n += len(batch)
+    return n
+
+
+def _call_streamed(k, ready, values, opts, record, each, stop, start) -> int:
+    """A streamed kernel: one call on every ready slice, largest first; each slice recorded
+    as its result comes (so no worker waits at a batch's end), ``stop`` asked between
+    results (the rest are dropped). If the call or a result raises, the slices left are
+    called one by one, to isolate the failing one."""
+    order = sorted(ready, key=lambda s: -s.nbytes)
+    if start is not None:
+        start(order[0])
+    t = time.perf_counter()
+    try:
+        outs = k.func(*[[values[s.uid][i] for s in order] for i in k.inputs], **opts)
+        results = iter(outs)
+    except Exception:
+        return each(order, True)
+    n = 0
+    try:
+        for s in order:
+            if n and stop is not None and stop():
+                break
+            if n and start is not None:
+                start(s)
+            try:
+                o = next(results)
+            except StopIteration:
+                o = Failed(f"streamed kernel {k.name!r} returned fewer results than slices")
+            except Exception:
+                return n + each(order[n:], True)
+            now = time.perf_counter()
+            record([s], [_split(k, o)], now - t)
+            t, n = now, n + 1
+    finally:
+        cancel = getattr(outs, "cancel", None)
+        if n < len(order) and callable(cancel):
+            cancel()
     return n
 
 
