@@ -52,6 +52,8 @@ class RunSession:
         self._cancel: threading.Event | None = None
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_target":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self._target, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
