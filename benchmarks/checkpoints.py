@@ -11,6 +11,7 @@ and a no-op re-apply over all N in the reopened process (the first apply of a pr
 loads the kernel families, and a second one). Every figure comes with the load average.
 
     python benchmarks/checkpoints.py [--checkpoints 50] [--runs 5] [--by-path] [--keep DIR]
+    python benchmarks/checkpoints.py --keep DIR --reopen-only [--runs 5]   # reuse DIR's stores
 """
 
 from __future__ import annotations
@@ -130,6 +131,25 @@ def _median(rows: list[list[float]], i: int) -> float:
     return statistics.median(r[i] for r in rows)
 
 
+def reopen_figures(root: Path, runs: int) -> list[list[float]]:
+    """Print the reopen of ``root/run`` against ``root/one``; return the former's rows."""
+    for store in ("run", "one"):
+        if not (root / store / "segments").is_dir():
+            raise SystemExit(f"{root / store}: no store there (build one with --keep {root})")
+    many, one = reopen(root / "run", runs), reopen(root / "one", runs)
+    ratio = _median(many, 0) / _median(one, 0)
+    print(
+        f"reopen (median of {runs} fresh processes): {root / 'run'} "
+        f"{_median(many, 0):.3f} s vs 1 checkpoint {_median(one, 0):.3f} s = {ratio:.2f}x "
+        f"(target <= 2x)  [load {load_average()}]"
+    )
+    print(
+        f"no-op re-apply over the reopened store: first in a process {_median(many, 1):.3f} s, "
+        f"again {_median(many, 2):.3f} s (target <= 1 s)  [load {load_average()}]"
+    )
+    return many
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoints", type=int, default=50)
@@ -137,7 +157,17 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=0.01, help="noise, in stds of each tensor")
     ap.add_argument("--by-path", action="store_true", help="add safetensors files by path")
     ap.add_argument("--keep", help="build the stores in this new folder and keep them")
+    ap.add_argument(
+        "--reopen-only",
+        action="store_true",
+        help="time only the reopen (and no-op re-apply) of the stores a --keep run built",
+    )
     args = ap.parse_args()
+    if args.reopen_only:
+        if not args.keep:
+            raise SystemExit("--reopen-only needs --keep DIR (the folder of a kept run)")
+        reopen_figures(Path(args.keep), args.runs)
+        return
     n = args.checkpoints
     root = Path(args.keep or tempfile.mkdtemp(prefix="diffract-ckpts-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -174,23 +204,13 @@ def main() -> None:
         ]
         if slow:
             print("adds over 5x the median add: " + ", ".join(f"#{i} {a:.1f} s" for i, a in slow))
-        many, one = reopen(root / "run", args.runs), reopen(root / "one", args.runs)
-        ratio = _median(many, 0) / _median(one, 0)
-        print(
-            f"reopen (median of {args.runs} fresh processes): {n} checkpoints "
-            f"{_median(many, 0):.3f} s vs 1 checkpoint {_median(one, 0):.3f} s = {ratio:.2f}x "
-            f"(target <= 2x)  [load {load_average()}]"
-        )
+        reopen_figures(root, args.runs)
         size = folder_size(root / "run")
         kept = n * weights_bytes if files is None else 0
         print(
             f"store size: {size / 2**20:.1f} MiB for {n} x {weights_bytes / 2**20:.1f} MiB of "
             f"weights ({size / (n * weights_bytes):.2f}x the weights; "
             f"{'weights copied in' if kept else 'weights referenced in the files'})"
-        )
-        print(
-            f"no-op re-apply over all {n}: first in a process {_median(many, 1):.3f} s, "
-            f"again {_median(many, 2):.3f} s (target <= 1 s)  [load {load_average()}]"
         )
     finally:
         if not args.keep:

@@ -277,7 +277,8 @@ def test_a_compaction_copies_stragglers_and_refers_to_batches_and_compactions(tm
     st.compact()  # 5-c
 
     def homes(name):
-        body = json.loads((tmp_path / "store" / "segments" / name).read_text().partition("\n")[2])
+        # the manifest's third line is its body (the second, its head: docs/concepts/segments.md)
+        body = json.loads((tmp_path / "store" / "segments" / name).read_text().split("\n")[2])
         return {(o, f): file for o, f, file, _ in body["arrays"]}
 
     first = homes("000000000003-c.h5.json")

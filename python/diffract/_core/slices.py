@@ -56,6 +56,9 @@ class ParameterType:
         """
         if isinstance(value, ParameterType):
             return value
+        found = cls._interned.get(value) if isinstance(value, str) else None
+        if found is not None:  # an interned name is valid already (the common case)
+            return found
         if not isinstance(value, str):
             raise TypeError(
                 f"ParameterType.from_string expects a string, got {type(value).__name__}: {value!r}"

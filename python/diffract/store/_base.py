@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,23 +90,40 @@ class Batch:
         )
 
 
+@dataclass
+class Parts:
+    """What a record holds besides its models and documents (see :meth:`StoreState.defer`)."""
+
+    slices: Iterable[SliceInfo] = ()
+    weight_refs: dict[str, Any] = field(default_factory=dict)
+    values: dict[Key, Any] = field(default_factory=dict)
+    erase: Iterable[Key] = ()
+
+
+#: the entries of a slice's JSON form (:func:`slice_to_json`), in the order of its columns
+SLICE_KEYS = ("model_id", "name", "uid", "type", "shape", "dtype", "index", "meta")
+
+
+def _slice_dict(s: SliceInfo) -> dict[str, Any]:
+    return {
+        "model_id": s.model_id,
+        "name": s.name,
+        "uid": s.uid,
+        "type": s.type.value,
+        "shape": list(s.shape),
+        "dtype": s.dtype,
+        "index": s.index,
+        "meta": s.meta,
+    }
+
+
 def slice_to_json(s: SliceInfo) -> str:
-    return json.dumps(
-        {
-            "model_id": s.model_id,
-            "name": s.name,
-            "uid": s.uid,
-            "type": s.type.value,
-            "shape": list(s.shape),
-            "dtype": s.dtype,
-            "index": s.index,
-            "meta": s.meta,
-        },
-        sort_keys=True,
-    )
+    """A slice as JSON text (keys sorted)."""
+    return json.dumps(_slice_dict(s), sort_keys=True)
 
 
 def slice_from_json(text: str) -> SliceInfo:
+    """The slice :func:`slice_to_json` wrote."""
     d = json.loads(text)
     return SliceInfo(
         model_id=d["model_id"],
@@ -119,31 +137,132 @@ def slice_from_json(text: str) -> SliceInfo:
     )
 
 
+def slices_to_columns(slices: Iterable[SliceInfo]) -> dict[str, list[Any]]:
+    """Slices as one list per entry of :data:`SLICE_KEYS` (a compact JSON form that parses
+    several times faster than one object per slice)."""
+    rows = [_slice_dict(s) for s in slices]
+    return {k: [r[k] for r in rows] for k in SLICE_KEYS}
+
+
+def slices_from_columns(columns: dict[str, list[Any]]) -> list[SliceInfo]:
+    """The slices :func:`slices_to_columns` wrote.
+
+    Raises:
+        KeyError, TypeError, ValueError: the columns are malformed (a damaged or crafted
+            source; the caller names it).
+    """
+    cols = [columns[k] for k in SLICE_KEYS]
+    if len({len(c) for c in cols}) > 1:
+        raise ValueError("slice columns of different lengths")
+    from_string = ParameterType.from_string
+    return [
+        SliceInfo(
+            model_id=str(m),
+            name=str(n),
+            uid=str(u),
+            type=from_string(t),
+            shape=tuple(shape),
+            dtype=str(dt),
+            index=int(i),
+            meta=dict(meta or {}),
+        )
+        for m, n, u, t, shape, dt, i, meta in zip(*cols, strict=True)
+    ]
+
+
 class StoreState:
     """The live content, rebuilt by replaying batches in commit order.
 
     ``values`` maps a key to the value itself or to a backend reference (read lazily).
+
+    A backend may replay a record in two steps (:meth:`defer`): its models and documents at
+    once, and its slices, weight references and values when ``slices``, ``weight_refs`` or
+    ``values`` are first read. Opening a store with many records then costs about the
+    models' metadata; the deferred parts are applied in commit order, so the state read is
+    the same as a full replay.
     """
 
     def __init__(self) -> None:
         self.models: dict[str, dict[str, Any]] = {}
-        self.slices: dict[str, SliceInfo] = {}
-        self.weight_refs: dict[str, Any] = {}
-        self.values: dict[Key, Any] = {}
         self.documents: dict[tuple[str, str], str] = {}
-        self._by_model: dict[str, list[str]] = {}
+        self._slices: dict[str, SliceInfo] = {}
+        self._weight_refs: dict[str, Any] = {}
+        self._values: dict[Key, Any] = {}
+        self._by_model_uids: dict[str, list[str]] = {}
+        #: deferred records, oldest first: (added models, removed models, the parts' loader)
+        self._pending: deque[tuple[list[str], list[str], Callable[[], Parts]]] = deque()
 
-    def _drop_model(self, model_id: str) -> None:
-        uids = self._by_model.pop(model_id, [])
+    # --- the parts a deferred record fills (applied in order on first read) ---------------------
+    @property
+    def slices(self) -> dict[str, SliceInfo]:
+        """uid -> slice."""
+        self.load()
+        return self._slices
+
+    @property
+    def weight_refs(self) -> dict[str, Any]:
+        """uid -> the weights or a backend reference."""
+        self.load()
+        return self._weight_refs
+
+    @property
+    def values(self) -> dict[Key, Any]:
+        """(owner, field) -> the value or a backend reference."""
+        self.load()
+        return self._values
+
+    @property
+    def _by_model(self) -> dict[str, list[str]]:
+        self.load()
+        return self._by_model_uids
+
+    @property
+    def loaded(self) -> bool:
+        """Whether no record waits to be applied (see :meth:`defer`)."""
+        return not self._pending
+
+    def load(self) -> None:
+        """Apply the deferred records, oldest first. A record whose parts cannot be read
+        raises (a named error from its loader) and stays pending with the ones after it:
+        what was applied before is kept, and the next read raises again."""
+        while self._pending:
+            added, removed, parts = self._pending[0]
+            self._apply_parts(added, removed, parts())
+            self._pending.popleft()
+
+    def defer(
+        self,
+        *,
+        add_models: dict[str, dict[str, Any]],
+        remove_models: list[str],
+        documents: dict[tuple[str, str], str],
+        parts: Callable[[], Parts],
+    ) -> None:
+        """Replay a record's models and documents now and the rest when first read.
+
+        Args:
+            add_models: the record's added (or replaced) models and their meta.
+            remove_models: the record's removed models.
+            documents: its documents.
+            parts: returns the record's ``Parts`` (its slices, weight references, values and
+                erased keys); called once, on first read, with the records before it applied.
+        """
+        for m in remove_models:
+            self.models.pop(m, None)
+        for m, meta in add_models.items():
+            self.models[m] = dict(meta)
+        self.documents.update(documents)
+        self._pending.append((list(add_models), list(remove_models), parts))
+
+    def _drop_model_parts(self, model_id: str) -> None:
+        uids = self._by_model_uids.pop(model_id, [])
         for uid in uids:
-            self.slices.pop(uid, None)
-            self.weight_refs.pop(uid, None)
-        if model_id in self.models:
-            del self.models[model_id]
+            self._slices.pop(uid, None)
+            self._weight_refs.pop(uid, None)
         slice_models = dict.fromkeys(uids, model_id)
         belongs: dict[str, bool] = {}  # owners repeat (one per field): look at each once
         dead = []
-        for k in self.values:
+        for k in self._values:
             owner = k[0]
             hit = belongs.get(owner)
             if hit is None:
@@ -156,7 +275,21 @@ class StoreState:
             if hit:
                 dead.append(k)
         for k in dead:
-            del self.values[k]
+            del self._values[k]
+
+    def _apply_parts(self, added: Iterable[str], removed: Iterable[str], parts: Parts) -> None:
+        for m in removed:
+            self._drop_model_parts(m)
+        for m in added:
+            self._drop_model_parts(m)
+            self._by_model_uids[m] = []
+        for s in parts.slices:
+            self._slices[s.uid] = s
+            self._by_model_uids.setdefault(s.model_id, []).append(s.uid)
+        self._weight_refs.update(parts.weight_refs)
+        for k in parts.erase:
+            self._values.pop(tuple(k), None)
+        self._values.update(parts.values)
 
     def apply(
         self,
@@ -169,19 +302,16 @@ class StoreState:
         remove_models: Iterable[str] = (),
         documents: dict[tuple[str, str], str] | None = None,
     ) -> None:
+        """Replay one record whole (after the deferred ones)."""
+        self.load()
+        add_models, remove_models = add_models or {}, list(remove_models)
         for m in remove_models:
-            self._drop_model(m)
-        for m, meta in (add_models or {}).items():
-            self._drop_model(m)
+            self.models.pop(m, None)
+        for m, meta in add_models.items():
             self.models[m] = dict(meta)
-            self._by_model[m] = []
-        for s in slices:
-            self.slices[s.uid] = s
-            self._by_model.setdefault(s.model_id, []).append(s.uid)
-        self.weight_refs.update(weight_refs or {})
-        for k in erase:
-            self.values.pop(tuple(k), None)
-        self.values.update(values or {})
+        self._apply_parts(
+            add_models, remove_models, Parts(slices, weight_refs or {}, values or {}, erase)
+        )
         self.documents.update(documents or {})
 
     def model_slices(self, model_id: str) -> list[SliceInfo]:

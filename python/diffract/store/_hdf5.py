@@ -32,21 +32,26 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from diffract._core.arrays import to_numpy
+from diffract._core.slices import SliceInfo
 from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,
     Key,
+    Parts,
     StaleRefError,
     StoreState,
     slice_from_json,
     slice_to_json,
+    slices_from_columns,
+    slices_to_columns,
 )
 from diffract.store._folder import open_store_folder, write_marker_if_missing
 from diffract.store._lock import WriterLock, fsync_dir
@@ -67,6 +72,8 @@ SEGMENT_FORMAT = "diffract-segment"
 COMPACTION_LAYOUT = 2
 #: a segment file or its manifest: ``<12 digits>[-c].h5[.json]``
 _DATA_NAME = re.compile(r"^\d{12}(-c)?\.h5(\.json)?$")
+#: a manifest's temporary file (``atomic_write_text``: ``.<name>.<random>.tmp``)
+_STALE_MANIFEST = re.compile(r"^\..*\.json\..*\.tmp$", re.S)
 
 
 _SEP = "\x1f"
@@ -143,6 +150,8 @@ class HDF5Store(SegmentLog):
         self.root = Path(path).expanduser().resolve()
         self.path = str(self.root)
         self.segments_dir = self.root / "segments"
+        #: record name -> the older segments it refers to (from its manifest; immutable)
+        self._refers: dict[str, set[int]] = {}
         self._lock = WriterLock(self.root / "writer.lock", str(self.root))
         info = open_store_folder(self.root, "hdf5", create=not self.readonly)
         if info and not self.segments_dir.is_dir():
@@ -156,9 +165,9 @@ class HDF5Store(SegmentLog):
             self._lock.acquire(self._lock_timeout)
             self.segments_dir.mkdir(exist_ok=True)
             info = write_marker_if_missing(self.root, "hdf5")
-            for pattern in (".tmp-*", ".*.json.*.tmp"):  # a segment, a manifest
-                for stale in self.segments_dir.glob(pattern):
-                    stale.unlink(missing_ok=True)
+            for name in os.listdir(self.segments_dir):  # a segment, a manifest being written
+                if name.startswith(".tmp-") or _STALE_MANIFEST.match(name):
+                    (self.segments_dir / name).unlink(missing_ok=True)
         self.store_id = info.get("store_id", "")
 
     def __del__(self) -> None:  # pragma: no cover - best effort
@@ -166,10 +175,14 @@ class HDF5Store(SegmentLog):
             self.close()
 
     # --- the log's steps -------------------------------------------------------------------
+    def _refers_to(self, compaction: str) -> set[int] | None:
+        return self._refers.get(compaction)
+
     def _list_names(self) -> list[str]:
-        if not self.segments_dir.exists():
+        try:
+            return os.listdir(self.segments_dir)
+        except FileNotFoundError:
             return []
-        return [p.name for p in self.segments_dir.iterdir()]
 
     def _record_path(self, name: str) -> str:
         return str(self.segments_dir / name)
@@ -198,7 +211,8 @@ class HDF5Store(SegmentLog):
         file = self.segments_dir / name
         manifest = manifest_path(file)
         if os.path.lexists(manifest):
-            state.apply(**_manifest_record(manifest, file, self.segments_dir))
+            refers = _replay_manifest(manifest, file, self.segments_dir, state)
+            self._refers[name] = {int(n[:12]) for n in refers if _DATA_NAME.match(n)}
             return
         require_regular(file, "store segment")  # a FIFO would block the open
         try:
@@ -265,7 +279,7 @@ class HDF5Store(SegmentLog):
                 body = fill(f, h5py.string_dtype())
                 f.flush()
             body.update(segment=name, size=tmp.stat().st_size, digest=file_digest(tmp))
-            write_manifest(manifest_path(final), body)
+            write_manifest(manifest_path(final), *_split_manifest(body))
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
@@ -306,46 +320,94 @@ def _where(segments_dir: Path, where: str) -> ArrayRef:
     return ArrayRef(segments_dir / plain_name(fname, str(segments_dir)), ds)
 
 
-def _manifest_record(manifest: Path, file: Path, segments_dir: Path) -> dict[str, Any]:
-    """What the segment ``file`` holds, from its manifest alone (h5py is not imported), as
-    keyword arguments of :meth:`StoreState.apply`.
+#: the manifest entries a store reads when it opens (the rest, its body, on first need)
+_HEAD_KEYS = ("segment", "size", "digest", "files", "models", "remove_models", "documents")
+
+
+def _split_manifest(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A segment's manifest entries as (head, body) (see :func:`write_manifest`)."""
+    head = {k: body[k] for k in _HEAD_KEYS}
+    return head, {k: v for k, v in body.items() if k not in head}
+
+
+def _replay_manifest(manifest: Path, file: Path, segments_dir: Path, state: StoreState) -> set[str]:
+    """Replay the segment ``file`` from its manifest alone (h5py is not imported): its models
+    and documents now, its slices and values when the state first needs them. Returns the
+    names of the older segment files it refers to.
 
     Raises:
         RecordVanished: the segment or its manifest is gone (a compaction removed them).
         StoreCorruptError: the manifest is damaged, or describes another segment.
     """
     try:
-        body = read_manifest(manifest)
+        read = read_manifest(manifest)
     except FileNotFoundError:
         raise RecordVanished(str(file)) from None
+    head = read.head
+    with _unreadable(manifest):
+        if str(head["segment"]) != file.name:
+            raise StoreCorruptError(
+                f"{file}: its manifest describes {str(head['segment'])[:40]!r}; the store is "
+                "damaged"
+            )
+        size = int(head["size"])
+        models = {str(m): _meta(t) for m, t in head["models"].items()}
+        removed = [str(m) for m in head["remove_models"]]
+        documents = {(str(k), str(n)): str(t) for k, n, t in head["documents"]}
+        digests = {str(k): str(v) for k, v in head["files"].items()}
+        digests[file.name] = str(head["digest"])
     try:
-        contents = _manifest_contents(body, file, segments_dir)
+        found = os.stat(file).st_size
+    except FileNotFoundError:
+        raise RecordVanished(str(file)) from None
+    require_regular(file, "store segment")
+    if found != size:  # a truncated or replaced segment, found without reading it
+        raise StoreCorruptError(
+            f"{file}: {found} bytes, its manifest recorded {size}; the segment is damaged or "
+            "was replaced"
+        )
+
+    def parts() -> Parts:
+        with _unreadable(manifest):
+            return _manifest_parts(read.body(), file, segments_dir, digests)
+
+    state.defer(add_models=models, remove_models=removed, documents=documents, parts=parts)
+    return set(digests) - {file.name}
+
+
+@contextlib.contextmanager
+def _unreadable(manifest: Path) -> Iterator[None]:
+    """Turn a malformed entry of a (hash-consistent, so crafted) manifest into a
+    :class:`StoreCorruptError` naming it."""
+    try:
+        yield
     except StoreCorruptError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise StoreCorruptError(
             f"{manifest}: unreadable manifest ({type(exc).__name__}: {exc})"
         ) from None
-    try:
-        size = os.stat(file).st_size
-    except FileNotFoundError:
-        raise RecordVanished(str(file)) from None
-    require_regular(file, "store segment")
-    if size != body["size"]:  # a truncated or replaced segment, found without reading it
-        raise StoreCorruptError(
-            f"{file}: {size} bytes, its manifest recorded {body['size']}; the segment is "
-            "damaged or was replaced"
-        )
-    return contents
 
 
-def _manifest_contents(body: dict[str, Any], file: Path, segments_dir: Path) -> dict[str, Any]:
-    if body["segment"] != file.name:
-        raise StoreCorruptError(
-            f"{file}: its manifest describes {str(body['segment'])[:40]!r}; the store is damaged"
-        )
-    digests = {**body["files"], file.name: body["digest"]}
-    files: dict[str, tuple[Path, str | None]] = {"": (file, body["digest"])}
+def _meta(text: Any) -> dict[str, Any]:
+    meta = json.loads(text)
+    if not isinstance(meta, dict):
+        raise TypeError("a model's meta is not a JSON object")
+    return meta
+
+
+def _manifest_slices(entry: Any) -> list[SliceInfo]:
+    """A manifest's slices: columns (version 2) or one JSON text each (version 1)."""
+    if isinstance(entry, dict):
+        return slices_from_columns(entry)
+    return [slice_from_json(t) for t in entry]
+
+
+def _manifest_parts(
+    body: dict[str, Any], file: Path, segments_dir: Path, digests: dict[str, str]
+) -> Parts:
+    """A segment's slices, weight references, values and erased keys from its manifest."""
+    files: dict[str, tuple[Path, str | None]] = {"": (file, digests[file.name])}
 
     def ref(name: str, dataset: str) -> ArrayRef:
         known = files.get(name)
@@ -356,19 +418,16 @@ def _manifest_contents(body: dict[str, Any], file: Path, segments_dir: Path) -> 
 
     values: dict[Key, Any] = {}
     for fname, (owners, tags) in body["values"].items():
-        for o, t in zip(owners, tags, strict=True):
-            values[(str(o), fname)] = _untag(t)
+        keys = zip(map(str, owners), repeat(str(fname)))  # repeat(): endless, so no strict=
+        values.update(zip(keys, map(_untag, tags), strict=True))
     for o, fname, name, dataset in body["arrays"]:
         values[(str(o), str(fname))] = ref(name, dataset)
-    return {
-        "add_models": {m: json.loads(t) for m, t in body["models"].items()},
-        "slices": [slice_from_json(t) for t in body["slices"]],
-        "weight_refs": {u: ref(name, ds) for u, (name, ds) in body["weights"].items()},
-        "values": values,
-        "erase": [(str(o), str(fn)) for o, fn in body["erase"]],
-        "remove_models": [str(m) for m in body["remove_models"]],
-        "documents": {(str(k), str(n)): str(t) for k, n, t in body["documents"]},
-    }
+    return Parts(
+        slices=_manifest_slices(body["slices"]),
+        weight_refs={u: ref(name, ds) for u, (name, ds) in body["weights"].items()},
+        values=values,
+        erase=[(str(o), str(fn)) for o, fn in body["erase"]],
+    )
 
 
 def _segment_contents(f: Any, file: Path, segments_dir: Path) -> dict[str, Any]:
@@ -447,7 +506,7 @@ def _body(
     segment holds, so both read back alike)."""
     return {
         "models": {m: json.dumps(meta, sort_keys=True, default=str) for m, meta in models.items()},
-        "slices": [slice_to_json(s) for s in slices],
+        "slices": slices_to_columns(slices),
         "documents": [[kind, name, text] for (kind, name), text in documents.items()],
     }
 
@@ -501,8 +560,9 @@ def _fill_state(
         if isinstance(ref, ArrayRef):
             weights[uid] = [ref.file.name, ref.dataset]
             referenced.append(ref)
-    if body["slices"]:
-        f.create_dataset("slice_infos", data=np.array(body["slices"], dtype=object), dtype=str_dt)
+    if state.slices:
+        infos = [slice_to_json(s) for s in state.slices.values()]
+        f.create_dataset("slice_infos", data=np.array(infos, dtype=object), dtype=str_dt)
     if weights:
         entries = [f"{uid}{_SEP}{n}:{ds}" for uid, (n, ds) in weights.items()]
         f.create_dataset("weights_refs", data=np.array(entries, dtype=object), dtype=str_dt)
@@ -657,17 +717,17 @@ def _tag(v: Any, kind: str) -> str:
 
 def _untag(t: str) -> Any:
     letter, body = t[:1], t[1:]
-    if letter == "s":
-        return bytes.fromhex(body).decode("utf-8", "surrogatepass")
+    if letter == "f":  # the common kinds first: a store holds tens of thousands of them
+        return float(body)
     if letter == "i":
         return int(body)
+    if letter == "s":
+        return bytes.fromhex(body).decode("utf-8", "surrogatepass")
     if letter == "b":
         return body == "1"
     if letter == "c":
         re_, _, im = body.partition(",")
         return complex(float(re_), float(im))
-    if letter == "f":
-        return float(body)
     raise ValueError(f"unknown tagged value {t[:20]!r}")
 
 

@@ -2,13 +2,15 @@
 
 Every segment ``segments/<name>.h5`` written by this version has a manifest beside it,
 ``segments/<name>.h5.json`` (see docs/concepts/segments.md). Its first line is
-``diffract-manifest 1 sha256:<hex>`` (the hash of the rest of the file) and the rest is one
-JSON object: the segment's models, slices, scalar values, where each array lives, and the
-SHA-256 of the segment file itself (and, in a compaction, of every older segment file it
-refers to). A store opens by reading manifests only; an HDF5 file is hashed and compared
-before h5py first opens it in a process, so a flipped byte anywhere in a segment is a
+``diffract-manifest 2 sha256:<head> sha256:<body>``; then come two JSON lines, each with
+the hash the first line gives. The *head* holds what a store needs when it opens (the
+segment's models, documents, size and SHA-256, and, in a compaction, the SHA-256 of every
+older segment file it refers to); the *body* holds the slices, scalar values and where each
+array lives, and is hashed and parsed when the store first reads a slice or a value. A store
+opens by reading manifests only; an HDF5 file is hashed and compared before h5py first
+opens it in a process, so a flipped byte anywhere in a segment is a
 :class:`StoreCorruptError` naming the file, never a hang or a raw error inside h5py.
-"""
+Manifests of version 1 (one JSON object under one hash) are read too."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from diffract.store._lock import atomic_write_text
 
 __all__ = [
     "MANIFEST_SUFFIX",
+    "Manifest",
     "file_digest",
     "manifest_path",
     "read_manifest",
@@ -34,7 +37,10 @@ __all__ = [
 
 MANIFEST_SUFFIX = ".json"
 _MAGIC = "diffract-manifest"
-_VERSION = 1
+_VERSION = 2
+#: versions this diffract reads: 1 (one JSON object), 2 (a head line and a body line, each
+#: with its own hash: a store's open hashes and parses only the heads)
+_READS = (b"1", b"2")
 #: a manifest larger than this is refused unread (a crafted or damaged file)
 _MAX_BYTES = 2 * 1024**3
 _CHUNK = 4 * 1024**2
@@ -50,7 +56,7 @@ def manifest_path(segment: Path) -> Path:
     return segment.with_name(segment.name + MANIFEST_SUFFIX)
 
 
-def _sha256(data: bytes) -> str:
+def _sha256(data: bytes | memoryview) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -99,10 +105,49 @@ def verify_file(path: Path, digest: str) -> None:
         _verified[key] = digest
 
 
-def write_manifest(path: Path, body: dict[str, Any]) -> None:
-    """Write ``body`` as the manifest ``path`` (temporary file, fsync, rename)."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    atomic_write_text(path, f"{_MAGIC} {_VERSION} {_sha256(text.encode())}\n{text}", newline="")
+def _dumps(obj: dict[str, Any]) -> str:
+    # ASCII JSON holds no raw newline: each part is one line
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def write_manifest(path: Path, head: dict[str, Any], body: dict[str, Any]) -> None:
+    """Write the manifest ``path`` (temporary file, fsync, rename): after the first line,
+    ``head`` (what a store reads when it opens) and ``body`` (parsed when first needed), one
+    JSON line each; the first line holds the hash of each."""
+    h, b = _dumps(head), _dumps(body)
+    first = f"{_MAGIC} {_VERSION} {_sha256(h.encode())} {_sha256(b.encode())}"
+    atomic_write_text(path, f"{first}\n{h}\n{b}", newline="")
+
+
+class Manifest:
+    """A manifest read by :func:`read_manifest`: its head, parsed and checked, and its
+    body's bytes, checked and parsed by :meth:`body` (once)."""
+
+    __slots__ = ("_body", "_digest", "head", "path")
+
+    def __init__(
+        self, path: Path, head: dict[str, Any], body: memoryview | None, digest: bytes
+    ) -> None:
+        self.path = path
+        self.head = head
+        self._body = body
+        self._digest = digest
+
+    def body(self) -> dict[str, Any]:
+        """The body's entries (for a manifest of version 1, its one object: the head).
+
+        Raises:
+            StoreCorruptError: the body's bytes changed since they were written, or are not
+                a JSON object.
+        """
+        if self._body is None:
+            return self.head
+        if self._digest != _sha256(self._body).encode():
+            raise StoreCorruptError(
+                f"{self.path}: checksum mismatch (the manifest's body changed since it was "
+                "written); the store is damaged"
+            )
+        return _object(self.path, bytes(self._body))
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -121,31 +166,46 @@ def _read_bytes(path: Path) -> bytes:
     return b"".join(parts)
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """The body of the manifest ``path``, checked against the hash on its first line.
+def read_manifest(path: Path) -> Manifest:
+    """The manifest ``path``: its head checked against its hash and parsed; its body kept as
+    bytes, checked and parsed when :meth:`Manifest.body` is first called.
+
+    A manifest of version 1 is one JSON object under one hash: it is checked and parsed
+    whole, as the head.
 
     Raises:
         FileNotFoundError: ``path`` is missing.
-        StoreCorruptError: the file is damaged (bad header, hash mismatch, not JSON).
+        StoreCorruptError: the file is damaged (bad first line, hash mismatch, not JSON).
     """
     data = _read_bytes(path)
-    head, sep, text = data.partition(b"\n")
-    words = head.split(b" ")
-    if not sep or len(words) != 3 or words[0] != _MAGIC.encode():
+    first = data.find(b"\n")
+    words = data[: max(first, 0)].split(b" ")
+    if first < 0 or len(words) < 3 or words[0] != _MAGIC.encode():
         raise StoreCorruptError(f"{path}: not a diffract segment manifest (bad first line)")
-    if words[1] != str(_VERSION).encode():
+    if words[1] not in _READS or len(words) != (3 if words[1] == b"1" else 4):
         raise StoreCorruptError(
-            f"{path}: manifest version {words[1][:20]!r} (this diffract reads {_VERSION})"
+            f"{path}: manifest version {words[1][:20]!r} (this diffract reads 1 and {_VERSION})"
         )
-    if words[2] != _sha256(text).encode():
+    view = memoryview(data)  # sliced and hashed without copying
+    second = len(data) if words[1] == b"1" else data.find(b"\n", first + 1)
+    if second < 0:
+        raise StoreCorruptError(f"{path}: unreadable manifest (no body line)")
+    if words[2] != _sha256(view[first + 1 : second]).encode():
         raise StoreCorruptError(
             f"{path}: checksum mismatch (the manifest's bytes changed since it was written); "
             "the store is damaged"
         )
+    head = _object(path, data[first + 1 : second])
+    if words[1] == b"1":
+        return Manifest(path, head, None, b"")
+    return Manifest(path, head, view[second + 1 :], words[3])
+
+
+def _object(path: Path, text: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(text)
+        obj = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise StoreCorruptError(f"{path}: unreadable manifest ({exc})") from None
-    if not isinstance(body, dict):
+    if not isinstance(obj, dict):
         raise StoreCorruptError(f"{path}: unreadable manifest (not a JSON object)")
-    return body
+    return obj

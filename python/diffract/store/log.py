@@ -262,7 +262,18 @@ class SegmentLog(PersistentStore):
         self.refresh()
         self._collect_garbage()
 
+    def _refers_to(self, compaction: str) -> set[int] | None:
+        """The sequence numbers whose data the compaction record ``compaction`` refers to,
+        when the backend knows them without the replayed state (else None)."""
+        return None
+
     def _referenced_seqs(self) -> set[int]:
+        if not self._state.loaded and self._seen and _is_compaction(self._seen[0]):
+            # the live records are the newest compaction and batches after it, which hold
+            # their own data: a superset of what the state refers to, without loading it
+            known = self._refers_to(self._seen[0])
+            if known is not None:
+                return known | {_seq(n) for n in self._seen}
         refs = [*self._state.weight_refs.values(), *self._state.values.values()]
         return {s for s in map(self._data_seq, refs) if s is not None}
 
