@@ -157,7 +157,14 @@ def test_peft_module_edits_its_base_weights():
     model = peft.get_peft_model(base, peft.LoraConfig(r=2, target_modules=["0"]))
     with torch.no_grad():
         model.base_model.model[0].base_layer.weight.copy_(torch.as_tensor(planted()))
+        model.base_model.model[0].lora_B["default"].weight.normal_()  # PEFT starts B at 0
+    state = model.state_dict()  # base weight and bias, lora_A and lora_B
+    assert any("lora_B" in k for k in state) and any("base_layer.weight" in k for k in state)
+    before = digest([state[k].detach().numpy() for k in sorted(state)])
     new = diffract.svd_smoothing(model, percent=0.5, method="svd")
+    state = model.state_dict()
+    assert digest([state[k].detach().numpy() for k in sorted(state)]) == before
+    assert new is not model
     w = new.base_model.model[0].base_layer.weight.detach().double().numpy()
     s = np.linalg.svd(w, compute_uv=False)
     np.testing.assert_allclose(s, np.where(np.arange(8) < 4, SVALS, 0.0), atol=1e-5)
@@ -170,17 +177,33 @@ def test_flax_params_in_out_kernels_per_position():
     import jax
     import jax.numpy as jnp
 
-    dense = {"params": {"Dense_0": {"kernel": jnp.asarray(planted().T), "bias": jnp.zeros(12)}}}
+    def leaves_digest(params) -> str:  # sha256 of every leaf, kernels and biases
+        return digest(jax.tree_util.tree_leaves(params))
+
+    bias = jnp.asarray(np.linspace(-1.0, 1.0, 12), dtype=jnp.float32)
+    dense = {"params": {"Dense_0": {"kernel": jnp.asarray(planted().T), "bias": bias}}}
+    before = leaves_digest(dense)
     new = diffract.svd_smoothing(dense, percent=0.5, method="svd")
+    assert leaves_digest(dense) == before and len(jax.tree_util.tree_leaves(dense)) == 2
     assert isinstance(new["params"]["Dense_0"]["kernel"], jax.Array)
+    np.testing.assert_array_equal(np.asarray(new["params"]["Dense_0"]["bias"]), np.asarray(bias))
     s = np.linalg.svd(np.asarray(new["params"]["Dense_0"]["kernel"]), compute_uv=False)
     np.testing.assert_allclose(s, np.where(np.arange(8) < 4, SVALS, 0.0), atol=1e-5)
+    got = analyzed_svals(new, "params.Dense_0.kernel")  # a session reads the edited params
+    np.testing.assert_allclose(got, np.where(np.arange(8) < 4, SVALS, 0.0), atol=1e-5)
     conv = nn.Conv(12, (2, 2)).init(jax.random.PRNGKey(0), jnp.ones((1, 5, 5, 8)))
     kernel = np.stack([planted(seed=i).T for i in range(4)]).reshape(2, 2, 8, 12)
     conv = {"params": {**conv["params"], "kernel": jnp.asarray(kernel)}}
-    w = np.asarray(diffract.svd_smoothing(conv, percent=0.25, method="svd")["params"]["kernel"])
+    before = leaves_digest(conv)
+    new = diffract.svd_smoothing(conv, percent=0.25, method="svd")
+    assert leaves_digest(conv) == before
+    w = np.asarray(new["params"]["kernel"])
     for i in range(2):
         for j in range(2):  # (kh, kw, in, out): ceil(int(0.25 * 8 * 4) / 4) = 2 kept each
             s = np.linalg.svd(w[i, j], compute_uv=False)
             np.testing.assert_allclose(s, np.where(np.arange(8) < 2, SVALS, 0.0), atol=1e-5)
     np.testing.assert_array_equal(np.asarray(conv["params"]["kernel"]), kernel.astype(np.float32))
+    # weights_svals pools the 4 kernel positions: 10 and 7 four times each, the rest zero
+    got = analyzed_svals(new, "params.kernel")
+    want = np.sort(np.tile(np.where(np.arange(8) < 2, SVALS, 0.0), 4))[::-1]
+    np.testing.assert_allclose(got, want, atol=1e-5)
