@@ -49,6 +49,9 @@ def _batches() -> list[Batch]:
         Batch(add_models={"a": {"added": 3}}, slices=a2, weights=wa2),  # replaces a
         Batch(fields={(a2[0].uid, "f"): 9.0, ("@a", "total"): 5, (a2[1].uid, "c"): 1 + 2j}),
         Batch(documents={("notes", "n1"): "second", ("notes", "n2"): "more"}),
+        # values naming a model before it exists, then the model: adding it drops them
+        Batch(fields={("@c", "total"): 1, (f"{a2[0].uid}@c", "dist"): 2.0, ("@a", "kept"): 1}),
+        Batch(add_models={"c": {"added": 4}}),
     ]
 
 
@@ -80,8 +83,9 @@ def test_the_deferred_replay_holds_what_an_in_memory_store_holds(tmp_path):
     batches = _batches()
     _write(tmp_path / "s", batches)
     expected = _expected(batches)
-    assert expected["models"] == {"a": {"added": 3}}  # the history did what it says
-    assert not any("@b" in k or "dist" in k for k in expected)
+    assert expected["models"] == {"a": {"added": 3}, "c": {"added": 4}}  # the history did it
+    assert not any("@b" in k or "@c" in k or "dist" in k for k in expected)
+    assert expected[repr(("@a", "kept"))] == 1
     with open_backend("hdf5", tmp_path / "s", readonly=True) as st:
         assert st._state.loaded is False  # the open read the heads only
         assert st.models() == expected["models"] and st.documents("notes") == expected["docs"]

@@ -260,6 +260,16 @@ class StoreState:
             self._slices.pop(uid, None)
             self._weight_refs.pop(uid, None)
         slice_models = dict.fromkeys(uids, model_id)
+        if not uids:  # a new model id (each checkpoint of a training run): only a model or
+            # a cross owner can name it, and those are the keys with "@" (uids have none)
+            dead = [
+                k
+                for k in self._values
+                if "@" in k[0] and model_id in owner_model_ids(k[0], slice_models)
+            ]
+            for k in dead:
+                del self._values[k]
+            return
         belongs: dict[str, bool] = {}  # owners repeat (one per field): look at each once
         dead = []
         for k in self._values:
