@@ -19,11 +19,15 @@ pl_package="powerlaw", ``mp_fit`` with randomize=True, ``diagnostics`` with detX
 vectors=True; each after ``np.random.seed(0)``) the analyze() rows (every column
 WeightWatcher reports) and get_summary(). Naming runs redoes only those.
 
-    .venv/bin/python benchmarks/make_golden.py --peft
+    .venv/bin/python benchmarks/make_golden.py --peft [RUN ...]
 
 writes tests/golden/ww_peft_minilm.json for tests/test_peft_golden.py: WeightWatcher's
-analyze(peft=True) on a seeded PEFT LoRA model of MiniLM, and analyze() of its merged model
-with base_model= the base.
+analyze(peft=True) on a seeded PEFT LoRA model of MiniLM (runs ``peft``: defaults,
+``clip_xmax``: fix_fingers="clip_xmax", ``mp_fit``: mp_fit=True with randomize=True,
+``diagnostics``: detX=True with vectors=True; each after ``np.random.seed(0)``), and
+analyze() of its merged model with base_model= the base (run ``base_model``). Naming runs
+redoes only those (the others are kept). WeightWatcher's deltas=True only plots (no
+column), so there is no run for it.
 
     .venv/bin/python benchmarks/make_golden.py --derived
 
@@ -214,22 +218,36 @@ def _ww_run(model, name_of, **kwargs):
     return {"kwargs": kwargs, "rows": rows, "summary": summary}
 
 
-def main_peft() -> None:
+#: the PEFT runs besides ``base_model``: name -> analyze() keyword arguments
+PEFT_RUNS = {
+    "peft": {"peft": True},
+    "clip_xmax": {"peft": True, "fix_fingers": "clip_xmax"},
+    "mp_fit": {"peft": True, "mp_fit": True, "randomize": True},
+    "diagnostics": {"peft": True, "detX": True, "vectors": True},
+}
+
+
+def main_peft(runs: list[str]) -> None:
     """Write tests/golden/ww_peft_minilm.json: WeightWatcher on the seeded PEFT LoRA model of
-    tests/test_peft_golden.py (runs ``peft``: analyze(peft=True); ``base_model``: the merged
-    model against its base), with the LoRA factors' norms to check the model is the same."""
+    tests/test_peft_golden.py (the runs of :data:`PEFT_RUNS`, and ``base_model``: the merged
+    model against its base), with the LoRA factors' norms to check the model is the same;
+    with run names, only those runs are redone (the others are kept)."""
     import copy
 
     sys.path.insert(0, str(OUT.parent))
     from test_peft_golden import factor_norms, peft_minilm, ww_name
 
     warnings.simplefilter("ignore")
-    pm, base = peft_minilm()
-    out = {"factor_norms": factor_norms(pm)}
-    out["peft"] = _ww_run({"model": pm}, ww_name, peft=True)
-    merged = copy.deepcopy(pm).merge_and_unload()
-    out["base_model"] = _ww_run({"model": merged, "base_model": base}, ww_name)
     path = OUT / "ww_peft_minilm.json"
+    out = json.loads(path.read_text()) if runs and path.exists() else {}
+    pm, base = peft_minilm()
+    out["factor_norms"] = factor_norms(pm)
+    for run, kwargs in PEFT_RUNS.items():
+        if not runs or run in runs:
+            out[run] = _ww_run({"model": pm}, ww_name, **kwargs)
+    if not runs or "base_model" in runs:
+        merged = copy.deepcopy(pm).merge_and_unload()
+        out["base_model"] = _ww_run({"model": merged, "base_model": base}, ww_name)
     path.write_text(json.dumps(out, indent=1, sort_keys=True, allow_nan=True))
     print(f"wrote {path}", file=sys.stderr)
 
@@ -329,7 +347,7 @@ def main() -> None:
 if __name__ == "__main__":
     logging.getLogger("weightwatcher").setLevel(logging.ERROR)
     if "--peft" in sys.argv[1:]:
-        main_peft()
+        main_peft([a for a in sys.argv[1:] if not a.startswith("--")])
     elif "--derived" in sys.argv[1:]:
         main_derived()
     elif "--ww-extras" in sys.argv[1:]:

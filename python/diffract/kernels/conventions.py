@@ -2,7 +2,7 @@
 kernel family, so the session can expand a preset before any family is loaded).
 
 The kernels the options belong to are in :mod:`diffract.kernels.ww` (size guards, layer
-selection), :mod:`diffract.kernels.spectral` (``esd_scale``) and
+selection), :mod:`diffract.kernels.spectral` (``esd_scale``, ``rand_shuffle``, ``rand_replicas``) and
 :mod:`diffract.kernels.fits` (``fit_method``).
 """
 
@@ -23,6 +23,8 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "max_N": 50000,
         "layer_selection": "weightwatcher",
         "lora_evals": "rank",
+        "rand_shuffle": "kernel",
+        "rand_replicas": "ww",
     },
     "diffract": {
         "esd_scale": "N",
@@ -32,6 +34,8 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "max_N": None,
         "layer_selection": "all",
         "lora_evals": "all",
+        "rand_shuffle": "all",
+        "rand_replicas": 1,
     },
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from diffract.kernels._linalg import kernel_matrices, ww_eval_factor
+from diffract.kernels.basic import lora_kept_evals
 from diffract.kernels.spec import define
 
 #: WeightWatcher's EPSILON in discrete_entropy
@@ -65,12 +66,25 @@ def _discrete_entropy(vec: np.ndarray, num_bins: int = 100) -> float:
     return float(-np.sum(p * np.log(p)))
 
 
+def _bulk_tail(sorted_evals, svals, pl_num_spikes, slice_info):
+    """Masks of the bulk and tail of the ascending eigenvalues of X: the tail is those at or
+    above xmin (WeightWatcher's comparison, xmin from the squared singular values), or for a
+    LoRA update the top pl_num_spikes by count."""
+    k = int(pl_num_spikes)
+    if lora_kept_evals(slice_info, "rank") is not None:
+        tail = np.arange(sorted_evals.size) >= sorted_evals.size - k
+        return ~tail, tail
+    ww_evals = np.sort(np.asarray(svals) ** 2)
+    xmin = float(ww_evals[ww_evals.size - k])
+    return sorted_evals < xmin, sorted_evals >= xmin
+
+
 _METRICS = ("vec_entropy", "loc_ratio", "part_ratio")
 _STATS = ("bulk_mean", "bulk_var", "tail_mean", "tail_var")
 
 
 @define(outputs=tuple(f"{m}_{s}" for m in _METRICS for s in _STATS), min_ndim=2, family="rmt")
-def vector_localization(weights, pl_num_spikes):
+def vector_localization(weights, pl_num_spikes, slice_info):
     """Localization of the eigenvectors of X = W W^T (or W^T W, the smaller), per kernel
     position, as WeightWatcher's ``vectors=True``: for each eigenvector v,
     vec_entropy = the entropy -sum p log p of the 100-bin histogram of |v| - mean|v| (its
@@ -84,7 +98,16 @@ def vector_localization(weights, pl_num_spikes):
     the same float64 matrices), so both sides are the same. Fields
     ``<metric>_<bulk|tail>_<mean|var>`` = WeightWatcher ``<bulk|tail>_<mean|var>_<metric>``;
     NaN for an empty side. X is formed and decomposed in float64 with scipy.linalg.eig, as
-    WeightWatcher does, so the vectors (and histograms) are the same."""
+    WeightWatcher does, so the vectors (and histograms) are the same.
+
+    A LoRA update slice (rank r, meta ``"lora"``): the tail is the top pl_num_spikes
+    eigenvalues of X by count (the rounding of xmin against them is not reproducible:
+    ours is the float64 product B @ A, WeightWatcher's the float32 one), so the tail
+    columns equal WeightWatcher's. The bulk is mostly the M - r dimensional null space of
+    X, whose eigenvectors are any orthonormal basis of it: which one eig returns depends
+    on the rounding noise of the product, so the ``*_bulk_*`` columns of a LoRA update are
+    not a property of the matrix and do not equal WeightWatcher's (they do on its float32
+    product, tests/test_peft_golden.py)."""
     from scipy import linalg
 
     evals, svals, metrics = [], [], {m: [] for m in _METRICS}
@@ -101,11 +124,8 @@ def vector_localization(weights, pl_num_spikes):
             metrics["vec_entropy"].append(_discrete_entropy(v))
             metrics["loc_ratio"].append(np.linalg.norm(v, ord=1) / np.linalg.norm(v, ord=np.inf))
             metrics["part_ratio"].append(np.linalg.norm(v, ord=2) / np.linalg.norm(v, ord=4))
-    ww_evals = np.sort(np.asarray(svals) ** 2)
-    xmin = float(ww_evals[ww_evals.size - int(pl_num_spikes)])
     order = np.argsort(evals)
-    sorted_evals = np.real(np.asarray(evals)[order])
-    bulk, tail = sorted_evals < xmin, sorted_evals >= xmin
+    bulk, tail = _bulk_tail(np.real(np.asarray(evals)[order]), svals, pl_num_spikes, slice_info)
     out = []
     with np.errstate(invalid="ignore", divide="ignore"):
         for m in _METRICS:

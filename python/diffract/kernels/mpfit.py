@@ -140,14 +140,16 @@ def mp_fit(esd, aspect_ratio, lower_dim):
 
 
 @define(outputs=tuple(f"rand_mp_fit_{o}" for o in _MP_OUTPUTS), min_ndim=2, family="rmt")
-def rand_mp_fit(esd_rand, aspect_ratio, lower_dim):
-    """The same fit of the randomized ESD (entries of W permuted, option ``seed`` of
-    ``weights_rand``): WeightWatcher ``rand_sigma_mp``, ``rand_num_spikes``,
-    ``rand_mp_softrank``, ``rand_bulk_max``, ``rand_bulk_min``, ``rand_W_scale`` with
-    ``randomize=True, mp_fit=True``. WeightWatcher's permutation is unseeded (and for Conv
-    weights it shuffles each kernel position, pooling 5 replicas below 100 eigenvalues), so
-    these agree in distribution, not value by value."""
-    return ww_mp_fit(esd_rand, float(aspect_ratio), int(lower_dim))
+def rand_mp_fit(esd_rand_pool, aspect_ratio, lower_dim):
+    """The same fit of the randomized ESD (``esd_rand_pool``: the entries of W permuted,
+    options ``seed``, ``rand_shuffle``, ``rand_replicas``): WeightWatcher ``rand_sigma_mp``,
+    ``rand_num_spikes``, ``rand_mp_softrank``, ``rand_bulk_max``, ``rand_bulk_min``,
+    ``rand_W_scale`` with ``randomize=True, mp_fit=True``. ``conventions="weightwatcher"``
+    follows WeightWatcher's recipe (each kernel-position matrix shuffled separately; 5
+    replicas pooled when fewer than 100 singular values are kept in all: M, M * rf for
+    Conv2d, or a LoRA update's rank r; each replica keeping those); its permutation is
+    unseeded, ours seeded, so these agree in distribution, not value by value."""
+    return ww_mp_fit(esd_rand_pool, float(aspect_ratio), int(lower_dim))
 
 
 @define(outputs="num_traps", family="rmt")

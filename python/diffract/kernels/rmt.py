@@ -120,31 +120,34 @@ def w1_rand_distance(esd, esd_rand):
 
 @define(outputs="js_rand_distance", family="rmt")
 def js_rand_distance(esd, esd_rand):
-    """WeightWatcher's ``rand_distance``: Jensen-Shannon distance sqrt((KL(p||m) + KL(q||m))/2)
-    (natural log) between the *sorted eigenvalue vectors* read as distributions over the index
-    (p = esd / sum esd, q = esd_rand / sum esd_rand, m = (p+q)/2). Scale-free. (WeightWatcher
-    draws its permutation unseeded, so only the formula is comparable.)"""
+    """WeightWatcher's ``rand_distance`` (its ``jensen_shannon_distance``): the Jensen-Shannon
+    distance sqrt((KL(p||m) + KL(q||m))/2) (natural log) between the *sorted eigenvalue
+    vectors* read as distributions over the index, p = esd, q = esd_rand, m = (p + q) / 2
+    formed before normalizing (scipy's entropy normalizes p, q and m each). Scale-free. With
+    the whole spectrum sum(esd) = sum(esd_rand) (a permutation keeps ||W||_F^2), so m is the
+    mixture of the normalized p and q; a LoRA update's top r (``lora_evals="rank"``) have
+    other sums, and m weights them by their sums as WeightWatcher's. (WeightWatcher draws its
+    permutation unseeded, so this agrees in distribution.)"""
     p = np.sort(np.asarray(esd, dtype=np.float64))
     q = np.sort(np.asarray(esd_rand, dtype=np.float64))
     if p.size != q.size:
         raise ValueError("esd and esd_rand have different lengths")
-    p = p / p.sum()
-    q = q / q.sum()
-    m = (p + q) / 2.0
     from scipy import stats
 
+    m = (p + q) / 2.0
     div = (stats.entropy(p, m) + stats.entropy(q, m)) / 2.0
     return float(math.sqrt(max(div, 0.0)))
 
 
 @define(outputs="rand_soft_rank", family="rmt")
-def rand_soft_rank(esd_max, esd_rand_max):
-    """max(randomized ESD) / lambda_max. WeightWatcher: ``ww_softrank``."""
-    return float(esd_rand_max / esd_max)
+def rand_soft_rank(esd_max, esd_rand):
+    """max(randomized ESD) / lambda_max, of one replica (``esd_rand``, as WeightWatcher's).
+    WeightWatcher: ``ww_softrank``."""
+    return float(np.max(esd_rand) / esd_max)
 
 
 @define(outputs="rand_max_dist", family="rmt")
-def rand_max_dist(esd_max, esd_rand_max):
-    """lambda_max - max(randomized ESD), in ESD units. WeightWatcher: ``ww_maxdist`` (times
-    esd_ww_ratio)."""
-    return float(esd_max - esd_rand_max)
+def rand_max_dist(esd_max, esd_rand):
+    """lambda_max - max(randomized ESD) of one replica (``esd_rand``), in ESD units.
+    WeightWatcher: ``ww_maxdist`` (times esd_ww_ratio)."""
+    return float(esd_max - np.max(esd_rand))

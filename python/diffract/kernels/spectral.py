@@ -20,7 +20,7 @@ from diffract.kernels._linalg import (
     stream_parallel,
     ww_eval_factor,
 )
-from diffract.kernels.spec import above, at_least, define, one_of
+from diffract.kernels.spec import OptionRule, above, at_least, define, one_of
 
 ESD_SCALES = ("N", "none", "ww")
 #: accepted values of ``svd_device``
@@ -209,26 +209,51 @@ def esd_min(esd):
 
 # --- randomized weights ---------------------------------------------------------------------
 
+#: accepted values of ``rand_shuffle``: one permutation of all entries, or one per kernel position
+RAND_SHUFFLES = ("all", "kernel")
+#: WeightWatcher pools this many replicas of the randomized spectrum ...
+WW_REPLICAS = 5
+#: ... when a layer keeps fewer than this many singular values (its ``num_components``)
+WW_REPLICA_BELOW = 100
+_RAND_RULES = {"seed": at_least(0), "rand_shuffle": one_of(*RAND_SHUFFLES)}
+
+
+def _shuffled(w: np.ndarray, rng: np.random.Generator, rand_shuffle: str) -> np.ndarray:
+    """``w`` with its entries permuted by ``rng``: all of them at once (``"all"``), or those of
+    each kernel-position matrix separately (``"kernel"``, WeightWatcher's; the same for 2-D)."""
+    if rand_shuffle not in RAND_SHUFFLES:
+        raise ValueError(f"rand_shuffle must be one of {RAND_SHUFFLES}, got {rand_shuffle!r}")
+    if rand_shuffle == "all" or w.ndim == 2:
+        return rng.permutation(w.ravel()).reshape(w.shape)
+    flat = w.reshape(w.shape[0], w.shape[1], -1).copy()
+    for p in range(flat.shape[-1]):
+        flat[:, :, p] = rng.permutation(flat[:, :, p].ravel()).reshape(flat.shape[:2])
+    return flat.reshape(w.shape)
+
 
 @define(
     outputs="weights_rand",
     min_ndim=2,
     family="decompositions",
     transient=("weights_rand",),
-    option_rules={"seed": at_least(0)},
+    option_rules=_RAND_RULES,
 )
-def weights_rand(weights, spectrum_gate, seed=0):
-    """The entries of W randomly permuted (a uniformly random permutation of all entries, same
-    shape): keeps the element distribution, destroys correlations. Seeded by option ``seed``
-    (numpy PCG64, default 0), so runs are reproducible; transient (never stored unless asked).
-    WeightWatcher's ``randomize`` uses the unseeded global numpy generator instead, and for
-    Conv weights it shuffles each kernel-position matrix separately (pooling 5 replicas when
-    there are fewer than 100 components): for 2-D weights the randomized fields follow the
-    same recipe, for Conv weights they differ by design (one permutation of all entries).
-    Slices the ``spectrum_gate`` leaves out are not applicable."""
-    rng = np.random.default_rng(seed)
-    w = np.asarray(weights)
-    return rng.permutation(w.ravel()).reshape(w.shape)
+def weights_rand(weights, spectrum_gate, seed=0, rand_shuffle="all"):
+    """The entries of W randomly permuted (same shape): keeps the element distribution,
+    destroys correlations. ``rand_shuffle="all"`` (default): one uniformly random
+    permutation of all entries; ``"kernel"`` (set by ``conventions="weightwatcher"``): the
+    entries of each kernel-position matrix permuted separately, as WeightWatcher's
+    ``randomize`` (the same thing for a 2-D slice). Seeded by option ``seed`` (numpy PCG64,
+    default 0), so runs are reproducible (WeightWatcher uses the unseeded global numpy
+    generator: its randomized columns agree with ours in distribution); transient (never
+    stored unless asked). This is replica 0 of ``weights_rand_pool_svals``. Slices the
+    ``spectrum_gate`` leaves out are not applicable."""
+    return _shuffled(np.asarray(weights), np.random.default_rng(seed), rand_shuffle)
+
+
+def _kept(ks: np.ndarray, spectrum_gate) -> np.ndarray:
+    """Per-position singular values, truncated to the gate's r for a LoRA update."""
+    return ks if spectrum_gate is True else np.asarray(ks)[:, : int(spectrum_gate)]
 
 
 @define(
@@ -237,12 +262,76 @@ def weights_rand(weights, spectrum_gate, seed=0):
     transient=("kernel_rand_svals",),
     option_rules=_SPECTRUM_RULES,
 )
-def weights_rand_spectrum(weights_rand, precision="float32", recheck_rtol=1e-5):
+def weights_rand_spectrum(weights_rand, spectrum_gate, precision="float32", recheck_rtol=1e-5):
     """Singular values of the permuted weights, computed exactly as ``weights_svals`` (pooled,
     descending) and per kernel position (``kernel_rand_svals``, transient); options
-    ``precision`` and ``recheck_rtol`` as for ``weights_spectrum``."""
+    ``precision`` and ``recheck_rtol`` as for ``weights_spectrum``. For a LoRA update with
+    ``lora_evals="rank"`` (the gate gives its rank r) only the top r of each position are
+    kept, as WeightWatcher's ``random_eigenvalues`` keeps its ``num_components``."""
     ks, _ = slice_svals(weights_rand, precision, recheck_rtol)
+    ks = _kept(ks, spectrum_gate)
     return pooled_desc(ks), ks
+
+
+def replica_count(rand_replicas, n_comp: int) -> int:
+    """How many randomized replicas are pooled: ``rand_replicas`` itself, or for ``"ww"``
+    WeightWatcher's rule (``apply_random_esd``): 5 when the layer's ``num_components`` is
+    below 100, else 1. Its num_components is the singular values kept per matrix times the
+    kernel positions: M for a dense layer, M * rf for Conv2d, r for a LoRA update.
+
+    Args:
+        rand_replicas: a positive int or ``"ww"``.
+        n_comp: singular values kept per kernel-position matrix times their number.
+
+    Returns:
+        The replica count (>= 1).
+    """
+    if rand_replicas == "ww":
+        return WW_REPLICAS if n_comp < WW_REPLICA_BELOW else 1
+    if isinstance(rand_replicas, str) or int(rand_replicas) < 1:
+        raise ValueError(f"rand_replicas must be a positive int or 'ww', got {rand_replicas!r}")
+    return int(rand_replicas)
+
+
+@define(
+    outputs="weights_rand_pool_svals",
+    family="decompositions",
+    transient=("weights_rand_pool_svals",),
+    option_rules={
+        **_SPECTRUM_RULES,
+        **_RAND_RULES,
+        "rand_replicas": OptionRule(choices=("ww",), low=1),
+    },
+)
+def weights_rand_pool(
+    kernel_rand_svals,
+    weights,
+    spectrum_gate,
+    seed=0,
+    rand_shuffle="all",
+    rand_replicas: int | str = 1,
+    precision="float32",
+    recheck_rtol=1e-5,
+):
+    """The randomized singular values pooled over R replicas, descending: replica 0 is
+    ``kernel_rand_svals`` (the permutation of ``weights_rand``), replica k >= 1 a fresh
+    permutation seeded by ``(seed, k)``, each keeping what the ESD keeps (the top r of a LoRA
+    update with ``lora_evals="rank"``). R = option ``rand_replicas``: 1 (default: the pool
+    is ``weights_rand_svals``), a positive int, or ``"ww"`` (set by
+    ``conventions="weightwatcher"``): WeightWatcher's ``apply_random_esd``, which pools 5
+    replicas when fewer than 100 singular values are kept in all (its num_components: M,
+    M * rf for Conv2d, a LoRA update's r), 1 otherwise, for its randomized MP fit and
+    ``max_rand_eval``. Options ``seed`` and ``rand_shuffle`` as for ``weights_rand`` (the
+    replicas are drawn the same way), ``precision`` and ``recheck_rtol`` as for
+    ``weights_spectrum``."""
+    ks = np.asarray(kernel_rand_svals)
+    reps = replica_count(rand_replicas, ks.size)  # kept per position * positions
+    w = np.asarray(weights)
+    rows = [ks]
+    for k in range(1, reps):
+        wk = _shuffled(w, np.random.default_rng((int(seed), k)), rand_shuffle)
+        rows.append(_kept(slice_svals(wk, precision, recheck_rtol)[0], spectrum_gate))
+    return pooled_desc(np.concatenate(rows))
 
 
 @define(
@@ -271,19 +360,32 @@ def min_weights_rand_sval(weights_rand_svals):
 
 @define(outputs="esd_rand", family="decompositions")
 def esd_rand(weights_rand_svals, esd_scale_factor):
-    """ESD of the permuted weights: c * s_i^2 ascending, same scale c as ``esd``."""
+    """ESD of the permuted weights (one replica, ``weights_rand``): c * s_i^2 ascending, same
+    scale c as ``esd``; the input of the distances to the ESD (``js_rand_distance``,
+    ``rand_soft_rank``, ...), which WeightWatcher also takes from one replica. The MP fit
+    and ``esd_rand_max`` take ``esd_rand_pool``."""
     s = np.asarray(weights_rand_svals, dtype=np.float64)
     return np.sort(esd_scale_factor * s * s)
 
 
+@define(outputs="esd_rand_pool", family="decompositions")
+def esd_rand_pool(weights_rand_pool_svals, esd_scale_factor):
+    """The randomized ESD pooled over the replicas of ``weights_rand_pool_svals``: c * s_i^2
+    ascending, same scale c as ``esd`` (equal to ``esd_rand`` with one replica, the default).
+    WeightWatcher's ``rand_evals`` (its randomized MP fit's input) with
+    ``rand_replicas="ww"``."""
+    s = np.asarray(weights_rand_pool_svals, dtype=np.float64)
+    return np.sort(esd_scale_factor * s * s)
+
+
 @define(outputs="esd_rand_max", family="decompositions")
-def esd_rand_max(esd_rand):
-    """Largest eigenvalue of the randomized ESD. WeightWatcher: ``max_rand_eval`` (times
-    esd_ww_ratio)."""
-    return float(esd_rand[-1])
+def esd_rand_max(esd_rand_pool):
+    """Largest eigenvalue of the pooled randomized ESD (``esd_rand``'s with one replica).
+    WeightWatcher: ``max_rand_eval`` (times esd_ww_ratio)."""
+    return float(esd_rand_pool[-1])
 
 
 @define(outputs="esd_rand_min", family="decompositions")
-def esd_rand_min(esd_rand):
-    """Smallest eigenvalue of the randomized ESD."""
-    return float(esd_rand[0])
+def esd_rand_min(esd_rand_pool):
+    """Smallest eigenvalue of the pooled randomized ESD."""
+    return float(esd_rand_pool[0])
