@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import numpy as np
 import pytest
@@ -134,6 +135,33 @@ def test_a_readers_snapshot_survives_a_writers_compactions(tmp_path):
     assert reader.get((sl[0].uid, "f")) == 1.0
     reader.refresh()
     assert reader.get((sl[0].uid, "f")) == 7.0
+    reader.close()
+
+
+def test_a_large_body_left_unread_at_the_open_survives_its_deletion(tmp_path):
+    """A body beyond the open's first read stays unread until the first read of a value;
+    the writer's compactions delete that manifest meanwhile, and the reader still gets the
+    bytes of its snapshot (the file was held open), then the writer's state on refresh."""
+    path = tmp_path / "s"
+    values = {(f"u{i:05d}", "f"): i + 0.5 for i in range(12000)}
+    with open_backend("hdf5", path) as st:
+        st.commit(Batch(add_models={"m": {}}))
+        st.commit(Batch(fields=values))
+    manifest = path / "segments" / "000000000002.h5.json"
+    assert manifest.stat().st_size > 2 * 64 * 1024  # more than the open reads of it
+    before = len(os.listdir("/proc/self/fd"))
+    reader = open_backend("hdf5", path, readonly=True)
+    assert len(os.listdir("/proc/self/fd")) == before + 1  # the body's file, held open
+    with open_backend("hdf5", path) as st:
+        for i in range(2):
+            st.commit(Batch(fields={("u00000", "f"): 10.0 + i}))
+            st.compact()
+    assert not manifest.exists()
+    assert reader.get(("u11999", "f")) == 11999.5 and reader.get(("u00000", "f")) == 0.5
+    assert len(os.listdir("/proc/self/fd")) == before  # closed once read
+    assert len(list(reader.keys())) == 12000
+    reader.refresh()
+    assert reader.get(("u00000", "f")) == 11.0
     reader.close()
 
 

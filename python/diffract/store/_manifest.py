@@ -19,6 +19,7 @@ import json
 import os
 import stat
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -119,19 +120,53 @@ def write_manifest(path: Path, head: dict[str, Any], body: dict[str, Any]) -> No
     atomic_write_text(path, f"{first}\n{h}\n{b}", newline="")
 
 
-class Manifest:
-    """A manifest read by :func:`read_manifest`: its head, parsed and checked, and its
-    body's bytes, checked and parsed by :meth:`body` (once)."""
+#: what a reopen reads of a manifest first: its first line and head fit in it (bigger
+#: heads are read on to their end; the rest of the body waits)
+_HEAD_CHUNK = 64 * 1024
 
-    __slots__ = ("_body", "_digest", "head", "path")
+
+class _Rest:
+    """The unread rest of a manifest's body: its open descriptor (the bytes stay readable
+    after a writer's garbage collection deletes the file), closed once read or dropped."""
+
+    def __init__(self, fd: int, offset: int, size: int) -> None:
+        self.fd, self.offset, self.size = fd, offset, size
+        self.close = weakref.finalize(self, os.close, fd)
+
+    def read(self) -> bytes:
+        """The bytes from ``offset`` to the size the file had when it was opened."""
+        parts, at = [], self.offset
+        try:
+            while at < self.size:
+                chunk = os.pread(self.fd, min(_CHUNK, self.size - at), at)
+                if not chunk:  # truncated meanwhile: the hash check says so
+                    break
+                parts.append(chunk)
+                at += len(chunk)
+        finally:
+            self.close()
+        return b"".join(parts)
+
+
+class Manifest:
+    """A manifest read by :func:`read_manifest`: its head, parsed and checked, and its body,
+    read, checked and parsed by :meth:`body`."""
+
+    __slots__ = ("_body", "_digest", "_rest", "head", "path")
 
     def __init__(
-        self, path: Path, head: dict[str, Any], body: memoryview | None, digest: bytes
+        self,
+        path: Path,
+        head: dict[str, Any],
+        body: bytes = b"",
+        digest: bytes | None = None,
+        rest: _Rest | None = None,
     ) -> None:
         self.path = path
         self.head = head
         self._body = body
         self._digest = digest
+        self._rest = rest
 
     def body(self) -> dict[str, Any]:
         """The body's entries (for a manifest of version 1, its one object: the head).
@@ -140,17 +175,20 @@ class Manifest:
             StoreCorruptError: the body's bytes changed since they were written, or are not
                 a JSON object.
         """
-        if self._body is None:
+        if self._digest is None:
             return self.head
+        if self._rest is not None:
+            self._body, self._rest = self._body + self._rest.read(), None
         if self._digest != _sha256(self._body).encode():
             raise StoreCorruptError(
                 f"{self.path}: checksum mismatch (the manifest's body changed since it was "
                 "written); the store is damaged"
             )
-        return _object(self.path, bytes(self._body))
+        return _object(self.path, self._body)
 
 
-def _read_bytes(path: Path) -> bytes:
+def _open_regular(path: Path) -> tuple[int, int]:
+    """An open descriptor of the manifest ``path`` and its size (never a FIFO or a huge file)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         st = os.fstat(fd)
@@ -158,47 +196,71 @@ def _read_bytes(path: Path) -> bytes:
             raise StoreCorruptError(f"{path}: the manifest is not a regular file; refused")
         if st.st_size > _MAX_BYTES:
             raise StoreCorruptError(f"{path}: manifest of {st.st_size} bytes; refused")
-        parts = []
-        while chunk := os.read(fd, _CHUNK):
-            parts.append(chunk)
-    finally:
+    except BaseException:
         os.close(fd)
-    return b"".join(parts)
+        raise
+    return fd, st.st_size
+
+
+def _read_to(fd: int, data: bytearray, size: int, start: int) -> int:
+    """Read on into ``data`` until a newline at or after ``start`` (or the end); its index,
+    or -1."""
+    at = data.find(b"\n", start)
+    while at < 0 and len(data) < size:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        data += chunk
+        at = data.find(b"\n", start)
+    return at
 
 
 def read_manifest(path: Path) -> Manifest:
-    """The manifest ``path``: its head checked against its hash and parsed; its body kept as
-    bytes, checked and parsed when :meth:`Manifest.body` is first called.
+    """The manifest ``path``: its head read, checked against its hash and parsed; its body
+    read, checked and parsed when :meth:`Manifest.body` is first called (the file stays
+    open until then when its body is larger than what the head's read brought).
 
-    A manifest of version 1 is one JSON object under one hash: it is checked and parsed
-    whole, as the head.
+    A manifest of version 1 is one JSON object under one hash: it is read, checked and
+    parsed whole, as the head.
 
     Raises:
         FileNotFoundError: ``path`` is missing.
         StoreCorruptError: the file is damaged (bad first line, hash mismatch, not JSON).
     """
-    data = _read_bytes(path)
-    first = data.find(b"\n")
-    words = data[: max(first, 0)].split(b" ")
-    if first < 0 or len(words) < 3 or words[0] != _MAGIC.encode():
-        raise StoreCorruptError(f"{path}: not a diffract segment manifest (bad first line)")
-    if words[1] not in _READS or len(words) != (3 if words[1] == b"1" else 4):
-        raise StoreCorruptError(
-            f"{path}: manifest version {words[1][:20]!r} (this diffract reads 1 and {_VERSION})"
-        )
-    view = memoryview(data)  # sliced and hashed without copying
-    second = len(data) if words[1] == b"1" else data.find(b"\n", first + 1)
-    if second < 0:
-        raise StoreCorruptError(f"{path}: unreadable manifest (no body line)")
-    if words[2] != _sha256(view[first + 1 : second]).encode():
-        raise StoreCorruptError(
-            f"{path}: checksum mismatch (the manifest's bytes changed since it was written); "
-            "the store is damaged"
-        )
-    head = _object(path, data[first + 1 : second])
-    if words[1] == b"1":
-        return Manifest(path, head, None, b"")
-    return Manifest(path, head, view[second + 1 :], words[3])
+    fd, size = _open_regular(path)
+    rest = None
+    try:
+        data = bytearray(os.read(fd, _HEAD_CHUNK))
+        first = _read_to(fd, data, min(size, _HEAD_CHUNK), 0)
+        words = bytes(data[: max(first, 0)]).split(b" ")
+        if first < 0 or len(words) < 3 or words[0] != _MAGIC.encode():
+            raise StoreCorruptError(f"{path}: not a diffract segment manifest (bad first line)")
+        v1 = words[1] == b"1"
+        if words[1] not in _READS or len(words) != (3 if v1 else 4):
+            raise StoreCorruptError(
+                f"{path}: manifest version {words[1][:20]!r} (this diffract reads 1 and {_VERSION})"
+            )
+        second = _read_to(fd, data, size, first + 1)
+        if v1:
+            _read_to(fd, data, size, len(data) + 1)  # all of it
+            second = len(data)
+        elif second < 0:
+            raise StoreCorruptError(f"{path}: unreadable manifest (no body line)")
+        view = memoryview(data)  # hashed without a copy
+        if words[2] != _sha256(view[first + 1 : second]).encode():
+            raise StoreCorruptError(
+                f"{path}: checksum mismatch (the manifest's bytes changed since it was "
+                "written); the store is damaged"
+            )
+        head = _object(path, bytes(view[first + 1 : second]))
+        if v1:
+            return Manifest(path, head)
+        if len(data) < size:
+            rest = _Rest(fd, len(data), size)
+        return Manifest(path, head, bytes(view[second + 1 :]), words[3], rest)
+    finally:
+        if rest is None:
+            os.close(fd)
 
 
 def _object(path: Path, text: bytes) -> dict[str, Any]:

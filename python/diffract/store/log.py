@@ -97,6 +97,7 @@ class SegmentLog(PersistentStore):
         #: the live records replayed into the current state, in order
         self._seen: list[str] = []
         self._record_name = re.compile(rf"^(\d{{12}})(-c)?{re.escape(self.record_suffix)}$")
+        self._is_record: dict[str, bool] = {}
         self._open_log(path)
         self._start()
 
@@ -153,7 +154,17 @@ class SegmentLog(PersistentStore):
         return f"{seq:012d}{'-c' if compaction else ''}{self.record_suffix}"
 
     def _record_names(self) -> list[str]:
-        return sorted(n for n in self._list_names() if self._record_name.match(n))
+        known = self._is_record  # each name is matched once per store (a listing repeats them)
+        if len(known) > 4096:  # names of deleted records: a long-lived writer sheds them
+            known.clear()
+        out = []
+        for n in self._list_names():
+            hit = known.get(n)
+            if hit is None:
+                hit = known[n] = self._record_name.match(n) is not None
+            if hit:
+                out.append(n)
+        return sorted(out)
 
     def _live_names(self) -> list[str]:
         """Records from the newest compaction on (a compaction supersedes all before it)."""
@@ -292,7 +303,7 @@ class SegmentLog(PersistentStore):
         last = _seq(names[-1]) if names else 0
         compactions = [n for n in names if _is_compaction(n)]
         cutoff = _seq(compactions[-2]) if len(compactions) >= 2 else 0
-        referenced = self._referenced_seqs()
+        referenced: set[int] | None = None  # looked up only when data predates the cutoff
         doomed = []
         for seq in self._data_seqs():
             if seq > last + 1:
@@ -302,7 +313,9 @@ class SegmentLog(PersistentStore):
                     f"{self.records_word} end at {last}); the store is damaged, nothing was "
                     "deleted"
                 )
-            if seq > last or (seq < cutoff and seq not in referenced):
+            if seq < cutoff and referenced is None:
+                referenced = self._referenced_seqs()
+            if seq > last or (seq < cutoff and seq not in (referenced or ())):
                 doomed.append(seq)
         for seq in doomed:
             self._delete_data(seq)
