@@ -75,6 +75,16 @@ def test_apply_computes_only_missing_fields(session):
     r2 = session.compute.apply("frob_norm", "stable_rank", progress=False)
     assert session.kernel_calls == calls, "a second apply must run no kernel"
     assert r2.computed == 0 and r2.reused == 6  # 3 matrices x 2 fields
+    # a report counts its own run's calls; the session keeps the running total
+    assert r1.kernel_calls == calls and r1.kernel_calls["weights_spectrum"] == 3
+    assert r2.kernel_calls == {}
+    r3 = session.compute.apply("hard_rank", progress=False)  # from the stored spectrum
+    assert r3.kernel_calls == {"hard_rank": 3, "matrix_dims": 3}  # N (transient) again
+    assert session.kernel_calls == {
+        **calls,
+        "hard_rank": 3,
+        "matrix_dims": calls.get("matrix_dims", 0) + 3,
+    }
 
 
 def test_shared_intermediate_computed_once_per_slice(session):

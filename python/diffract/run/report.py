@@ -105,6 +105,7 @@ class RunReport:
     skipped: int = 0
     chunks: int = 0
     elapsed: float = 0.0
+    #: kernel name -> slice calls this run made (the session's total is session.kernel_calls)
     kernel_calls: dict[str, int] = field(default_factory=dict)
     #: things the run could not do that are not failures (also warned about), e.g. cross
     #: fields asked for on a selection with nothing to compare against the reference

@@ -146,7 +146,7 @@ class Runner:
         if not state.cancelled and plan.by_level["cross"]:
             run_cross_level(state, planner, plan)
         report.elapsed = time.perf_counter() - state.t0
-        report.kernel_calls = dict(state.calls)
+        report.kernel_calls = dict(state.run_calls)
         report.cancelled = state.cancelled
         if report.failures:
             _warn_failures(report)

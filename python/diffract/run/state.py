@@ -70,7 +70,9 @@ class RunState:
         workers: threads (or processes / Dask slots) for the parameter level.
         progress: called with each :class:`ProgressEvent`, or None.
         cancel: set to stop the run (finished work is kept).
-        calls: kernel name -> number of slice calls, updated in place.
+        calls: kernel name -> number of slice calls, updated in place (the session's
+            running total, shared by its runs).
+        run_calls: the same counts for this run only (``RunReport.kernel_calls``).
         report: what the run did so far.
         t0: ``time.perf_counter()`` at the start.
         commit_every: seconds between two commits of finished values inside a chunk.
@@ -85,6 +87,7 @@ class RunState:
     progress: ProgressCallback | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     calls: dict[str, int] = field(default_factory=dict)
+    run_calls: dict[str, int] = field(default_factory=dict)
     report: RunReport = field(default_factory=lambda: RunReport(requested=()))
     t0: float = field(default_factory=time.perf_counter)
     #: seconds between two commits inside a chunk (0: after every kernel call); see
@@ -98,9 +101,10 @@ class RunState:
         return opts
 
     def count(self, calls: Mapping[str, int]) -> None:
-        """Add slice-call counts (kernel name -> calls)."""
+        """Add slice-call counts (kernel name -> calls) to the session's and the run's."""
         for name, n in calls.items():
             self.calls[name] = self.calls.get(name, 0) + n
+            self.run_calls[name] = self.run_calls.get(name, 0) + n
 
     @property
     def cancelled(self) -> bool:
