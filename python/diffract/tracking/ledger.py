@@ -17,7 +17,8 @@ A tracker also commits, before its first step, a document of kind :data:`RUN_KIN
 the run: the run is **tracked by a tracker**, so its models without a mark are incomplete.
 Checkpoints of a run no tracker wrote (models added by hand with the ``track`` meta, which
 never get marks) count as committed. Readers (the panels, the sidebar's summary) leave out
-the incomplete checkpoints: :func:`incomplete_checkpoints` on a store,
+the incomplete checkpoints: :func:`incomplete_checkpoints` on a store (it lives in
+:mod:`diffract._core.steps`, so the static figures of :mod:`diffract.viz` use it too),
 :func:`complete_scope` on a scope.
 """
 
@@ -29,13 +30,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffract._core.steps import track_of
+from diffract._core.steps import (
+    RUN_MARK_KIND,
+    STEP_MARK_KIND,
+    checkpoint_states,
+    incomplete_checkpoints,
+)
 from diffract.store import Batch
 
 #: the kind of the store documents that mark a step committed
-DOC_KIND = "diffract.tracking.step"
+DOC_KIND = STEP_MARK_KIND
 #: the kind of the store documents that say a tracker writes a run (named by the run)
-RUN_KIND = "diffract.tracking.run"
+RUN_KIND = RUN_MARK_KIND
 
 
 @dataclass
@@ -81,7 +87,7 @@ def all_runs(store: Any) -> dict[str, RunSteps]:
 
     A tracked model is committed when its mark matches it, or when no tracker wrote its run
     (no :data:`RUN_KIND` document and no mark of the run: checkpoints added by hand);
-    otherwise it is incomplete.
+    otherwise it is incomplete (:func:`diffract._core.steps.checkpoint_states`).
 
     Args:
         store: a :class:`~diffract.store.Store` (``session.store``), read as it is.
@@ -89,39 +95,11 @@ def all_runs(store: Any) -> dict[str, RunSteps]:
     Returns:
         The runs, each with its committed and incomplete steps.
     """
-    marks = store.documents(DOC_KIND)
-    by_tracker = set(store.documents(RUN_KIND)) | {_record(d).get("run") for d in marks.values()}
     out: dict[str, RunSteps] = {}
-    for mid, info in store.models().items():
-        tracked = track_of(info.get("meta"))
-        if tracked is None:
-            continue
-        run, step = tracked
+    for mid, (run, step, committed) in checkpoint_states(store).items():
         steps = out.setdefault(run, RunSteps())
-        if run not in by_tracker or _matches(marks.get(mid), info):
-            steps.committed[step] = mid
-        else:
-            steps.incomplete[step] = mid
+        (steps.committed if committed else steps.incomplete)[step] = mid
     return out
-
-
-def incomplete_checkpoints(store: Any) -> dict[str, tuple[str, int]]:
-    """The incomplete checkpoints of every run in ``store`` (as it was last refreshed).
-
-    What readers of the store leave out: the weights of a step whose analysis had not
-    finished when its process died (or is still going on).
-
-    Args:
-        store: a :class:`~diffract.store.Store` (``session.store``).
-
-    Returns:
-        model id -> ``(run, step)``.
-    """
-    return {
-        mid: (run, step)
-        for run, steps in all_runs(store).items()
-        for step, mid in steps.incomplete.items()
-    }
 
 
 def complete_scope(scope: Any, keep: Sequence[str] = ()) -> Any:
@@ -141,22 +119,6 @@ def complete_scope(scope: Any, keep: Sequence[str] = ()) -> Any:
     if hide.isdisjoint(ids):
         return scope
     return scope.filter(model_ids=[m for m in ids if m not in hide])
-
-
-def _record(doc: str | None) -> dict[str, Any]:
-    """A mark's JSON record ({} when it is not one)."""
-    if doc is None:
-        return {}
-    try:
-        record = json.loads(doc)
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def _matches(doc: str | None, info: dict[str, Any]) -> bool:
-    record = _record(doc)
-    return bool(record) and record.get("added") == info.get("added")
 
 
 def mark_run(session: Any, run: str) -> None:
