@@ -83,7 +83,12 @@ _METRICS = ("vec_entropy", "loc_ratio", "part_ratio")
 _STATS = ("bulk_mean", "bulk_var", "tail_mean", "tail_var")
 
 
-@define(outputs=tuple(f"{m}_{s}" for m in _METRICS for s in _STATS), min_ndim=2, family="rmt")
+@define(
+    outputs=tuple(f"{m}_{s}" for m in _METRICS for s in _STATS),
+    min_ndim=2,
+    family="rmt",
+    vectorized=True,
+)
 def vector_localization(weights, pl_num_spikes, slice_info):
     """Localization of the eigenvectors of X = W W^T (or W^T W, the smaller), per kernel
     position, as WeightWatcher's ``vectors=True``: for each eigenvector v,
@@ -101,13 +106,27 @@ def vector_localization(weights, pl_num_spikes, slice_info):
     WeightWatcher does, so the vectors (and histograms) are the same.
 
     A LoRA update slice (rank r, meta ``"lora"``): the tail is the top pl_num_spikes
-    eigenvalues of X by count (the rounding of xmin against them is not reproducible:
-    ours is the float64 product B @ A, WeightWatcher's the float32 one), so the tail
-    columns equal WeightWatcher's. The bulk is mostly the M - r dimensional null space of
-    X, whose eigenvectors are any orthonormal basis of it: which one eig returns depends
-    on the rounding noise of the product, so the ``*_bulk_*`` columns of a LoRA update are
-    not a property of the matrix and do not equal WeightWatcher's (they do on its float32
-    product, tests/test_peft_golden.py)."""
+    eigenvalues of X by count, well defined; WeightWatcher's comparison with xmin keeps
+    the top pl_num_spikes or one fewer by a rounding coin flip on its float32 product B @ A
+    (ours is the float64 one), and where it keeps them all the tail columns equal its.
+    The bulk is mostly the M - r dimensional null space of X, whose eigenvectors are any
+    orthonormal basis of it, set by the rounding noise: the ``*_bulk_*`` columns of a LoRA
+    update are not a property of the matrix and do not equal WeightWatcher's
+    (tests/test_peft_golden.py checks both).
+
+    Vectorized (one result per slice of the lists given), so that it runs after the
+    streamed spectrum of its chunk, not while that stream's pool works: scipy's eig gives
+    other eigenvectors (and other roundings of the eigenvalues compared with xmin) at another
+    BLAS thread count, and the stream limits BLAS to one thread meanwhile; run after it, it
+    runs at the process's thread count, as WeightWatcher does."""
+    return [
+        _vector_localization_one(w, k, info)
+        for w, k, info in zip(weights, pl_num_spikes, slice_info, strict=True)
+    ]
+
+
+def _vector_localization_one(weights, pl_num_spikes, slice_info):
+    """The statistics of :func:`vector_localization` for one slice."""
     from scipy import linalg
 
     evals, svals, metrics = [], [], {m: [] for m in _METRICS}
