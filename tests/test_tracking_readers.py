@@ -1,5 +1,5 @@
-"""After a crash mid-step, the readers of the store (every panel kind, the static evolution
-figure, the sidebar's summary) leave out the tracked run's incomplete step (its weights stored,
+"""After a crash mid-step, the readers of the store (every panel kind, the static evolution,
+layers and heatmap figures, the sidebar's summary) leave out the tracked run's incomplete step (its weights stored,
 some of its fields, no committed mark) until a tracker resumes the run; checkpoints added by
 hand with the ``track`` meta (no tracker, no marks) are all shown. The SIGKILL case itself is
 in test_tracking_crash.py."""
@@ -79,6 +79,51 @@ def test_panels_leave_out_the_incomplete_step_until_a_tracker_resumes(tmp_path):
         assert evo.n_values() == 6
         want = np.linalg.norm(_weights(2)["fc2.weight"])
         assert evo.figure.data[0].z[1][2] == pytest.approx(want)
+
+
+def _norms(step: int) -> list[float]:
+    """||W||_F of each layer of step ``step``'s weights, by numpy (stored as float32: the
+    figures agree to rtol 1e-6)."""
+    return [float(np.linalg.norm(w)) for w in _weights(step).values()]
+
+
+def test_static_layers_heatmap_and_scatter_leave_out_the_incomplete_step_until_a_tracker_resumes(
+    tmp_path,
+):
+    path = tmp_path / "store"
+    mid = _crashed_store(path)
+    committed = ["run-s000000000", "run-s000000001"]
+    want = {committed[0]: _norms(0), committed[1]: _norms(1), "plain": _norms(7)}
+    with Session(path=path) as s:
+        assert incomplete_checkpoints(s.store) == {mid: ("run", 2)}
+        for kind in ("line", "bar"):
+            fig = s.viz.layers("frob_norm", kind=kind)
+            assert [t.name for t in fig.data] == [*committed, "plain"]
+            for t in fig.data:
+                np.testing.assert_allclose(t.y, want[t.name], rtol=1e-6)
+        (heat,) = s.viz.heatmap("frob_norm").data
+        assert list(heat.y) == [*committed, "plain"]
+        np.testing.assert_allclose(np.array(heat.z, dtype=float), list(want.values()), rtol=1e-6)
+        scatter = s.viz.scatter("frob_norm", "frob_norm").data
+        assert [t.name for t in scatter] == [*committed, "plain"]
+        for t in scatter:
+            np.testing.assert_allclose(t.x, want[t.name], rtol=1e-6)
+        # a checkpoint named in models= is shown, incomplete or not (only its stored slice)
+        (named,) = s.viz.layers("frob_norm", models=[mid]).data
+        assert named.name == mid
+        np.testing.assert_allclose(named.y, _norms(2)[:1], rtol=1e-6)
+        (named_heat,) = s.viz.heatmap("frob_norm", models=[mid, "plain"]).data
+        assert list(named_heat.y) == [mid, "plain"] and named_heat.z[0][1] is None
+        # a tracker resumes the run: step 2 is finished, and both figures show it
+        s.track("run", ["frob_norm"]).close()
+        want = {**dict(list(want.items())[:2]), mid: _norms(2), "plain": _norms(7)}
+        fig = s.viz.layers("frob_norm")
+        assert [t.name for t in fig.data] == [*committed, mid, "plain"]
+        for t in fig.data:
+            np.testing.assert_allclose(t.y, want[t.name], rtol=1e-6)
+        (heat,) = s.viz.heatmap("frob_norm").data
+        assert list(heat.y) == [*committed, mid, "plain"]
+        np.testing.assert_allclose(np.array(heat.z, dtype=float), list(want.values()), rtol=1e-6)
 
 
 def test_the_sidebar_summary_leaves_out_the_incomplete_step(tmp_path):

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from diffract._core.steps import incomplete_checkpoints
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -128,7 +131,13 @@ def exponent_ticks(lo: float, hi: float) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list[dict[str, Any]]:
+def field_rows(
+    scope: Scope,
+    *fields: str,
+    reference: str | None = None,
+    complete: bool = False,
+    keep: Sequence[str] = (),
+) -> list[dict[str, Any]]:
     """``scope.results.export_table(*fields)`` as rows, or ``[]`` while nothing is stored.
 
     The reference model's own rows are left out when only cross fields are asked for (with
@@ -138,6 +147,11 @@ def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list
         scope: the session or scope to read.
         *fields: the fields to export.
         reference: the reference model, needed by cross-model fields.
+        complete: leave out the rows of incomplete checkpoints (a tracked step whose analysis
+            has not committed: in progress, or cut by a crash;
+            :func:`diffract._core.steps.incomplete_checkpoints`), as the panels do.
+        keep: model ids kept even when incomplete (the models a caller named); the
+            reference is always kept.
 
     Returns:
         One dict per slice (the ``"list"`` export format).
@@ -145,9 +159,14 @@ def field_rows(scope: Scope, *fields: str, reference: str | None = None) -> list
     from diffract._errors import FieldNotComputedError
 
     try:
-        return scope.results.export_table(*fields, export_format="list", reference=reference)
+        rows = scope.results.export_table(*fields, export_format="list", reference=reference)
     except FieldNotComputedError:
         return []
+    if not complete:
+        return rows
+    # the export re-read the store: its state is the one the rows come from
+    hide = set(incomplete_checkpoints(scope.session.store)).difference(keep, [reference])
+    return [r for r in rows if r["model_id"] not in hide] if hide else rows
 
 
 def _by_model(
@@ -206,7 +225,8 @@ def layers_spec(
     Args:
         scope: the session or scope whose stored fields are drawn.
         field: a per-parameter scalar field.
-        models: the model ids to draw; default: every model of the scope.
+        models: the model ids to draw; default: every model of the scope but the incomplete
+            checkpoints of tracked runs (:func:`field_rows`).
         kind: ``"line"`` (one line per model) or ``"bar"`` (grouped bars).
         reference: the reference model of cross-model fields (drift against a checkpoint).
 
@@ -218,7 +238,7 @@ def layers_spec(
     """
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
-    rows = field_rows(scope, field, reference=reference)
+    rows = field_rows(scope, field, reference=reference, complete=True, keep=models or ())
     data = []
     for m, rs in _by_model(rows, field, models).items():
         x = list(range(len(rs)))
@@ -252,13 +272,14 @@ def heatmap_spec(
     Args:
         scope: the session or scope whose stored fields are drawn.
         field: a per-parameter scalar field.
-        models: the model ids to draw; default: every model of the scope.
+        models: the model ids to draw; default: every model of the scope but the incomplete
+            checkpoints of tracked runs (:func:`field_rows`).
         reference: the reference model of cross-model fields (drift against a checkpoint).
 
     Returns:
         ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format).
     """
-    rows = field_rows(scope, field, reference=reference)
+    rows = field_rows(scope, field, reference=reference, complete=True, keep=models or ())
     by_model = _by_model(rows, field, models)
     ids = list(by_model)
     width = max((len(rs) for rs in by_model.values()), default=0)
@@ -305,13 +326,14 @@ def scatter_spec(
         scope: the session or scope whose stored fields are drawn.
         x: the per-parameter field on the x axis.
         y: the per-parameter field on the y axis.
-        models: the model ids to draw; default: every model of the scope.
+        models: the model ids to draw; default: every model of the scope but the incomplete
+            checkpoints of tracked runs (:func:`field_rows`).
         reference: the reference model of cross-model fields (drift against a checkpoint).
 
     Returns:
         ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format).
     """
-    rows = field_rows(scope, x, y, reference=reference)
+    rows = field_rows(scope, x, y, reference=reference, complete=True, keep=models or ())
     data = []
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -515,7 +537,8 @@ def layers(
     Args:
         scope: the session or scope whose stored fields are drawn.
         field: a per-parameter scalar field.
-        models: the model ids to draw; default: every model of the scope.
+        models: the model ids to draw; default: every model of the scope but the incomplete
+            checkpoints of tracked runs (:func:`field_rows`).
         kind: ``"line"`` (one line per model) or ``"bar"`` (grouped bars).
         reference: the reference model of cross-model fields (drift against a checkpoint).
 
@@ -536,7 +559,8 @@ def heatmap(
     Args:
         scope: the session or scope whose stored fields are drawn.
         field: a per-parameter scalar field.
-        models: the model ids to draw; default: every model of the scope.
+        models: the model ids to draw; default: every model of the scope but the incomplete
+            checkpoints of tracked runs (:func:`field_rows`).
         reference: the reference model of cross-model fields (drift against a checkpoint).
 
     Returns:
@@ -572,7 +596,8 @@ def scatter(
         scope: the session or scope whose stored fields are drawn.
         x: the per-parameter field on the x axis.
         y: the per-parameter field on the y axis.
-        models: the model ids to draw; default: every model of the scope.
+        models: the model ids to draw; default: every model of the scope but the incomplete
+            checkpoints of tracked runs (:func:`field_rows`).
         reference: the reference model of cross-model fields (drift against a checkpoint).
 
     Returns:
