@@ -115,6 +115,8 @@ def test_lora_update_keeps_top_r_of_each_replica():
         s.compute.apply(
             "esd_rand",
             "esd_rand_pool",
+            "esd",
+            "js_rand_distance",
             progress=False,
             conventions="weightwatcher",
             precision="float64",
@@ -123,9 +125,17 @@ def test_lora_update_keeps_top_r_of_each_replica():
         )
         pool = s.results.get("esd_rand_pool", "layer.lora", "m")
         one = s.results.get("esd_rand", "layer.lora", "m")
+        esd = s.results.get("esd", "layer.lora", "m")
+        js = s.results.get("js_rand_distance", "layer.lora", "m")
         w = s.models.weights("layer.lora", "m")
     reps = [np.random.default_rng(1).permutation(w.ravel())]
     reps += [np.random.default_rng((1, k)).permutation(w.ravel()) for k in range(1, 5)]
     tops = [_svals(p.reshape(w.shape))[:3] ** 2 for p in reps]
     np.testing.assert_allclose(pool, np.sort(np.concatenate(tops)), rtol=1e-10)
     np.testing.assert_allclose(one, np.sort(tops[0]), rtol=1e-10)
+    # rand_distance: WeightWatcher's own function; the top r of the update and of its
+    # permutation have other sums, where its mixture (p + q) / 2 is formed before normalizing
+    from weightwatcher.RMT_Util import jensen_shannon_distance
+
+    assert abs(np.sum(esd) / np.sum(one) - 1) > 0.1
+    assert js == pytest.approx(float(jensen_shannon_distance(esd, one)), rel=1e-12)
