@@ -195,8 +195,9 @@ def _call_streamed(k, ready, values, opts, record, each, stop, start) -> int:
                 o = Failed(f"streamed kernel {k.name!r} returned fewer results than slices")
             except Exception:
                 return n + each(order[n:], True)
-            record([s], [_split(k, o)], time.perf_counter() - t)
-            t, n = time.perf_counter(), n + 1  # the next wait starts after the follow-ups
+            now = time.perf_counter()
+            record([s], [_split(k, o)], now - t)
+            t, n = now, n + 1
     finally:
         cancel = getattr(outs, "cancel", None)
         if n < len(order) and callable(cancel):
@@ -216,9 +217,7 @@ def run_kernels(
     """Run ``kernels`` (in dependency order) on the slices of a chunk whose plan names
     them, filling ``values`` in place as each call ends; markers where a value cannot be
     made. Pure: no store access, so it runs the same in this process, a process pool or a
-    Dask worker. ``hooks`` hears of each call (progress, commits inside the chunk). As each
-    result of a streamed kernel comes, the per-slice kernels that follow it run on that
-    slice at once (up to the next vectorized kernel), overlapping the pool's work.
+    Dask worker. ``hooks`` hears of each call (progress, commits inside the chunk).
 
     ``cancelled`` (e.g. ``event.is_set``) is asked before each kernel and, for per-slice
     kernels, before each slice (vectorized ones: before each batch): once it says yes,
@@ -237,49 +236,28 @@ def run_kernels(
             stopped = True
         return stopped
 
-    done: dict[str, set[str]] = {k.name: set() for k in kernels}
-    after = {k.name: kernels[i + 1 :] for i, k in enumerate(kernels)}
+    for k in kernels:
+        if stop():
+            break
 
-    def follow(s: SliceInfo, k: Kernel) -> None:
-        """The per-slice kernels after streamed ``k``, on ``s`` now that its result is in:
-        they run on this thread while the pool still works on the other slices."""
-        for k2 in after[k.name]:
-            if k2.vectorized or stop():
-                return
-            run_on(k2, [s])
-
-    def run_on(k: Kernel, targets: list[SliceInfo]) -> None:
-        targets = [s for s in targets if k.name in plan_of[s.uid] and s.uid not in done[k.name]]
-        if not targets:
-            return
-        done[k.name].update(s.uid for s in targets)
-
-        def record(finished: list[SliceInfo], results: list[Result], seconds: float) -> None:
-            for s, res in zip(finished, results, strict=True):
+        def record(done: list[SliceInfo], results: list[Result], seconds: float, k=k) -> None:
+            for s, res in zip(done, results, strict=True):
                 if isinstance(res, (Failed, NotApplicable)):
                     values[s.uid].update(dict.fromkeys(k.outputs, res))
                 else:
                     values[s.uid].update(res)
             if hooks is not None:
-                hooks.finished(k, finished, seconds, True)
-            if k.streamed:
-                for s in finished:
-                    follow(s, k)
+                hooks.finished(k, done, seconds, True)
 
-        ready, skipped = _ready(k, targets, values)
+        ready, skipped = _ready(k, [s for s in chunk if k.name in plan_of[s.uid]], values)
         if skipped and hooks is not None:
             hooks.finished(k, skipped, 0.0, False)
         if not ready:
-            return
-        start = None if hooks is None else (lambda s: hooks.started(k, s))
+            continue
+        start = None if hooks is None else (lambda s, k=k: hooks.started(k, s))
         n = _call_kernel(k, ready, values, opts_of[k.name], record, stop, start)
         if n:
             calls[k.name] = calls.get(k.name, 0) + n
-
-    for k in kernels:
-        if stop():
-            break
-        run_on(k, chunk)
     return calls
 
 
