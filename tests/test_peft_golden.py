@@ -222,8 +222,19 @@ def test_peft_clip_xmax_fails_as_weightwatcher():
         s.models.add(pm, "ft", lora_scaling="none")
         report = _apply(s, layer_selection="peft", fix_fingers="clip_xmax")
         failed = {f.name for f in report.failures if f.field == "pl_alpha"}
-        values = _values(s, "ft", gold["rows"], NOT_FROM_FIT.values())
+        summary = {k: SUMMARY_MAP[k] for k in ("log_norm", "log_spectral_norm", "stable_rank")}
+        values = _values(s, "ft", gold["rows"], [*NOT_FROM_FIT.values(), "esd"], summary.values())
     assert {n for n, row in gold["rows"].items() if row["alpha"] == -1} == set(gold["rows"])
+    for key, f in summary.items():  # get_summary(): the keys not made from alpha
+        assert values[None][f] == pytest.approx(gold["summary"][key], rel=RTOL), key
+    # its alpha keys average the failed rows' terms: alpha -1, alpha_weighted
+    # -log10(lambda_max), log_alpha_norm log10(sum lambda^-1), from our ESDs
+    esds = [np.asarray(values[n]["esd"]) for n in gold["rows"]]
+    assert gold["summary"]["alpha"] == -1
+    weighted = np.mean([-math.log10(e.max()) for e in esds])
+    assert gold["summary"]["alpha_weighted"] == pytest.approx(weighted, rel=RTOL)
+    norm = np.mean([math.log10(np.sum(e**-1.0)) for e in esds])
+    assert gold["summary"]["log_alpha_norm"] == pytest.approx(norm, rel=RTOL)
     assert failed == set(gold["rows"]) and len(failed) == 12
     worst, bad = compare_rows(
         "peft",
@@ -272,6 +283,8 @@ def test_peft_mp_fit_and_randomize_equal_weightwatcher(seed):
     worst, bad = compare_rows("peft", values, gold, MP_FLOAT, MP_EXACT)
     assert not bad, "\n".join(bad)
     assert max(worst.values()) < RTOL
+    soft = np.mean([values[n]["mp_fit_soft_rank"] for n in gold])  # get_summary()'s
+    assert soft == pytest.approx(golden()["mp_fit"]["summary"]["mp_softrank"], rel=RTOL)
 
     def col(c, table):
         ours = np.array([values[n][table[c]] for n in gold], dtype=float)
