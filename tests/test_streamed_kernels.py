@@ -92,21 +92,43 @@ def test_streamed_needs_vectorized():
         diffract.kernels.make_kernel(f, streamed=True)
 
 
-def test_the_spectrum_streams_and_blas_gets_its_threads_back():
+def blas() -> list[int]:
+    """Thread counts of the loaded BLAS libraries (OpenMP ones, e.g. torch's, are not
+    limited by the spectrum)."""
     import threadpoolctl
 
-    before = [i["num_threads"] for i in threadpoolctl.threadpool_info()]
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_the_spectrum_streams_and_blas_gets_its_threads_back():
+    before = blas()
     s = Session("ram")
     s.models.add(mlp(0, layers=8, width=48), "m")
     events = []
     s.compute.apply("stable_rank", progress=events.append, spectrum_threads=2)
     spectrum = [ev for ev in events if ev.stage == "kernel" and ev.kernel == "weights_spectrum"]
     assert [ev.kernel_done for ev in spectrum[1::2]] == list(range(1, 9))
-    after = [i["num_threads"] for i in threadpoolctl.threadpool_info()[: len(before)]]
-    assert after == before
+    assert blas() == before
     for i in range(8):
         w = s.models.weights(f"layers.{i}.weight", "m").astype(np.float64)
         sv = np.linalg.svd(w, compute_uv=False)
         assert s.results.get("stable_rank", f"layers.{i}.weight", "m") == pytest.approx(
             float(np.sum(sv**2) / sv[0] ** 2), rel=1e-6
         )
+
+
+def test_overlapping_streams_released_out_of_order_restore_blas():
+    """Two streams at once (a tracker's run and the user's): the limit is held while either
+    needs it and the original thread counts come back only when both are done."""
+    from diffract.kernels import _linalg
+
+    counts = blas
+    before = counts()
+    mats = [np.random.default_rng(i).standard_normal((64, 64)) for i in range(4)]
+    first = _linalg.stream_parallel(np.linalg.svd, mats, 2)
+    second = _linalg.stream_parallel(np.linalg.svd, mats, 2)
+    assert all(n == 1 for n in counts())
+    list(first)  # the first started is released first
+    assert all(n == 1 for n in counts())  # the second still runs with one thread each
+    list(second)
+    assert counts() == before

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -373,21 +374,52 @@ def pooled_desc(kernel_svals: np.ndarray) -> np.ndarray:
     return -np.sort(-flat)
 
 
-_BLAS: dict[str, Any] = {}  # the ThreadpoolController (one library scan per process)
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (pid, threads) -> kept pool
 _POOLS_LOCK = threading.Lock()
 
 
-def _one_blas_thread():
-    """A context limiting BLAS to one thread; the controller is made once (a fresh
+class _SharedBlasLimit:
+    """BLAS limited to one thread while any holder needs it: the first hold applies the
+    limit, the last release restores the limits found then (counted, so that two runs whose
+    holds overlap, e.g. a tracker's and the user's, cannot leave the process limited by
+    restoring out of order). The controller is kept until a module is imported (a fresh
     ``threadpool_limits`` scans the loaded libraries: ~10x the cost of a kept controller's
-    ``limit``)."""
-    from threadpoolctl import ThreadpoolController
+    ``limit``; a library loaded since would not be limited)."""
 
-    ctl = _BLAS.get("ctl")
-    if ctl is None:
-        ctl = _BLAS["ctl"] = ThreadpoolController()
-    return ctl.limit(limits=1, user_api="blas")
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holds = 0
+        self._limiter: Any = None
+        self._ctl: Any = None
+        self._modules = 0
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._holds == 0:
+                modules = len(sys.modules)  # a module imported since may bring a BLAS
+                if self._ctl is None or modules != self._modules:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._ctl, self._modules = ThreadpoolController(), modules
+                self._limiter = self._ctl.limit(limits=1, user_api="blas")
+            self._holds += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holds -= 1
+            if self._holds == 0 and self._limiter is not None:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+    def __enter__(self) -> _SharedBlasLimit:
+        self.hold()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_BLAS_LIMIT = _SharedBlasLimit()
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
@@ -418,11 +450,13 @@ def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
     if threads <= 1 or len(items) <= 1 or nested:
         return [safe(x) for x in items]
     try:
-        limit = _one_blas_thread()
+        _BLAS_LIMIT.hold()
     except ImportError:  # pragma: no cover
         return [safe(x) for x in items]
-    with limit:
+    try:
         return list(_pool(threads).map(safe, items))
+    finally:
+        _BLAS_LIMIT.release()
 
 
 class StreamedResults:
@@ -441,9 +475,10 @@ class StreamedResults:
         if threads <= 1 or len(items) <= 1 or nested:
             return  # made one by one as they are asked for
         try:
-            self._limit = _one_blas_thread()
+            _BLAS_LIMIT.hold()
         except ImportError:  # pragma: no cover
             return
+        self._limit = _BLAS_LIMIT
         pool = _pool(threads)
         futures = {i: pool.submit(self._safe, items[i]) for i in order}  # started in order
         self._futures = [futures[i] for i in range(len(items))]
@@ -457,7 +492,7 @@ class StreamedResults:
     def _release(self) -> None:
         limit, self._limit = getattr(self, "_limit", None), None
         if limit is not None:
-            limit.restore_original_limits()
+            limit.release()
 
     def __len__(self) -> int:
         return len(self._items)
