@@ -10,7 +10,7 @@
   swapped report (the quirk of tests/test_fields_golden.py), and its ``rf`` is the layer's P
   (ours: 1 for the 2-D slice; P is its meta ``kernel_position.count``).
 * ``intra=True`` (WeightWatcher's ``sparsify=False``: its default multiplies a random 0/1
-  matrix in): the dense pair ``intra:8.weight:10.weight``. WeightWatcher fits the power law to
+  matrix in): its four pairs (two conv -> conv, conv -> dense, dense -> dense). WeightWatcher fits the power law to
   the singular values s of X, not to s^2: its lambda_max and xmin are our s_max and
   sqrt(xmin), its alpha is 2 pl_alpha - 1 and its sigma 2 pl_alpha_sigma (a power law in s is
   one in s^2; the KS distance, hence xmin and D, are the same)."""
@@ -116,20 +116,33 @@ def test_pool_false_equals_weightwatcher():
     assert worst < RTOL
 
 
-def test_intra_dense_pair_equals_weightwatcher():
+def test_intra_pairs_equal_weightwatcher():
+    """Every pair WeightWatcher makes (conv -> conv through the first kernel positions,
+    conv -> dense, dense -> dense), column by column through the fixed relations: its ESD
+    is s, not s^2 (alpha = 2 pl_alpha - 1, sigma = 2 pl_alpha_sigma, xmin = sqrt(pl_esd_xmin));
+    a pair ending on a convolution has that layer's conv2d_norm (s / sqrt(2)); it keeps the
+    top num_components of the second layer (24 of 32 for 4 -> 8: the rest are zero)."""
     gold = golden()["intra"]["rows"]
-    name = "intra:8.weight:10.weight"
     fields = ["pl_alpha", "pl_alpha_sigma", "pl_ks", "pl_esd_xmin", "pl_num_spikes",
               "max_weights_sval", "hard_rank", "num_evals", "greater_dim", "lower_dim"]  # fmt: skip
     slices, _, values = _run(fields, intra=True)
-    assert {n for n in slices if n.startswith("intra:")} == {name}  # dense layers only
-    assert set(gold) >= {name}  # WeightWatcher also pairs convolutions
-    row, got = gold[name], values[name]
-    assert row["alpha"] == pytest.approx(2 * got["pl_alpha"] - 1, rel=RTOL)
-    assert row["sigma"] == pytest.approx(2 * got["pl_alpha_sigma"], rel=RTOL)
-    assert row["D"] == pytest.approx(got["pl_ks"], rel=RTOL)
-    assert row["xmin"] == pytest.approx(math.sqrt(got["pl_esd_xmin"]), rel=RTOL)
-    assert row["lambda_max"] == pytest.approx(got["max_weights_sval"], rel=RTOL)
-    for col, f in (("num_pl_spikes", "pl_num_spikes"), ("matrix_rank", "hard_rank"),
-                   ("num_evals", "num_evals"), ("N", "greater_dim"), ("M", "lower_dim")):  # fmt: skip
-        assert row[col] == got[f], col
+    assert {n for n in slices if n.startswith("intra:")} == set(gold)  # the pairs exactly
+    assert len(gold) == 4
+    for name, row in gold.items():
+        got = values[name]
+        second = name.split(":")[2]
+        c = math.sqrt(0.5) if second in ("2.weight", "4.weight") else 1.0  # conv2d_norm
+        assert row["alpha"] == pytest.approx(2 * got["pl_alpha"] - 1, rel=RTOL), name
+        if row["num_pl_spikes"] < 4:  # a 3-value tail: WW's sigma is (0 - 1) / sqrt(n)
+            assert row["sigma"] == pytest.approx(-1 / math.sqrt(row["num_pl_spikes"]), rel=RTOL)
+        else:
+            assert row["sigma"] == pytest.approx(2 * got["pl_alpha_sigma"], rel=RTOL), name
+        assert row["D"] == pytest.approx(got["pl_ks"], rel=RTOL), name
+        assert row["xmin"] == pytest.approx(c * math.sqrt(got["pl_esd_xmin"]), rel=RTOL), name
+        assert row["lambda_max"] == pytest.approx(c * got["max_weights_sval"], rel=RTOL), name
+        for col, f in (("num_pl_spikes", "pl_num_spikes"), ("matrix_rank", "hard_rank"),
+                       ("N", "greater_dim"), ("M", "lower_dim")):  # fmt: skip
+            assert row[col] == got[f], (name, col)
+        kept = got["hard_rank"] if name == "intra:4.weight:8.weight" else got["num_evals"]
+        assert row["num_evals"] == kept, name
+    assert values["intra:4.weight:8.weight"]["num_evals"] == 32  # 8 zero singular values

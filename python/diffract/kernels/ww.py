@@ -43,6 +43,8 @@ def _reason(slice_info, weights, min_evals, max_evals, max_N, layer_selection) -
             "not a LoRA adapter slice: layer_selection='peft' analyzes the adapters only "
             "(WeightWatcher's analyze(peft=True))"
         )
+    if "intra" in slice_info.meta:
+        return None  # WeightWatcher guards the layers of an intra product, not the product
     shape = np.shape(weights)
     n, m = max(shape[0], shape[1]), min(shape[0], shape[1])
     rf = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 1
@@ -91,6 +93,8 @@ def spectrum_gate(
     * ``min_evals``: skip when num_evals < min_evals (WW default 8);
     * ``max_evals``: skip when num_evals > max_evals (WW default 15000);
     * ``max_N``: skip when N > max_N (WW default 50000).
+
+    The guards leave ``intra:`` product slices alone (WW guards the layers of a product).
 
     None (the default of each guard) turns it off. ``conventions="weightwatcher"`` sets all
     four to WeightWatcher's defaults, and ``lora_evals="rank"``: a rank-r LoRA update slice
