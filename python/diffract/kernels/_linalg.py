@@ -438,25 +438,9 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 def run_parallel(func, items: list[Any], threads: int) -> list[Any]:
     """Map ``func`` over ``items``; with ``threads > 1`` use a thread pool while limiting BLAS
     to one thread per worker (restored afterwards). Exceptions are returned in their slot.
-    The pool is kept for the process; a call from inside it runs its items in turn."""
-
-    def safe(x):
-        try:
-            return func(x)
-        except Exception as err:
-            return err
-
-    nested = threading.current_thread().name.startswith("diffract-linalg")  # no deadlock
-    if threads <= 1 or len(items) <= 1 or nested:
-        return [safe(x) for x in items]
-    try:
-        _BLAS_LIMIT.hold()
-    except ImportError:  # pragma: no cover
-        return [safe(x) for x in items]
-    try:
-        return list(_pool(threads).map(safe, items))
-    finally:
-        _BLAS_LIMIT.release()
+    The pool is kept for the process; a call from inside it runs its items in turn. (The
+    results of :func:`stream_parallel`, waited for.)"""
+    return list(stream_parallel(func, items, threads))
 
 
 class StreamedResults:
@@ -520,7 +504,7 @@ class StreamedResults:
 
 
 def stream_parallel(func, items: list[Any], threads: int, order: list[int] | None = None):
-    """Like :func:`run_parallel`, but returns at once: a :class:`StreamedResults` whose
+    """Map ``func`` over ``items`` on the kept pool, returning at once: a :class:`StreamedResults` whose
     entries (in input order; exceptions in their slot) come as the workers make them, for a
     ``streamed`` kernel. ``order``: the order to start the items in (default: input order)."""
     return StreamedResults(func, list(items), threads, order or list(range(len(items))))

@@ -28,6 +28,11 @@ SVD_DEVICES = ("cpu", "cuda", "auto")
 _SPECTRUM_RULES = {"precision": one_of(*PRECISIONS), "recheck_rtol": above(0)}
 
 
+def _kept(ks: np.ndarray, spectrum_gate) -> np.ndarray:
+    """Per-position singular values, truncated to the gate's r for a LoRA update."""
+    return ks if spectrum_gate is True else np.asarray(ks)[:, : int(spectrum_gate)]
+
+
 @define(
     outputs=("weights_svals", "kernel_svals", "spectrum_path"),
     min_ndim=2,
@@ -83,8 +88,7 @@ def weights_spectrum(
             ks, path = gram_svals(kernel_matrices(w), dev), f"device:{dev}"
         else:
             ks, path = slice_svals(w, precision, recheck_rtol)
-        if gate is not True:  # a LoRA update with lora_evals="rank": its top r only
-            ks = np.asarray(ks)[:, : int(gate)]
+        ks = _kept(ks, gate)  # a LoRA update with lora_evals="rank": its top r only
         return pooled_desc(ks), ks, path
 
     # started largest first so the pool stays busy; results in input order as they come
@@ -161,6 +165,12 @@ def max_kernel_min_sval(kernel_svals):
     return float(np.max(np.asarray(kernel_svals)[:, -1]))
 
 
+def _eigenvalues(svals, c: float) -> np.ndarray:
+    """The ESD of singular values ``svals`` at scale ``c``: c * s_i^2, ascending (float64)."""
+    s = np.asarray(svals, dtype=np.float64)
+    return np.sort(c * s * s)
+
+
 def _esd_factor(esd_scale, greater_dim, ndim):
     if esd_scale == "N":
         return 1.0 / float(greater_dim)
@@ -189,9 +199,7 @@ def esd(weights_svals, greater_dim, weights, esd_scale="N"):
     WeightWatcher's eigenvalues of a Conv2d layer are the pooled kernel-position spectra, as
     here."""
     c = _esd_factor(esd_scale, greater_dim, np.ndim(weights))
-    s = np.asarray(weights_svals, dtype=np.float64)
-    lam = np.sort(c * s * s)
-    return lam, c, ww_eval_factor(np.ndim(weights)) / c
+    return _eigenvalues(weights_svals, c), c, ww_eval_factor(np.ndim(weights)) / c
 
 
 @define(outputs="esd_max", family="decompositions")
@@ -249,11 +257,6 @@ def weights_rand(weights, spectrum_gate, seed=0, rand_shuffle="all"):
     stored unless asked). This is replica 0 of ``weights_rand_pool_svals``. Slices the
     ``spectrum_gate`` leaves out are not applicable."""
     return _shuffled(np.asarray(weights), np.random.default_rng(seed), rand_shuffle)
-
-
-def _kept(ks: np.ndarray, spectrum_gate) -> np.ndarray:
-    """Per-position singular values, truncated to the gate's r for a LoRA update."""
-    return ks if spectrum_gate is True else np.asarray(ks)[:, : int(spectrum_gate)]
 
 
 @define(
@@ -364,8 +367,7 @@ def esd_rand(weights_rand_svals, esd_scale_factor):
     scale c as ``esd``; the input of the distances to the ESD (``js_rand_distance``,
     ``rand_soft_rank``, ...), which WeightWatcher also takes from one replica. The MP fit
     and ``esd_rand_max`` take ``esd_rand_pool``."""
-    s = np.asarray(weights_rand_svals, dtype=np.float64)
-    return np.sort(esd_scale_factor * s * s)
+    return _eigenvalues(weights_rand_svals, esd_scale_factor)
 
 
 @define(outputs="esd_rand_pool", family="decompositions")
@@ -374,8 +376,7 @@ def esd_rand_pool(weights_rand_pool_svals, esd_scale_factor):
     ascending, same scale c as ``esd`` (equal to ``esd_rand`` with one replica, the default).
     WeightWatcher's ``rand_evals`` (its randomized MP fit's input) with
     ``rand_replicas="ww"``."""
-    s = np.asarray(weights_rand_pool_svals, dtype=np.float64)
-    return np.sort(esd_scale_factor * s * s)
+    return _eigenvalues(weights_rand_pool_svals, esd_scale_factor)
 
 
 @define(outputs="esd_rand_max", family="decompositions")

@@ -259,9 +259,8 @@ class FieldPanel(ipw.VBox):
             ``{"data": traces, "layout": layout}`` as plain dicts.
         """
         r = self._reader
-        if self.kind != "esd":  # an esd panel shows the one slice it was asked for
-            named = [*(self.models or ()), *([self.reference] if self.reference else [])]
-            r = complete_scope(r, keep=named)
+        if self.kind == "compare":  # the other specs leave incomplete checkpoints out themselves
+            r = complete_scope(r, keep=[*(self.models or ()), *filter(None, [self.reference])])
         if self.kind in ("line", "bar"):
             return viz.layers_spec(
                 r, self.fields[0], models=self.models, kind=self.kind, reference=self.reference
