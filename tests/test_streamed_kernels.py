@@ -94,7 +94,10 @@ def test_streamed_needs_vectorized():
 
 def blas() -> list[int]:
     """Thread counts of the loaded BLAS libraries (OpenMP ones, e.g. torch's, are not
-    limited by the spectrum)."""
+    limited by the spectrum). scipy.linalg is loaded first: the spectrum's float32 checks
+    import it, and its own OpenBLAS would otherwise appear between two calls (the test
+    failed when run alone)."""
+    import scipy.linalg  # noqa: F401
     import threadpoolctl
 
     return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]

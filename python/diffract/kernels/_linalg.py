@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from diffract.kernels import _lapack
+
 EPS32 = float(np.finfo(np.float32).eps)
 EPS64 = float(np.finfo(np.float64).eps)
 PRECISIONS = ("float32", "float64")
@@ -78,15 +80,12 @@ def _gram(a: np.ndarray) -> np.ndarray:
 
 def _eigvalsh(g: np.ndarray) -> np.ndarray:
     """Eigenvalues (ascending) of a symmetric matrix with LAPACK ``syevd``, in the matrix's
-    precision. float32 goes through scipy's ``ssyevd`` (numpy's float32 ``eigvalsh`` runs at
-    float64 speed and accuracy here: 41 ms vs 21 ms at M = 768); float64 through numpy's
-    ``dsyevd`` (its OpenBLAS build is ~8% faster than scipy's on M = 384..1024)."""
-    if g.dtype == np.float32:
-        import scipy.linalg as sla
-
-        # g is symmetric: its transpose is the Fortran-ordered view LAPACK wants (no copy)
-        return sla.eigh(g.T, eigvals_only=True, driver="evd", check_finite=False, overwrite_a=True)
-    return np.linalg.eigvalsh(g)
+    precision (float32: ``ssyevd``, as scipy's; numpy's float32 ``eigvalsh`` runs at float64
+    speed and accuracy here: 41 ms vs 21 ms at M = 768; float64: the ``dsyevd`` numpy links,
+    ~8% faster than scipy's on M = 384..1024), called with the GIL released
+    (:mod:`diffract.kernels._lapack`: numpy's and scipy's wrappers hold it, so the pool's
+    workers took turns) and bit-identical to those wrappers."""
+    return _lapack.eigvalsh(g)
 
 
 def float32_max_condition(m: int, rtol: float) -> float:

@@ -1,0 +1,97 @@
+"""The spectrum's eigensolver called through ctypes: the same LAPACK ``?syevd`` numpy links, so
+eigenvalues bit-identical to numpy's float64 and scipy's float32 ``syevd``, but with the GIL
+released (the spectrum pool's workers run side by side; numpy's and scipy's wrappers hold
+it); those wrappers where no usable entry point is found."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from diffract.kernels import _lapack
+
+
+@pytest.fixture
+def fresh_solvers(monkeypatch):
+    monkeypatch.setattr(_lapack, "_SOLVERS", {})
+
+
+def _gram(rng, n, m, cond=None):
+    a = rng.standard_normal((n, m))
+    if cond is not None:  # known singular values from 1 down to 1/cond
+        u, _, vt = np.linalg.svd(a, full_matrices=False)
+        a = (u * np.geomspace(1.0, 1.0 / cond, m)) @ vt
+    return a.T @ a
+
+
+@pytest.mark.parametrize("cond", [None, 1e6, 1e12])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bit_identical_to_numpy(cond, dtype):
+    rng = np.random.default_rng(7)
+    for n, m in ((40, 40), (300, 128), (129, 65)):
+        g = _gram(rng, n, m, cond).astype(dtype)
+        got = _lapack.eigvalsh(g)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, _lapack.reference_eigvalsh(g))
+
+
+def test_the_entry_point_is_found_on_this_build():
+    # numpy's wheels link scipy-openblas, which exports LAPACKE: the GIL-free route is on
+    assert _lapack.gil_free()
+
+
+def test_the_gil_is_released_during_the_call():
+    g = _gram(np.random.default_rng(1), 1200, 1200)
+    state = {"in_call": False, "done": False}
+
+    def worker():
+        state["in_call"] = True
+        _lapack.eigvalsh(g)
+        state["done"] = True
+
+    _lapack.eigvalsh(g[:8, :8])  # resolve the entry point first
+    t = threading.Thread(target=worker)
+    t.start()
+    seen = 0
+    while not state["done"]:  # Python runs here only while the worker is outside the GIL
+        if state["in_call"]:
+            seen += 1
+    t.join()
+    # held for the whole call, this loop would get a handful of turns; released, millions
+    assert seen > 10_000
+
+
+def test_falls_back_to_numpy_without_an_entry_point(monkeypatch, fresh_solvers):
+    monkeypatch.setattr(_lapack, "_entry_point", lambda letter: None)
+    g = _gram(np.random.default_rng(2), 50, 20)
+    assert not _lapack.gil_free()
+    np.testing.assert_array_equal(_lapack.eigvalsh(g), np.linalg.eigvalsh(g))
+    g32 = g.astype(np.float32)
+    np.testing.assert_array_equal(_lapack.eigvalsh(g32), _lapack.reference_eigvalsh(g32))
+
+
+def test_an_entry_point_that_disagrees_is_not_used(monkeypatch, fresh_solvers):
+    def wrong(layout, jobz, uplo, n, a, lda, w):  # claims success, leaves w as it was
+        np.ctypeslib.as_array(ctypes_double_p(w), shape=(n,))[:] = 0.0
+        return 0
+
+    monkeypatch.setattr(_lapack, "_entry_point", lambda letter: wrong)
+    assert not _lapack.gil_free()
+    g = _gram(np.random.default_rng(3), 30, 10)
+    np.testing.assert_array_equal(_lapack.eigvalsh(g), np.linalg.eigvalsh(g))
+
+
+def ctypes_double_p(address):
+    import ctypes
+
+    return ctypes.cast(address, ctypes.POINTER(ctypes.c_double))
+
+
+def test_other_inputs_go_to_numpy():
+    g = _gram(np.random.default_rng(4), 20, 6)
+    c = g.astype(np.complex128)
+    np.testing.assert_array_equal(_lapack.eigvalsh(c), np.linalg.eigvalsh(c))
+    stack = np.stack([g, 2 * g])
+    np.testing.assert_array_equal(_lapack.eigvalsh(stack), np.linalg.eigvalsh(stack))
