@@ -95,3 +95,16 @@ def test_other_inputs_go_to_numpy():
     np.testing.assert_array_equal(_lapack.eigvalsh(c), np.linalg.eigvalsh(c))
     stack = np.stack([g, 2 * g])
     np.testing.assert_array_equal(_lapack.eigvalsh(stack), np.linalg.eigvalsh(stack))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_in_place_keeps_the_strict_lower_triangle(dtype):
+    g = _gram(np.random.default_rng(5), 90, 60, 1e8).astype(dtype)
+    expected = _lapack.reference_eigvalsh(g)
+    work, diagonal = g.copy(), np.diagonal(g).copy()
+    np.testing.assert_array_equal(_lapack.eigvalsh(work, overwrite=True), expected)
+    assert not np.array_equal(work, g)  # LAPACK's work array: the storage was used
+    np.testing.assert_array_equal(_lapack.restore_symmetric(work, diagonal), g)
+    fortran = np.asfortranarray(g)  # not C-ordered: copied, left as it was
+    np.testing.assert_array_equal(_lapack.eigvalsh(fortran, overwrite=True), expected)
+    np.testing.assert_array_equal(fortran, g)

@@ -14,6 +14,7 @@ Conventions used by every spectral field
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -78,14 +79,15 @@ def _gram(a: np.ndarray) -> np.ndarray:
     return t.T @ t
 
 
-def _eigvalsh(g: np.ndarray) -> np.ndarray:
+def _eigvalsh(g: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """Eigenvalues (ascending) of a symmetric matrix with LAPACK ``syevd``, in the matrix's
     precision (float32: ``ssyevd``, as scipy's; numpy's float32 ``eigvalsh`` runs at float64
     speed and accuracy here: 41 ms vs 21 ms at M = 768; float64: the ``dsyevd`` numpy links,
     ~8% faster than scipy's on M = 384..1024), called with the GIL released
     (:mod:`diffract.kernels._lapack`: numpy's and scipy's wrappers hold it, so the pool's
-    workers took turns) and bit-identical to those wrappers."""
-    return _lapack.eigvalsh(g)
+    workers took turns) and bit-identical to those wrappers. ``overwrite``: ``g``'s storage
+    is the work array (see :func:`diffract.kernels._lapack.eigvalsh`)."""
+    return _lapack.eigvalsh(g, overwrite)
 
 
 def float32_max_condition(m: int, rtol: float) -> float:
@@ -205,7 +207,7 @@ def _float32_attempt(g64: np.ndarray, rtol: float):
     g = g64.astype(np.float32)
     if not _shift_cholesky_ok(g, lmax_low / kappa):
         return None
-    lam = _eigvalsh(g).astype(np.float64)
+    lam = _eigvalsh(g, overwrite=True).astype(np.float64)  # g is this function's copy
     if not np.isfinite(lam[-1]) or lam[0] <= 0:
         return None
     # every singular value to relative rtol: |d lambda_i| <= 2 rtol lambda_i
@@ -334,7 +336,8 @@ def matrix_svals(
         lam = _float32_attempt(g64, recheck_rtol)
         if lam is not None:
             return np.sqrt(lam[::-1]), "float32"
-    lam = _eigvalsh(g64)
+    diagonal = np.diagonal(g64).copy()
+    lam = _eigvalsh(g64, overwrite=True)  # g64 is restored below if the Ritz route needs it
     lmax = float(lam[-1])
     if not np.isfinite(lmax):
         raise ValueError("the weights contain NaN or infinite values")
@@ -342,7 +345,7 @@ def matrix_svals(
         return np.zeros(m), "zero"
     if lam[0] > 0 and lam[0] >= _gram_threshold(lmax, recheck_rtol):
         return np.sqrt(lam[::-1]), "float64"
-    refined = ritz_bottom(t64, g64, lam, recheck_rtol)
+    refined = ritz_bottom(t64, _lapack.restore_symmetric(g64, diagonal), lam, recheck_rtol)
     if refined is not None:
         return np.sqrt(refined[::-1]), "ritz"
     # LAPACK gesdd through numpy (its OpenBLAS build: 17 ms vs scipy 21 ms at 384 x 384)
@@ -524,6 +527,30 @@ def _block_rows(n: int, budget: int = 1 << 21) -> int:
     return max(1, min(n, budget // max(n, 1)))
 
 
+#: sample sizes up to which the scan keeps its empirical-CDF blocks between calls (a few MB
+#: each; the matrices of one model share a handful of sizes)
+_EMP_CACHE_MAX_N = 1024
+
+
+def _empirical_blocks(n: int, rows: int) -> list[np.ndarray]:
+    """Per block of ``rows`` candidates ``i`` (from 0), the empirical CDF ``(j - i) / m_i``
+    over the columns ``j >=`` the block's first candidate (0 for ``j < i``), ``m_i = n - i``."""
+    idx = np.arange(n - 1)
+    cols = np.arange(n)
+    m = (n - idx).astype(np.float64)
+    blocks = []
+    for start in range(0, n - 1, rows):
+        stop = min(n - 1, start + rows)
+        ii = idx[start:stop]
+        k = np.subtract(cols[None, start:], ii[:, None])
+        np.maximum(k, 0, out=k)
+        blocks.append(np.divide(k, m[start:stop, None]))
+    return blocks
+
+
+_empirical_blocks_kept = functools.lru_cache(maxsize=8)(_empirical_blocks)
+
+
 def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     """WeightWatcher's xmin scan (``WWFit.fit_power_law_standard``), vectorized.
 
@@ -535,7 +562,10 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     * ``sigma_i = (alpha_i - 1) / sqrt(m)``.
 
     The KS distances are computed in small blocks of candidates, each over the columns
-    ``j >= `` its first candidate (about n^2/2 exponentials in all), in place.
+    ``j >= `` its first candidate (about n^2/2 exponentials in all), in place; the empirical
+    CDF blocks depend on ``n`` only and are kept for the sizes up to
+    :data:`_EMP_CACHE_MAX_N`, and ``max |t|`` is taken as ``max(max t, -min t)`` (no pass
+    writing ``|t|``): 1.6-2x faster at n = 384..768, bit-identical.
     """
     n = x.size
     logx = np.log(x)
@@ -549,30 +579,25 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
         alphas = 1.0 + m / denom
     alphas = np.where(np.isfinite(alphas), alphas, np.nan)
     ds = np.ones(n - 1)
-    cols = np.arange(n)
     # small row blocks, each over columns j >= its first candidate: ~n^2/2 work, in place
     rows = max(16, _block_rows(n, 1 << 15))
-    for start in range(0, n - 1, rows):
+    emps = (_empirical_blocks_kept if n <= _EMP_CACHE_MAX_N else _empirical_blocks)(n, rows)
+    for start, emp in zip(range(0, n - 1, rows), emps, strict=True):
         stop = min(n - 1, start + rows)
-        ii = idx[start:stop]
         a = alphas[start:stop]
         ok = a > 1
         if not ok.any():
             continue
         # ln(x_j/x_i), and (j-i)/m, both 0 for j < i (x is sorted: max(.,0) changes only
         # those), so their deviation is 0 as the scan's definition wants
-        buf = np.subtract(lx[None, start:], lx[ii, None])
+        buf = np.subtract(lx[None, start:], lx[start:stop, None])
         np.maximum(buf, 0.0, out=buf)
-        k = np.subtract(cols[None, start:], ii[:, None])
-        np.maximum(k, 0, out=k)
-        emp = np.divide(k, m[start:stop, None])
         with np.errstate(over="ignore", invalid="ignore"):
             np.multiply((1.0 - a)[:, None], buf, out=buf)
             np.exp(buf, out=buf)
             np.subtract(1.0, buf, out=buf)  # the fitted CDF
             np.subtract(buf, emp, out=buf)
-            np.abs(buf, out=buf)
-            d = buf.max(axis=1)
+            d = np.maximum(buf.max(axis=1), -buf.min(axis=1))
         ds[start:stop] = np.where(ok, d, 1.0)
     sigmas = (alphas - 1.0) / np.sqrt(m)
     return {"xmins": x[:-1], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
