@@ -107,12 +107,14 @@ def vector_localization(weights, pl_num_spikes, slice_info):
 
     A LoRA update slice (rank r, meta ``"lora"``): the tail is the top pl_num_spikes
     eigenvalues of X by count, well defined; WeightWatcher's comparison with xmin keeps
-    the top pl_num_spikes or one fewer by a rounding coin flip on its float32 product B @ A
-    (ours is the float64 one), and where it keeps them all the tail columns equal its.
-    The bulk is mostly the M - r dimensional null space of X, whose eigenvectors are any
-    orthonormal basis of it, set by the rounding noise: the ``*_bulk_*`` columns of a LoRA
-    update are not a property of the matrix and do not equal WeightWatcher's
-    (tests/test_peft_golden.py checks both).
+    the top pl_num_spikes or one fewer by a rounding coin flip (its xmin comes from ARPACK,
+    which scipy starts from fresh OS entropy on each call), and where it keeps them all the
+    tail columns equal its. The bulk is mostly the M - r dimensional null space of X, whose
+    eigenvectors are any orthonormal basis of it, set by the rounding noise: the
+    ``*_bulk_*`` columns of a LoRA update are not a property of the matrix
+    (tests/test_peft_golden.py checks both). WeightWatcher 0.7.7 does not reproduce these
+    columns itself: two runs after the same ``np.random.seed`` differ by up to 0.22
+    relative (benchmarks/ww_lora_vector_spread.py).
 
     Vectorized (one result per slice of the lists given), so that it runs after the
     streamed spectrum of its chunk, not while that stream's pool works: scipy's eig gives
