@@ -551,6 +551,40 @@ def _empirical_blocks(n: int, rows: int) -> list[np.ndarray]:
 _empirical_blocks_kept = functools.lru_cache(maxsize=8)(_empirical_blocks)
 
 
+def _scan_alphas(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The scan's ``alpha_i`` for every candidate, the tail sizes ``m_i`` and ``ln x`` shifted
+    by its last value (see :func:`ww_powerlaw_scan`)."""
+    n = x.size
+    logx = np.log(x)
+    lx = logx - logx[-1]
+    suffix = np.cumsum(lx[::-1])[::-1]  # sum_{j>=i} lx_j
+    m = (n - np.arange(n - 1)).astype(np.float64)
+    denom = suffix[:-1] - m * lx[:-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alphas = 1.0 + m / denom
+    return np.where(np.isfinite(alphas), alphas, np.nan), m, lx
+
+
+def _ks_rows(lx, a, m, ii, c0, emp=None) -> np.ndarray:
+    """KS distances of the candidates ``ii`` (alphas ``a`` > 1, tail sizes ``m``) over the
+    columns ``j >= c0`` (``c0 <= min(ii)``; columns ``j < i`` deviate by exactly 0).
+    ``emp``: the empirical CDF block ``max(j - i, 0) / m_i`` when the caller keeps it."""
+    # ln(x_j/x_i), and (j-i)/m, both 0 for j < i (x is sorted: max(.,0) changes only
+    # those), so their deviation is 0 as the scan's definition wants
+    buf = np.subtract(lx[None, c0:], lx[ii, None])
+    np.maximum(buf, 0.0, out=buf)
+    if emp is None:
+        k = np.subtract(np.arange(c0, lx.size)[None, :], ii[:, None])
+        np.maximum(k, 0, out=k)
+        emp = np.divide(k, m[:, None])
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.multiply((1.0 - a)[:, None], buf, out=buf)
+        np.exp(buf, out=buf)
+        np.subtract(1.0, buf, out=buf)  # the fitted CDF
+        np.subtract(buf, emp, out=buf)
+        return np.maximum(buf.max(axis=1), -buf.min(axis=1))
+
+
 def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     """WeightWatcher's xmin scan (``WWFit.fit_power_law_standard``), vectorized.
 
@@ -565,19 +599,12 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
     ``j >= `` its first candidate (about n^2/2 exponentials in all), in place; the empirical
     CDF blocks depend on ``n`` only and are kept for the sizes up to
     :data:`_EMP_CACHE_MAX_N`, and ``max |t|`` is taken as ``max(max t, -min t)`` (no pass
-    writing ``|t|``): 1.6-2x faster at n = 384..768, bit-identical.
+    writing ``|t|``): 1.6-2x faster at n = 384..768, bit-identical. Where only the best
+    candidate is wanted, :func:`ww_powerlaw_best` finds it without every D.
     """
     n = x.size
-    logx = np.log(x)
-    shift = logx[-1]
-    lx = logx - shift
-    suffix = np.cumsum(lx[::-1])[::-1]  # sum_{j>=i} lx_j
+    alphas, m, lx = _scan_alphas(x)
     idx = np.arange(n - 1)
-    m = (n - idx).astype(np.float64)
-    denom = suffix[:-1] - m * lx[:-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        alphas = 1.0 + m / denom
-    alphas = np.where(np.isfinite(alphas), alphas, np.nan)
     ds = np.ones(n - 1)
     # small row blocks, each over columns j >= its first candidate: ~n^2/2 work, in place
     rows = max(16, _block_rows(n, 1 << 15))
@@ -588,19 +615,64 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
         ok = a > 1
         if not ok.any():
             continue
-        # ln(x_j/x_i), and (j-i)/m, both 0 for j < i (x is sorted: max(.,0) changes only
-        # those), so their deviation is 0 as the scan's definition wants
-        buf = np.subtract(lx[None, start:], lx[start:stop, None])
-        np.maximum(buf, 0.0, out=buf)
-        with np.errstate(over="ignore", invalid="ignore"):
-            np.multiply((1.0 - a)[:, None], buf, out=buf)
-            np.exp(buf, out=buf)
-            np.subtract(1.0, buf, out=buf)  # the fitted CDF
-            np.subtract(buf, emp, out=buf)
-            d = np.maximum(buf.max(axis=1), -buf.min(axis=1))
+        d = _ks_rows(lx, a, m[start:stop], idx[start:stop], start, emp)
         ds[start:stop] = np.where(ok, d, 1.0)
     sigmas = (alphas - 1.0) / np.sqrt(m)
     return {"xmins": x[:-1], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
+
+
+#: columns per candidate in :func:`ww_powerlaw_best`'s lower bounds, and candidates per
+#: exact batch
+_PROBES = 16
+_BEST_BATCH = 16
+
+
+def ww_powerlaw_best(x: np.ndarray) -> tuple[int, float, float, float]:
+    """The candidate :func:`ww_powerlaw_scan` would choose (``argmin`` of its D, the first
+    minimum) and its alpha, D and sigma, bit for bit, without computing every D.
+
+    A candidate's deviation at a few of its columns (``_PROBES``, spread over ``j >= i``,
+    same arithmetic as the scan) is a lower bound of its D. Exact D are computed in batches
+    in increasing order of that bound until the next bound exceeds the best D found: the
+    others cannot be smaller (nor tie). Most candidates of an ESD have a D far above the
+    best (short tails, or tails reaching into the bulk): on GPT-2-small's 49 ESDs (n = 768)
+    18 ms against the scan's 119, on MiniLM's 39 14 against 31. A bound that is not finite
+    falls back to the whole scan."""
+    n = x.size
+    alphas, m, lx = _scan_alphas(x)
+    sigmas = (alphas - 1.0) / np.sqrt(m)
+    idx = np.arange(n - 1)
+    ok = alphas > 1
+    cand = idx[ok]
+    lower = np.ones(n - 1)
+    if cand.size:
+        span = (n - 1 - cand).astype(np.float64)
+        cols = cand[:, None] + np.rint(np.linspace(0.0, 1.0, _PROBES)[None, :] * span[:, None])
+        cols = cols.astype(np.intp)
+        dev = np.maximum(lx[cols] - lx[cand, None], 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            dev = 1.0 - np.exp((1.0 - alphas[cand])[:, None] * dev)
+            dev = np.abs(dev - (cols - cand[:, None]) / m[cand, None])
+        lower[ok] = dev.max(axis=1)
+    if not np.all(np.isfinite(lower)):
+        r = ww_powerlaw_scan(x)
+        i = int(np.argmin(r["Ds"]))
+        return i, float(alphas[i]), float(r["Ds"][i]), float(sigmas[i])
+    order = np.argsort(lower, kind="stable")
+    best_d, best_i = np.inf, -1
+    for b in range(0, order.size, _BEST_BATCH):
+        batch = np.sort(order[b : b + _BEST_BATCH])
+        if lower[batch].min() > best_d:
+            break
+        d = np.ones(batch.size)
+        good = ok[batch]
+        if good.any():
+            ii = batch[good]
+            d[good] = _ks_rows(lx, alphas[ii], m[ii], ii, int(ii[0]))
+        for i, di in zip(batch.tolist(), d.tolist(), strict=True):
+            if di < best_d or (di == best_d and i < best_i):
+                best_d, best_i = di, i
+    return best_i, float(alphas[best_i]), float(best_d), float(sigmas[best_i])
 
 
 def ww_powerlaw_small(

@@ -24,7 +24,7 @@ from diffract.kernels._fingers import (
 from diffract.kernels._linalg import (
     clauset_powerlaw_scan,
     expon_scan,
-    ww_powerlaw_scan,
+    ww_powerlaw_best,
     ww_powerlaw_small,
 )
 from diffract.kernels.spec import above, at_least, define, one_of
@@ -54,9 +54,8 @@ def _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
             i, alphas, ds, sigmas = ww_powerlaw_small(x)
             alpha, d, sigma, xmin = alphas[i], ds[i], sigmas[i], x[i]
         else:
-            r = ww_powerlaw_scan(x)
-            i = int(np.argmin(r["Ds"]))
-            alpha, d, sigma, xmin = r["alphas"][i], r["Ds"][i], r["sigmas"][i], x[i]
+            i, alpha, d, sigma = ww_powerlaw_best(x)
+            xmin = x[i]
     else:
         r = clauset_powerlaw_scan(x)
         if r["Ds"].size == 0:
