@@ -532,20 +532,19 @@ def _block_rows(n: int, budget: int = 1 << 21) -> int:
 _EMP_CACHE_MAX_N = 1024
 
 
+def _empirical(ii: np.ndarray, c0: int, n: int) -> np.ndarray:
+    """The empirical CDF ``max(j - i, 0) / (n - i)`` of the candidates ``ii`` over the columns
+    ``j = c0..n-1``."""
+    k = np.subtract(np.arange(c0, n)[None, :], ii[:, None])
+    np.maximum(k, 0, out=k)
+    return np.divide(k, (n - ii).astype(np.float64)[:, None])
+
+
 def _empirical_blocks(n: int, rows: int) -> list[np.ndarray]:
-    """Per block of ``rows`` candidates ``i`` (from 0), the empirical CDF ``(j - i) / m_i``
-    over the columns ``j >=`` the block's first candidate (0 for ``j < i``), ``m_i = n - i``."""
+    """:func:`_empirical` per block of ``rows`` candidates (from 0), over the columns from
+    the block's first candidate on."""
     idx = np.arange(n - 1)
-    cols = np.arange(n)
-    m = (n - idx).astype(np.float64)
-    blocks = []
-    for start in range(0, n - 1, rows):
-        stop = min(n - 1, start + rows)
-        ii = idx[start:stop]
-        k = np.subtract(cols[None, start:], ii[:, None])
-        np.maximum(k, 0, out=k)
-        blocks.append(np.divide(k, m[start:stop, None]))
-    return blocks
+    return [_empirical(idx[b : b + rows], b, n) for b in range(0, n - 1, rows)]
 
 
 _empirical_blocks_kept = functools.lru_cache(maxsize=8)(_empirical_blocks)
@@ -565,18 +564,16 @@ def _scan_alphas(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.where(np.isfinite(alphas), alphas, np.nan), m, lx
 
 
-def _ks_rows(lx, a, m, ii, c0, emp=None) -> np.ndarray:
-    """KS distances of the candidates ``ii`` (alphas ``a`` > 1, tail sizes ``m``) over the
-    columns ``j >= c0`` (``c0 <= min(ii)``; columns ``j < i`` deviate by exactly 0).
-    ``emp``: the empirical CDF block ``max(j - i, 0) / m_i`` when the caller keeps it."""
+def _ks_rows(lx, a, ii, c0, emp=None) -> np.ndarray:
+    """KS distances of the candidates ``ii`` (alphas ``a`` > 1) over the columns ``j >= c0``
+    (``c0 <= min(ii)``; columns ``j < i`` deviate by exactly 0). ``emp``: their
+    :func:`_empirical` block when the caller keeps it."""
     # ln(x_j/x_i), and (j-i)/m, both 0 for j < i (x is sorted: max(.,0) changes only
     # those), so their deviation is 0 as the scan's definition wants
     buf = np.subtract(lx[None, c0:], lx[ii, None])
     np.maximum(buf, 0.0, out=buf)
     if emp is None:
-        k = np.subtract(np.arange(c0, lx.size)[None, :], ii[:, None])
-        np.maximum(k, 0, out=k)
-        emp = np.divide(k, m[:, None])
+        emp = _empirical(ii, c0, lx.size)
     with np.errstate(over="ignore", invalid="ignore"):
         np.multiply((1.0 - a)[:, None], buf, out=buf)
         np.exp(buf, out=buf)
@@ -615,7 +612,7 @@ def ww_powerlaw_scan(x: np.ndarray) -> dict[str, np.ndarray]:
         ok = a > 1
         if not ok.any():
             continue
-        d = _ks_rows(lx, a, m[start:stop], idx[start:stop], start, emp)
+        d = _ks_rows(lx, a, idx[start:stop], start, emp)
         ds[start:stop] = np.where(ok, d, 1.0)
     sigmas = (alphas - 1.0) / np.sqrt(m)
     return {"xmins": x[:-1], "alphas": alphas, "Ds": ds, "sigmas": sigmas}
@@ -668,7 +665,7 @@ def ww_powerlaw_best(x: np.ndarray) -> tuple[int, float, float, float]:
         good = ok[batch]
         if good.any():
             ii = batch[good]
-            d[good] = _ks_rows(lx, alphas[ii], m[ii], ii, int(ii[0]))
+            d[good] = _ks_rows(lx, alphas[ii], ii, int(ii[0]))
         for i, di in zip(batch.tolist(), d.tolist(), strict=True):
             if di < best_d or (di == best_d and i < best_i):
                 best_d, best_i = di, i
