@@ -58,6 +58,10 @@ def test_columns_in_step_order_with_the_exported_values(session):
         assert list(t.x) == [9, 10, 100] and list(t.y) == row and t.xaxis == "x2"
         assert row[0] < row[2]
     assert p.n_values() == 9 and "run r" in p.status.value
+    # the title in two lines, so that a narrow panel does not cut the step span
+    title = p.figure.layout.title.text
+    assert title == "frob_norm across training<br><sub>run r: 3 checkpoints, steps 9..100</sub>"
+    assert p.figure.layout.margin.t == 72  # room for the second line above the heatmap
     np.testing.assert_allclose(
         hm.z[0][2], np.linalg.norm(_weights(100)["l0.weight"].astype(np.float64)), rtol=1e-5
     )

@@ -282,9 +282,12 @@ def evolution_spec(
             )
     span = f"steps {order[0]}..{order[-1]}" if order else "no step stored yet"
     layout = _layout(
-        f"{_plain(field)} across training: run {_plain(run)} ({len(order)} checkpoints, {span})",
+        # two lines: a 900 px JupyterLab panel cut the one-line title at "steps 9."
+        f"{_plain(field)} across training"
+        f"<br><sub>run {_plain(run)}: {len(order)} checkpoints, {span}</sub>",
         "",
         "layer",
+        margin={"l": 60, "r": 20, "t": 72, "b": 50},
         xaxis={
             "domain": [0, 1],
             "anchor": "y",

@@ -554,11 +554,13 @@ class FieldPanel(ipw.VBox):
 
 
 def _layout_into(target: Any, layout: dict[str, Any]) -> None:
-    """Put a spec's title, axes, shapes and bar mode into a figure's layout (the rest stays)."""
+    """Put a spec's title, axes, shapes, bar mode and margin (a spec with a two-line title
+    sets a taller top) into a figure's layout (the rest stays)."""
     target.title = layout.get("title")
     target.update({axis: settings for axis, settings in layout.items() if _AXIS_KEY.match(axis)})
-    if "barmode" in layout:
-        target.barmode = layout["barmode"]
+    for key in ("barmode", "margin"):
+        if key in layout:
+            target[key] = layout[key]
     target.shapes = layout.get("shapes", ())
 
 
