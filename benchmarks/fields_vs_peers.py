@@ -188,10 +188,10 @@ def make_ours_file(path, stages):
     return go
 
 
-def _bare(w):
+def _bare(w, eigvalsh=np.linalg.eigvalsh):
     a = w.astype(np.float64)
     g = a @ a.T if a.shape[0] <= a.shape[1] else a.T @ a
-    return np.linalg.eigvalsh(g)
+    return eigvalsh(g)
 
 
 def _bare_gil_free(w):
@@ -199,9 +199,7 @@ def _bare_gil_free(w):
     (bit-identical eigenvalues) through ctypes, with the GIL released."""
     from diffract.kernels._lapack import eigvalsh
 
-    a = w.astype(np.float64)
-    g = a @ a.T if a.shape[0] <= a.shape[1] else a.T @ a
-    return eigvalsh(g)
+    return _bare(w, eigvalsh)
 
 
 def _bare32(w):

@@ -326,7 +326,7 @@ def _ww_product(pm, name: str) -> np.ndarray:
 
 def _localization(w, pl_num_spikes, lora: bool) -> dict[str, float]:
     info = types.SimpleNamespace(meta={"lora": {"rank": LORA["r"]}} if lora else {})
-    out = vector_localization([w], [pl_num_spikes], [info])[0]
+    out = vector_localization(w, pl_num_spikes, info)
     return dict(zip(vector_localization.__diffract_kernel__.outputs, out, strict=True))
 
 

@@ -83,12 +83,7 @@ _METRICS = ("vec_entropy", "loc_ratio", "part_ratio")
 _STATS = ("bulk_mean", "bulk_var", "tail_mean", "tail_var")
 
 
-@define(
-    outputs=tuple(f"{m}_{s}" for m in _METRICS for s in _STATS),
-    min_ndim=2,
-    family="rmt",
-    vectorized=True,
-)
+@define(outputs=tuple(f"{m}_{s}" for m in _METRICS for s in _STATS), min_ndim=2, family="rmt")
 def vector_localization(weights, pl_num_spikes, slice_info):
     """Localization of the eigenvectors of X = W W^T (or W^T W, the smaller), per kernel
     position, as WeightWatcher's ``vectors=True``: for each eigenvector v,
@@ -116,19 +111,9 @@ def vector_localization(weights, pl_num_spikes, slice_info):
     columns itself: two runs after the same ``np.random.seed`` differ by up to 0.22
     relative (benchmarks/ww_lora_vector_spread.py).
 
-    Vectorized (one result per slice of the lists given), so that it runs after the
-    streamed spectrum of its chunk, not while that stream's pool works: scipy's eig gives
-    other eigenvectors (and other roundings of the eigenvalues compared with xmin) at another
-    BLAS thread count, and the stream limits BLAS to one thread meanwhile; run after it, it
-    runs at the process's thread count, as WeightWatcher does."""
-    return [
-        _vector_localization_one(w, k, info)
-        for w, k, info in zip(weights, pl_num_spikes, slice_info, strict=True)
-    ]
-
-
-def _vector_localization_one(weights, pl_num_spikes, slice_info):
-    """The statistics of :func:`vector_localization` for one slice."""
+    Like every kernel after the streamed spectrum, it runs once the stream has ended, at the
+    process's BLAS thread count (scipy's eig gives other eigenvectors under the stream's
+    one-thread limit), as WeightWatcher does."""
     from scipy import linalg
 
     evals, svals, metrics = [], [], {m: [] for m in _METRICS}
