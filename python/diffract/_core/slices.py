@@ -133,8 +133,22 @@ for _name in ("dense", "embedding", "conv", "norm", "bias", "other"):
     setattr(ParameterType, _name.upper(), ParameterType.from_string(_name))
 
 
+#: the prefix that makes a filter entry a regular expression (``filter(model_ids=["re:a.*"])``,
+#: :data:`diffract._core.filters.REGEX_PREFIX`): a new model id may not start with it, or a
+#: filter naming that id would select the models its pattern matches instead
+FILTER_REGEX_PREFIX = "re:"
+
+
 def validate_model_id(model_id: object) -> str:
-    """Return ``model_id`` if it is a valid id, else raise naming the problem."""
+    """Return ``model_id`` if it is a valid id for a new model, else raise naming the problem.
+
+    Called where an id is created (``models.add``, ``rename``, ``session.track``), never on
+    the ids a store already holds: a store written before a rule was added stays readable.
+
+    Raises:
+        InvalidModelIdError: not a string, empty, a reserved character (``@ [ ] , /``), a
+            control character or lone surrogate, or the filters' regex prefix ``re:``.
+    """
     if not isinstance(model_id, str):
         raise InvalidModelIdError(
             f"model_id must be a string, got {type(model_id).__name__}: {model_id!r}"
@@ -148,6 +162,12 @@ def validate_model_id(model_id: object) -> str:
                 f"the characters {' '.join(RESERVED_MODEL_ID_CHARS)} may not appear in a model_id "
                 "(use '-', '_' or '.' instead)"
             )
+    if model_id.startswith(FILTER_REGEX_PREFIX):
+        raise InvalidModelIdError(
+            f"model_id {model_id!r} starts with {FILTER_REGEX_PREFIX!r}, which filters read as a "
+            f"regular expression (filter(model_ids=[{model_id!r}]) would select every id it "
+            "matches); a model_id may not start with 're:' (e.g. drop the prefix or use 're-')"
+        )
     if any(ord(c) < 32 for c in model_id):
         raise InvalidModelIdError(f"model_id {model_id!r} contains a control character")
     if _lone_surrogate(model_id):

@@ -12,9 +12,11 @@ listing of checkpoints reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
+from diffract._core.filters import REGEX_PREFIX
 from diffract._core.slices import validate_model_id
-from diffract._errors import InvalidArgumentError
+from diffract._errors import InvalidArgumentError, InvalidModelIdError
 
 #: digits of the zero-padded step in a checkpoint id
 STEP_DIGITS = 9
@@ -33,14 +35,37 @@ def check_run(run: object) -> str:
 
     Raises:
         InvalidArgumentError: not a non-empty string.
-        InvalidModelIdError: it contains a character model ids may not have (``@ [ ] , /``).
+        InvalidModelIdError: it contains a character model ids may not have (``@ [ ] , /``),
+            or starts with ``re:`` (filters would read its checkpoint ids as regexes).
     """
     if not isinstance(run, str) or not run.strip():
         raise InvalidArgumentError(
             f"a tracked run needs a non-empty string name, e.g. session.track('mnist', ...); got {run!r}"
         )
+    if run.startswith(REGEX_PREFIX):
+        raise InvalidModelIdError(
+            f"run name {run!r} starts with {REGEX_PREFIX!r}: its checkpoint ids would too, and "
+            "filters read an id starting with 're:' as a regular expression (it would select "
+            "other runs' checkpoints); a run name may not start with 're:'"
+        )
     validate_model_id(run)
     return run
+
+
+def literal_ids(model_ids: Iterable[str]) -> list[str]:
+    """Filter entries that select exactly ``model_ids``, never by pattern.
+
+    New ids cannot start with ``re:`` (:func:`~diffract._core.slices.validate_model_id`), but
+    a store written before that rule may hold one: such an id is passed to
+    ``filter(model_ids=...)`` as the regular expression that matches only itself.
+
+    Args:
+        model_ids: stored model ids.
+
+    Returns:
+        The filter entries, in the same order.
+    """
+    return [f"{REGEX_PREFIX}{re.escape(m)}" if m.startswith(REGEX_PREFIX) else m for m in model_ids]
 
 
 def check_step(step: object) -> int:

@@ -37,6 +37,7 @@ from diffract._core.steps import (
     incomplete_checkpoints,
 )
 from diffract.store import Batch
+from diffract.tracking.ids import literal_ids
 
 #: the kind of the store documents that mark a step committed
 DOC_KIND = STEP_MARK_KIND
@@ -118,7 +119,7 @@ def complete_scope(scope: Any, keep: Sequence[str] = ()) -> Any:
     ids = scope.models.ids()
     if hide.isdisjoint(ids):
         return scope
-    return scope.filter(model_ids=[m for m in ids if m not in hide])
+    return scope.filter(model_ids=literal_ids(m for m in ids if m not in hide))
 
 
 def mark_run(session: Any, run: str) -> None:

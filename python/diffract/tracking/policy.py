@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -76,6 +77,7 @@ class SnapshotQueue:
         self._cond = threading.Condition()
         self._busy = False  # the consumer holds an item it took
         self._last_taken: int | None = None
+        self._taken: weakref.ref[Any] | None = None  # the item the consumer took last
         self._closed = False
         #: the most items that ever waited at once
         self.peak = 0
@@ -139,6 +141,10 @@ class SnapshotQueue:
             item = self._items.popleft()
             self._busy = True
             self._last_taken = item.step
+            try:
+                self._taken = weakref.ref(item)
+            except TypeError:  # an item without weak references: holds() sees it waiting only
+                self._taken = None
             self._cond.notify_all()
             return item
 
@@ -160,6 +166,19 @@ class SnapshotQueue:
         """Whether the consumer is working on an item."""
         with self._cond:
             return self._busy
+
+    def holds(self, item: Any) -> bool:
+        """Whether ``item`` was accepted: it waits, or the consumer took it last.
+
+        What the producer asks after an :meth:`offer` that did not return (a
+        ``KeyboardInterrupt`` while ``"block"`` waited, or at any point of the call): the
+        answer is read from the queue itself, so it is right wherever the interrupt came.
+        The consumer cannot have taken a later item than the producer's last one.
+        """
+        with self._cond:
+            if any(it is item for it in self._items):
+                return True
+            return self._taken is not None and self._taken() is item
 
     def steps(self) -> list[int]:
         """The steps of the waiting items, oldest first."""

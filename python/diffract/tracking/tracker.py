@@ -18,7 +18,12 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from diffract._errors import DuplicateModelError, InvalidArgumentError, StoreError
+from diffract._errors import (
+    DuplicateModelError,
+    InvalidArgumentError,
+    StoreError,
+    StoreLockedError,
+)
 from diffract.tracking.ids import STEP_DIGITS, check_run, check_step, checkpoint_id
 from diffract.tracking.ledger import committed_ids, drop_incomplete, mark_run, run_steps
 from diffract.tracking.policy import SnapshotQueue, check_policy
@@ -29,6 +34,42 @@ from diffract.tracking.worker import Analysis, StepCallback, Worker
 _ON_EXISTING = ("skip", "error")
 _INCOMPLETE = ("finish", "drop")
 _RESERVED_OPTIONS = ("progress", "cancel")
+
+#: the open tracker of each (store object, run) of this process: one writer per run
+_OPEN: dict[tuple[int, str], weakref.ref[Tracker]] = {}
+_OPEN_GUARD = threading.Lock()
+
+
+def _claim_run(tracker: Tracker) -> None:
+    """Register ``tracker`` as the writer of its run in its store, or refuse a second one.
+
+    Two trackers of one run would store interleaved steps of two models under one step
+    axis. The key is the store object, so a newer session on the same store (which took the
+    writer lock over from the older one, whose tracker can no longer write) may track it.
+
+    Raises:
+        StoreLockedError: an open tracker of this process writes the run to this store.
+    """
+    key = (id(tracker.session.store), tracker.run)
+    with _OPEN_GUARD:
+        ref = _OPEN.get(key)
+        other = ref() if ref is not None else None
+        if other is not None and not other._closed:
+            raise StoreLockedError(
+                f"run {tracker.run!r} is tracked already by an open tracker of this session "
+                f"(last step {other._last}); use that tracker, or close it first "
+                "(tracker.close()) and make a new one, which continues its step axis"
+            )
+        _OPEN[key] = weakref.ref(tracker)
+
+
+def _release_run(tracker: Tracker) -> None:
+    """Forget ``tracker`` as its run's writer (it closed)."""
+    key = (id(tracker.session.store), tracker.run)
+    with _OPEN_GUARD:
+        ref = _OPEN.get(key)
+        if ref is not None and ref() in (None, tracker):
+            del _OPEN[key]
 
 
 def _check_choice(name: str, value: object, choices: Sequence[str]) -> None:
@@ -132,15 +173,22 @@ class Tracker:
         self._callbacks = _callbacks(on_step)
         self._lock = threading.Lock()
         self._counts: dict[str, Any] = {"failures": [], "skipped_steps": []}
+        self._closed = True  # until the worker runs: close() has nothing to stop
+        self._last: int | None = None
+        _claim_run(self)  # one open tracker per run and store
+        try:
+            register_snapshot_extractor()
+            resume = self._settle(incomplete)
+            self._queue = SnapshotQueue(max_pending, policy, block_timeout)
+            scope = {"param_names": param_names, "param_types": param_types}
+            options.setdefault("workers", 1)
+            analysis = Analysis(session, self.run, self.fields, scope, dict(options))
+            self._worker = Worker(analysis, self._queue, self._record, resume, nice=nice)
+            self._worker.start()
+        except BaseException:
+            _release_run(self)
+            raise
         self._closed = False
-        register_snapshot_extractor()
-        resume = self._settle(incomplete)
-        self._queue = SnapshotQueue(max_pending, policy, block_timeout)
-        scope = {"param_names": param_names, "param_types": param_types}
-        options.setdefault("workers", 1)
-        analysis = Analysis(session, self.run, self.fields, scope, dict(options))
-        self._worker = Worker(analysis, self._queue, self._record, resume, nice=nice)
-        self._worker.start()
         atexit.register(_close_at_exit, weakref.ref(self))
 
     def _settle(self, incomplete: str) -> list[tuple[int, str]]:
@@ -157,7 +205,7 @@ class Tracker:
         self._counts["resumed"] = len(found.committed)
         #: steps stored or queued: a step is snapshotted once
         self._known: set[int] = found.stored
-        self._last: int | None = found.last
+        self._last = found.last
         self._next = 0 if found.last is None else found.last + 1
         return resume
 
@@ -186,6 +234,7 @@ class Tracker:
         """
         if self._closed:
             raise StoreError(f"the tracker of run {self.run!r} is closed; make a new one")
+        self._check_writer()
         s = self._next if step is None else check_step(step)
         self._next = s + 1
         self._bump("calls")
@@ -202,16 +251,55 @@ class Tracker:
         if self.policy == "drop_new" and self._queue.full():
             self._skip(s)  # the policy would refuse it: do not copy the weights at all
             return None
-        snap = take_snapshot(model, s, self.filter_spec, non_blocking=self.non_blocking)
-        self._bump("snapshots")
-        self._bump("snapshot_seconds", snap.seconds)
-        self._known.add(s)
-        self._last = s if self._last is None else max(self._last, s)
-        skipped = self._queue.offer(snap)
+        snap = None
+        try:
+            snap = take_snapshot(model, s, self.filter_spec, non_blocking=self.non_blocking)
+            self._bump("snapshots")
+            self._bump("snapshot_seconds", snap.seconds)
+            skipped = self._queue.offer(snap)
+        except BaseException:
+            # interrupted (KeyboardInterrupt while "block" waits) or failed before the
+            # snapshot was queued: the step is not known, so offering it again stores it
+            if snap is None or not self._queue.holds(snap):
+                self._next = s
+            else:
+                self._accept(s)
+            raise
+        refused = any(item is snap for item in skipped)
+        if not refused:
+            self._accept(s)
         for item in skipped:
-            self._known.discard(item.step)
+            if item is not snap:
+                self._known.discard(item.step)
             self._skip(item.step)
-        return None if any(item is snap for item in skipped) else checkpoint_id(self.run, s)
+        return None if refused else checkpoint_id(self.run, s)
+
+    def _accept(self, step: int) -> None:
+        """Step ``step`` is queued: it is snapshotted once (only a queued step is known)."""
+        self._known.add(step)
+        self._last = step if self._last is None else max(self._last, step)
+
+    def _check_writer(self) -> None:
+        """Raise at once when this tracker's session can no longer write its store.
+
+        A newer session of this process opened the same store for writing (a re-run
+        ``session = Session(...)`` cell) and took the writer lock over: every later step
+        would fail in the worker. The tracker closes (its waiting snapshots are skipped)
+        and says how to resume.
+        """
+        lock = getattr(self.session.store, "_lock", None)  # no lock: a RAM store
+        if lock is None or not getattr(lock, "superseded", False):
+            return
+        self.close(drain=False)
+        raise StoreError(
+            f"the tracker of run {self.run!r} can no longer write: a newer Session of this "
+            f"process opened the store {self.session.store.path} for writing (a re-run "
+            "`session = Session(...)` cell?) and took its writer lock over. Steps up to "
+            f"{self._last} were offered, those still waiting are not stored. Resume with a "
+            f"new tracker on the new session, `tracker = session.track({self.run!r}, ...)`: "
+            "it finishes (or drops) the incomplete steps and continues after the last "
+            "stored one"
+        )
 
     def add_callback(self, on_step: StepCallback) -> None:
         """Call ``on_step(step, model_id)`` in the worker after each later committed step
@@ -325,6 +413,7 @@ class Tracker:
         """
         if not self._closed:
             self._closed = True
+            _release_run(self)
             if not drain:
                 for item in self._queue.clear():
                     self._known.discard(item.step)

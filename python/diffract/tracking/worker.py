@@ -25,7 +25,7 @@ from typing import Any
 
 from diffract._core.filters import FilterChain
 from diffract._core.steps import TRACK_KEY
-from diffract.tracking.ids import checkpoint_id
+from diffract.tracking.ids import checkpoint_id, literal_ids
 from diffract.tracking.ledger import mark_committed
 from diffract.tracking.policy import SnapshotQueue
 from diffract.tracking.snapshot import Snapshot
@@ -107,7 +107,7 @@ class Analysis:
         """
         failures = 0
         if self.fields:
-            scope = self.root.filter(model_ids=[model_id], **self.scope)
+            scope = self.root.filter(model_ids=literal_ids([model_id]), **self.scope)
             report = scope.compute.apply(
                 *self.fields, progress=False, cancel=cancel, **self.options
             )
