@@ -10,21 +10,33 @@ A store keys every value by ``(owner, field)``. Three kinds of owner exist:
 
 Model ids never contain ``@ [ ] , /`` (see :func:`diffract._core.slices.validate_model_id`), so
 the three forms cannot be confused.
+
+It also builds and parses **contextual keys**, the names an aggregate is exported under
+(Diffract's aggregate uid): ``field@models[m1,m2]@params[p1,p2]`` (members sorted).
+Parameter names may hold ``@ [ ] , /`` (an ONNX initializer ``/layer.0/MatMul``, a NumPy dict
+key ``a,b``), which would make ``params[a,b]`` mean one name or two; in a contextual key each
+member (and the field) is written with those characters, and ``%`` itself, percent-escaped
+(``a,b`` -> ``a%2Cb``). Names without them keep the key Diffract writes.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
     "Owner",
+    "contextual_field",
+    "contextual_key",
     "cross_owner",
     "is_cross_owner",
     "is_model_owner",
     "model_owner",
     "owner_level",
     "owner_model_ids",
+    "parse_contextual_key",
     "parse_owner",
 ]
 
@@ -123,3 +135,83 @@ def owner_model_ids(owner: str, slice_models: dict[str, str]) -> set[str]:
     if m is not None:
         out.add(m)
     return out
+
+
+# --- contextual keys -------------------------------------------------------------------------
+
+#: the characters with a meaning in a contextual key, and ``%``, which escapes them
+KEY_SYNTAX = "%@[],/"
+_ESCAPES = {c: f"%{ord(c):02X}" for c in KEY_SYNTAX}
+_ESCAPED = re.compile("|".join(re.escape(e) for e in _ESCAPES.values()))
+_UNESCAPES = {e: c for c, e in _ESCAPES.items()}
+_NEEDS_ESCAPE = re.compile(f"[{re.escape(KEY_SYNTAX)}]")
+
+
+def escape_member(name: str) -> str:
+    """``name`` as written inside a contextual key: ``% @ [ ] , /`` as ``%25 %40 %5B %5D
+    %2C %2F``; a name without them is unchanged."""
+    if _NEEDS_ESCAPE.search(name) is None:
+        return name
+    return "".join(_ESCAPES.get(c, c) for c in name)
+
+
+def unescape_member(text: str) -> str:
+    """The name :func:`escape_member` wrote as ``text``."""
+    return _ESCAPED.sub(lambda m: _UNESCAPES[m.group(0)], text)
+
+
+def contextual_key(field: str, models: Iterable[str], params: Iterable[str]) -> str:
+    """``field@models[a,b]@params[x,y]``: an aggregate's key (Diffract's aggregate uid).
+
+    Members are sorted; each (and the field) is escaped by :func:`escape_member`, so every
+    key names one field and one context. An empty member list leaves its part out.
+
+    Args:
+        field: the aggregate's field.
+        models: the model ids of its context.
+        params: the parameter names of its context.
+
+    Returns:
+        The key.
+    """
+    key = escape_member(field)
+    models, params = sorted(models), sorted(params)
+    if models:
+        key += f"@models[{','.join(map(escape_member, models))}]"
+    if params:
+        key += f"@params[{','.join(map(escape_member, params))}]"
+    return key
+
+
+_PART = re.compile(r"@(models|params)\[([^\[\]@]*)\]")
+
+
+def parse_contextual_key(key: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """``(field, models, params)`` of a key made by :func:`contextual_key`.
+
+    Args:
+        key: a contextual key (a bare field name is a key with an empty context).
+
+    Returns:
+        The field and the context's members, unescaped.
+
+    Raises:
+        ValueError: ``key`` is not of that form.
+    """
+    head, sep, rest = key.partition("@")
+    parts: dict[str, tuple[str, ...]] = {"models": (), "params": ()}
+    pos = 0
+    rest = sep + rest
+    while pos < len(rest):
+        m = _PART.match(rest, pos)
+        if m is None or parts[m.group(1)] or (m.group(1) == "models" and parts["params"]):
+            raise ValueError(f"{key!r} is not a contextual key (field@models[m1,m2]@params[p1,p2])")
+        members = tuple(unescape_member(t) for t in m.group(2).split(","))
+        parts[m.group(1)] = members
+        pos = m.end()
+    return unescape_member(head), parts["models"], parts["params"]
+
+
+def contextual_field(key: str) -> str:
+    """The field of a contextual key (``log_norm@models[m]`` -> ``log_norm``)."""
+    return unescape_member(key.split("@", 1)[0])

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from diffract._core.jsonable import to_jsonable
+from diffract._core.owners import contextual_field, contextual_key as contextual_key
 from diffract._core.slices import SliceInfo
 
 #: the export formats, in the order error messages list them
@@ -144,16 +145,6 @@ def _frame(rows: list[dict[str, Any]], export_format: str, empty: Iterable[str])
     return pl.DataFrame(series)
 
 
-def contextual_key(field: str, models: Sequence[str], params: Sequence[str]) -> str:
-    """``field@models[a,b]@params[x,y]``: an aggregate's uid (members sorted)."""
-    key = field
-    if models:
-        key += f"@models[{','.join(sorted(models))}]"
-    if params:
-        key += f"@params[{','.join(sorted(params))}]"
-    return key
-
-
-def base_name(name: str) -> str:
-    """The field of a contextual key (``log_norm@models[m]`` -> ``log_norm``)."""
-    return name.split("@", 1)[0]
+#: the field of a contextual key (``log_norm@models[m]`` -> ``log_norm``); the keys are built
+#: and parsed in :mod:`diffract._core.owners` (``contextual_key`` is imported from there)
+base_name = contextual_field
