@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from diffract import InvalidModelIdError, Session, StoreError, StoreLockedError
-from diffract.tracking import checkpoint_id, complete_scope, run_steps
+from diffract.tracking import SnapshotQueue, checkpoint_id, complete_scope, run_steps
 
 
 def _weights(seed: int = 0) -> dict[str, np.ndarray]:
@@ -62,6 +62,24 @@ def test_an_interrupt_while_a_blocked_step_waits_loses_no_step():
     assert tr.steps() == [0, 1, 2]
     stored = s.models.weights("fc1.weight", model_id=checkpoint_id("run", 2))
     np.testing.assert_allclose(stored, _weights(2)["fc1.weight"], rtol=1e-6)
+
+
+class _Item:
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+
+def test_the_queue_says_whether_an_offer_was_accepted():
+    """What ``step()`` asks after an interrupted offer: waiting or taken is accepted."""
+    q = SnapshotQueue(1, "block", 0.0)
+    a, b, c = _Item(0), _Item(1), _Item(2)
+    assert not q.holds(a)
+    assert q.offer(a) == [] and q.holds(a)
+    assert q.offer(b) == [b] and not q.holds(b)  # full: "block" gave up at once
+    assert q.take(threading.Event()) is a and q.holds(a)  # taken by the worker
+    q.done()
+    assert q.offer(c) == [] and q.holds(c) and q.holds(a) and not q.holds(b)
+    assert q.take(threading.Event()) is c and not q.holds(a)
 
 
 def test_a_newer_session_on_the_store_stops_the_tracker_at_its_next_step(tmp_path):

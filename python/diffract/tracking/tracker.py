@@ -257,17 +257,18 @@ class Tracker:
             self._bump("snapshots")
             self._bump("snapshot_seconds", snap.seconds)
             skipped = self._queue.offer(snap)
-        except BaseException:
-            # interrupted (KeyboardInterrupt while "block" waits) or failed before the
-            # snapshot was queued: the step is not known, so offering it again stores it
-            if snap is None or not self._queue.holds(snap):
-                self._next = s
-            else:
+            refused = any(item is snap for item in skipped)
+            if not refused:
                 self._accept(s)
+        except BaseException:
+            # interrupted (KeyboardInterrupt while "block" waits) or failed: the queue says
+            # whether the snapshot was queued; a step that was not is not known, so
+            # offering it again stores it
+            if snap is not None and self._queue.holds(snap):
+                self._accept(s)
+            else:
+                self._next = s
             raise
-        refused = any(item is snap for item in skipped)
-        if not refused:
-            self._accept(s)
         for item in skipped:
             if item is not snap:
                 self._known.discard(item.step)
