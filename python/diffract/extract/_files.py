@@ -1,7 +1,8 @@
 """Checkpoint files, read tensor by tensor: ``.safetensors`` (memory-mapped; also a folder of
 shards with ``model.safetensors.index.json``), ``.npz`` (one array at a time), PyTorch
 ``.pt``/``.pth``/``.bin`` (``torch.load(weights_only=True, mmap=True)``: never unpickles
-arbitrary objects) and ``.onnx``."""
+arbitrary objects; a compressed data record, as re-zipping gives, is read decompressed) and
+``.onnx``. A name that means two tensors (in two shards, or two ``.npz`` members) is an error."""
 
 from __future__ import annotations
 
