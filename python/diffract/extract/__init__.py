@@ -286,8 +286,23 @@ def _dtype_problem(name: str, dtype: str) -> str:
     return f"leaf {name!r} has dtype {dtype}, which is not a numeric weight dtype: {why}"
 
 
+def _is_masked(leaf: Any) -> bool:
+    return isinstance(leaf, np.ma.MaskedArray)
+
+
+_MASKED = (
+    "a masked array (numpy.ma): its mask would be ignored and the masked-out values analyzed "
+    "as weights. Pass a.filled(value) for chosen values, or np.asarray(a) if the mask does "
+    "not matter"
+)
+
+
 def default_filter_spec(leaf: Any) -> bool:
-    """The default extraction predicate: inexact (floating) arrays with ndim >= 1.
+    """The default extraction predicate: real floating arrays with ndim >= 1 and data.
+
+    Complex arrays (every field would drop the imaginary part), empty arrays (no values) and
+    NumPy masked arrays (the mask would be ignored) are left out: :func:`extract` records
+    each in ``skipped`` with its reason, and the rest of the model is read.
 
     Args:
         leaf: a pytree leaf.
@@ -295,7 +310,10 @@ def default_filter_spec(leaf: Any) -> bool:
     Returns:
         Whether :func:`extract` keeps the leaf by default.
     """
-    return is_inexact_array(leaf) and len(shape_of(leaf)) >= 1
+    if not is_inexact_array(leaf) or _is_masked(leaf):
+        return False
+    shape = shape_of(leaf)
+    return len(shape) >= 1 and 0 not in shape and is_weight_dtype(dtype_name(leaf))
 
 
 _NUM = re.compile(r"(\d+)")
@@ -412,7 +430,8 @@ def _kept_leaves(mt: ModelTree, filter_spec: Any) -> tuple[list[ExtractedLeaf], 
     skipped: dict[str, str] = dict(mt.skipped)
     for path, leaf in tree_leaves_with_path(dropped):
         if leaf is not None:
-            skipped[dotted_name(path)] = _drop_reason(leaf)
+            name = dotted_name(path)
+            skipped[name] = _drop_reason(name, leaf)
     leaves: list[ExtractedLeaf] = []
     for path, leaf in tree_leaves_with_path(kept):
         if leaf is not None:
@@ -420,13 +439,21 @@ def _kept_leaves(mt: ModelTree, filter_spec: Any) -> tuple[list[ExtractedLeaf], 
     return leaves, skipped
 
 
-def _drop_reason(leaf: Any) -> str:
+def _drop_reason(name: str, leaf: Any) -> str:
     if not is_array(leaf):
         return f"not an array ({type(leaf).__name__})"
+    if _is_masked(leaf):
+        return _MASKED
+    dtype = dtype_name(leaf)
+    if is_inexact_array(leaf) and not is_weight_dtype(dtype):
+        return _dtype_problem(name, dtype)  # complex
     if not is_inexact_array(leaf):
-        return f"not a floating-point array (dtype {dtype_name(leaf)})"
-    if len(shape_of(leaf)) == 0:
+        return f"not a floating-point array (dtype {dtype})"
+    shape = shape_of(leaf)
+    if len(shape) == 0:
         return "0-d (a scalar)"
+    if 0 in shape:
+        return f"empty (shape {tuple(shape)}): no values to analyze"
     return "excluded by filter_spec"
 
 
@@ -442,6 +469,8 @@ def _kept_leaf(mt: ModelTree, path: Any, leaf: Any) -> ExtractedLeaf:
             f"leaf {name!r} is kept by filter_spec but is not an array ({type(leaf).__name__}); "
             "filter_spec must keep array leaves only"
         )
+    if _is_masked(leaf):
+        raise ExtractionError(f"leaf {name!r} is kept by filter_spec but is {_MASKED}")
     dtype = dtype_name(leaf)
     if not is_weight_dtype(dtype):
         raise ExtractionError(_dtype_problem(name, dtype))

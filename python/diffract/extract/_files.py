@@ -1,7 +1,8 @@
 """Checkpoint files, read tensor by tensor: ``.safetensors`` (memory-mapped; also a folder of
 shards with ``model.safetensors.index.json``), ``.npz`` (one array at a time), PyTorch
 ``.pt``/``.pth``/``.bin`` (``torch.load(weights_only=True, mmap=True)``: never unpickles
-arbitrary objects) and ``.onnx``."""
+arbitrary objects; a compressed data record, as re-zipping gives, is read decompressed) and
+``.onnx``. A name that means two tensors (in two shards, or two ``.npz`` members) is an error."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import math
 import os
 import stat
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -79,29 +81,59 @@ def _shard_names(index: Path) -> tuple[dict[str, str], list[str]]:
     return weight_map, sorted(set(weight_map.values()))
 
 
-def _safetensors_folder(folder: Path) -> dict[str, LazyArray]:
+def _shard_file(folder: Path, index: Path, shard: str) -> Path:
+    """The shard file ``shard`` of ``folder``, resolved: inside the folder and a regular file."""
+    try:
+        shard_path = (folder / shard).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python < 3.13)
+        raise ExtractionError(
+            f"{index}: shard {shard!r} cannot be resolved (a symbolic link loop?): {exc}"
+        ) from None
+    if folder.resolve() not in shard_path.parents:
+        raise ExtractionError(f"{index}: shard {shard!r} lies outside {folder}")
+    return regular_file(shard_path, "shard")
+
+
+def _merge_shard(
+    leaves: dict[str, LazyArray], owner: dict[str, str], shard: Path, skipped: dict[str, str]
+) -> None:
+    """Add one shard's tensors to ``leaves``; a name another shard holds too is an error
+    (which copy is the model's would be a guess)."""
+    own_skips: dict[str, str] = {}
+    found = safetensors_leaves(shard, own_skips)
+    for name in [*found, *own_skips]:
+        if name in owner:
+            raise ExtractionError(
+                f"tensor {name!r} is in two shards, {owner[name]} and {shard}: the checkpoint "
+                "is ambiguous; remove one copy (or the shard that should not be there)"
+            )
+        owner[name] = str(shard)
+    leaves.update(found)
+    skipped.update(own_skips)
+
+
+def _safetensors_folder(folder: Path) -> tuple[dict[str, LazyArray], dict[str, str]]:
+    """(tensor name -> lazy array, skipped name -> reason) of a folder of shards."""
     index = folder / "model.safetensors.index.json"
+    leaves: dict[str, LazyArray] = {}
+    owner: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     if os.path.lexists(index):
         weight_map, shards = _shard_names(index)
-        leaves: dict[str, LazyArray] = {}
         for shard in shards:
-            shard_path = (folder / shard).resolve()
-            if folder.resolve() not in shard_path.parents:
-                raise ExtractionError(f"{index}: shard {shard!r} lies outside {folder}")
-            leaves.update(safetensors_leaves(regular_file(shard_path, "shard")))
-        missing = sorted(set(weight_map) - set(leaves))
+            _merge_shard(leaves, owner, _shard_file(folder, index, shard), skipped)
+        missing = sorted(set(weight_map) - set(leaves) - set(skipped))
         if missing:
             raise ExtractionError(f"{index}: tensors {missing[:3]} are not in any shard")
-        return leaves
+        return leaves, skipped
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise ExtractionError(
             f"{folder}: a folder checkpoint needs model.safetensors.index.json or *.safetensors files"
         )
-    leaves = {}
     for f in files:
-        leaves.update(safetensors_leaves(regular_file(f, "shard")))
-    return leaves
+        _merge_shard(leaves, owner, regular_file(f, "shard"), skipped)
+    return leaves, skipped
 
 
 def _npy_header(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, Any]:
@@ -153,6 +185,12 @@ def _npz_leaves(path: Path) -> dict[str, LazyArray]:
         for info in zf.infolist():
             shape, dtype = _npy_header(path, zf, info)
             key = info.filename[:-4]
+            if key in leaves:  # numpy would read the last member of that name for both
+                raise ExtractionError(
+                    f"{path}: the archive holds two members named {info.filename!r}; which "
+                    "one is the array is ambiguous (a crafted or badly merged file): rewrite "
+                    "it with numpy.savez"
+                )
 
             def load(key=key) -> np.ndarray:
                 with np.load(path, allow_pickle=False) as arc:
@@ -199,10 +237,18 @@ def _holds_tensors(obj: Any, torch: Any) -> bool:
     return False
 
 
-def _lazy_tensors(obj: Any, path: Path, where: str, torch: Any, skipped: dict[str, str]) -> Any:
+def _lazy_tensors(
+    obj: Any,
+    path: Path,
+    where: str,
+    torch: Any,
+    skipped: dict[str, str],
+    compressed: dict[int, zipfile.ZipInfo],
+) -> Any:
     """``obj`` with every tensor, at any depth, wrapped as a LazyArray over the
-    memory-mapped file (containers rebuilt as dicts/lists with string keys). Tensors named
-    like BatchNorm buffers are left out and recorded in ``skipped``."""
+    memory-mapped file, or over its decompressed record where ``compressed`` (storage data
+    pointer -> zip member) names one (containers rebuilt as dicts/lists with string keys).
+    Tensors named like BatchNorm buffers are left out and recorded in ``skipped``."""
     from diffract.extract._torch import RUNNING_STAT_REASON, check_not_meta, is_batchnorm_buffer
 
     if isinstance(obj, torch.Tensor):
@@ -215,25 +261,49 @@ def _lazy_tensors(obj: Any, path: Path, where: str, torch: Any, skipped: dict[st
         if is_batchnorm_buffer(where):
             skipped[where] = RUNNING_STAT_REASON
             return None
-        return LazyArray(
-            tuple(obj.shape),
-            dtype_name(obj),
-            lambda v=obj: to_numpy(v),
-            f"{path}::{where}",
+        record = compressed.get(obj.untyped_storage().data_ptr()) if obj.numel() else None
+        loader = (
+            (lambda v=obj: to_numpy(v))
+            if record is None
+            else _record_loader(path, record, obj, torch)
         )
+        return LazyArray(tuple(obj.shape), dtype_name(obj), loader, f"{path}::{where}")
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            leaf = _lazy_tensors(v, path, f"{where}.{k}" if where else str(k), torch, skipped)
+            at = f"{where}.{k}" if where else str(k)
+            leaf = _lazy_tensors(v, path, at, torch, skipped, compressed)
             if leaf is not None or v is None:
                 out[str(k)] = leaf
         return out
     if isinstance(obj, (list, tuple)):
         return [
-            _lazy_tensors(v, path, f"{where}.{i}" if where else str(i), torch, skipped)
+            _lazy_tensors(v, path, f"{where}.{i}" if where else str(i), torch, skipped, compressed)
             for i, v in enumerate(obj)
         ]
     return obj
+
+
+def _record_loader(path: Path, record: zipfile.ZipInfo, tensor: Any, torch: Any) -> Any:
+    """A loader of ``tensor`` read from its compressed data record: the memory map would
+    hold the compressed bytes, so the record is decompressed (its size checked beforehand,
+    its CRC by :mod:`zipfile`) and the tensor rebuilt over it with its offset and strides."""
+
+    def load() -> np.ndarray:
+        try:
+            with zipfile.ZipFile(path) as zf:
+                raw = bytearray(zf.read(record))
+        except (OSError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
+            raise ExtractionError(
+                f"{path}: its compressed data record {record.filename!r} cannot be read ({exc})"
+            ) from None
+        storage = torch.frombuffer(raw, dtype=torch.uint8).untyped_storage() if raw else None
+        out = torch.empty((0,), dtype=tensor.dtype)
+        if storage is not None:
+            out.set_(storage, tensor.storage_offset(), tensor.shape, tensor.stride())
+        return to_numpy(out)
+
+    return load
 
 
 def _checkpoint_weights(obj: dict, path: Path, torch: Any) -> tuple[Any, dict[str, str]]:
@@ -302,13 +372,28 @@ def _tensors(obj: Any, torch: Any) -> list[Any]:
     return [t for v in values for t in _tensors(v, torch)]
 
 
-def _check_records(path: Path, obj: Any, torch: Any) -> None:
-    """Refuse a checkpoint whose tensors need more bytes than their data records hold.
+#: zip compression methods :mod:`zipfile` decompresses
+_ZIP_METHODS = {
+    zipfile.ZIP_DEFLATED: "deflate",
+    zipfile.ZIP_BZIP2: "bzip2",
+    zipfile.ZIP_LZMA: "lzma",
+}
+
+
+def _check_records(path: Path, obj: Any, torch: Any) -> dict[int, zipfile.ZipInfo]:
+    """Refuse a checkpoint whose tensors need more bytes than their data records hold, and
+    find the records that are compressed.
 
     With ``mmap=True`` torch maps the whole file and takes each storage at its record's
     offset without checking the record's size: a short record would be read past its end
-    (into the next records). The storages' addresses differ as their records' offsets do,
-    which pairs each storage with its record."""
+    (into the next records), and a compressed one (a checkpoint re-zipped with a zip tool)
+    would be read as its compressed bytes. The storages' addresses differ as their records'
+    offsets do, which pairs each storage with its record.
+
+    Returns:
+        Storage data pointer -> the zip member of its record, for the compressed records
+        (they are read decompressed, never through the memory map).
+    """
     storages: dict[int, int] = {}  # data pointer -> bytes its tensors need
     for t in _tensors(obj, torch):
         if t.layout != torch.strided:
@@ -317,12 +402,12 @@ def _check_records(path: Path, obj: Any, torch: Any) -> None:
         if st.nbytes():
             storages[st.data_ptr()] = max(st.nbytes(), storages.get(st.data_ptr(), 0))
     if not storages:
-        return
+        return {}
     reader = torch._C.PyTorchFileReader(str(path))
     with zipfile.ZipFile(path) as zf:
-        sizes = {i.filename.split("/", 1)[-1]: i.file_size for i in zf.infolist()}
+        infos = {i.filename.split("/", 1)[-1]: i for i in zf.infolist()}
     records = {
-        reader.get_record_offset(name): sizes.get(name, 0)
+        reader.get_record_offset(name): infos.get(name)
         for name in reader.get_all_records()
         if name.startswith("data/")
     }
@@ -335,13 +420,39 @@ def _check_records(path: Path, obj: Any, torch: Any) -> None:
         raise ExtractionError(
             f"{path}: its tensors do not lie at its data records (corrupt or crafted file)"
         )
+    compressed: dict[int, zipfile.ZipInfo] = {}
     for ptr, need in storages.items():
-        have = records[ptr - base]
+        info = records[ptr - base]
+        have = info.file_size if info is not None else 0
         if need > have:
             raise ExtractionError(
                 f"{path}: a tensor needs {need} bytes but its data record holds {have} (a "
                 "truncated or crafted file; torch.load without mmap refuses it too)"
             )
+        if info is None or info.compress_type == zipfile.ZIP_STORED:
+            continue
+        where = f"{path}: data record {info.filename!r}"
+        if info.compress_type not in _ZIP_METHODS:
+            raise ExtractionError(
+                f"{where} is compressed with zip method {info.compress_type}, which cannot "
+                "be read; save the checkpoint again with torch.save"
+            )
+        if info.file_size > 1100 * info.compress_size + 4096:  # deflate expands at most ~1032x
+            raise ExtractionError(
+                f"{where} claims {info.file_size} bytes from {info.compress_size} compressed "
+                "bytes (corrupt or crafted file)"
+            )
+        compressed[ptr] = info
+    if compressed:
+        order = infos.get("byteorder")
+        with zipfile.ZipFile(path) as zf:
+            stored = zf.read(order).decode("ascii", "replace") if order is not None else "little"
+        if stored != sys.byteorder:
+            raise ExtractionError(
+                f"{path}: its data records are compressed and hold {stored}-endian values; "
+                "save the checkpoint again with torch.save"
+            )
+    return compressed
 
 
 def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
@@ -352,11 +463,12 @@ def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     try:
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            _check_records(path, obj, torch)
+            compressed = _check_records(path, obj, torch)
         except RuntimeError as exc:  # legacy (non-zip) format cannot be memory-mapped
             if "mmap" not in str(exc):
                 raise
             obj = torch.load(path, map_location="cpu", weights_only=True)
+            compressed = {}
     except ExtractionError:
         raise
     except Exception as exc:
@@ -371,7 +483,7 @@ def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
         )
     weights, skipped = _checkpoint_weights(obj, path, torch)  # always a dict
     weights = strip_wrapper_prefix({str(k): v for k, v in weights.items()})
-    leaves = _lazy_tensors(weights, path, "", torch, skipped)
+    leaves = _lazy_tensors(weights, path, "", torch, skipped, compressed)
     return leaves, skipped
 
 
@@ -384,15 +496,19 @@ def _extract_path(obj: Any) -> ModelTree:
             f"checkpoint path {str(path)!r} is not a valid path ({exc})"
         ) from None
     if not found:
+        if os.path.islink(path):
+            raise ExtractionError(
+                f"checkpoint {path} is a symbolic link to nothing (a broken link or a link loop)"
+            )
         raise ExtractionError(f"checkpoint not found: {path}")
     skipped: dict[str, str] = {}
     if path.is_dir():
-        flat = _safetensors_folder(path)
+        flat, skipped = _safetensors_folder(path)
     else:
         regular_file(path)  # before any open: a FIFO named model.pt would block
         suffix = path.suffix.lower()
         if suffix == ".safetensors":
-            flat = safetensors_leaves(path)
+            flat = safetensors_leaves(path, skipped)
         elif suffix == ".npz":
             flat = _npz_leaves(path)
         elif suffix in (".pt", ".pth", ".bin"):

@@ -1,4 +1,5 @@
-"""JAX family: Equinox modules, Flax NNX modules, Flax Linen params (FrozenDict or dict).
+"""JAX family: Equinox modules, Flax NNX modules, Flax Linen params (FrozenDict or dict) and
+bound Flax Linen modules (``module.bind(variables)``).
 
 Types come from the class of the nearest enclosing layer (Linear -> dense, Embed(ding) ->
 embedding, Conv -> conv, *Norm -> norm; leaves named ``bias`` -> bias).
@@ -207,8 +208,39 @@ def _from_frozen(params: Any) -> ModelTree:
     return ModelTree(tree=tree, framework="flax.linen", source="FrozenDict", skipped=skipped)
 
 
+def _is_linen_module(obj: Any) -> bool:
+    linen = sys.modules.get("flax.linen")
+    return linen is not None and isinstance(obj, linen.Module)
+
+
+def _from_linen_module(module: Any) -> ModelTree:
+    """A bound Linen module (``module.bind(variables)``): its ``params`` collection, named as
+    in ``variables["params"]`` (as Diffract names them); every other collection is skipped
+    with a reason. An unbound module holds no weights: an error says what to pass."""
+    from diffract._errors import ExtractionError
+
+    if getattr(module, "scope", None) is None:
+        raise ExtractionError(
+            f"a Flax Linen module ({type(module).__qualname__}) that is not bound holds no "
+            "weights: pass module.bind(variables), or the variables dict itself"
+        )
+    core = sys.modules["flax.core"]
+    variables = core.unfreeze(module.variables)
+    params = variables.get("params")
+    if not isinstance(params, dict):
+        raise ExtractionError(
+            f"the bound Flax Linen module ({type(module).__qualname__}) has no 'params' "
+            f"collection (it has {sorted(variables)})"
+        )
+    _, skipped = split_linen_variables({**variables, "params": params})
+    return ModelTree(
+        tree=params, framework="flax.linen", source=type(module).__qualname__, skipped=skipped
+    )
+
+
 EXTRACTORS = [
     Extractor("equinox", _is_equinox, _from_equinox),
     Extractor("flax.nnx", _is_nnx, _from_nnx),
     Extractor("flax.linen", _is_frozen_dict, _from_frozen),
+    Extractor("flax.linen.Module", _is_linen_module, _from_linen_module),
 ]

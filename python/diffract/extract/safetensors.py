@@ -32,7 +32,22 @@ _ST_DTYPES = {
     "I16": "int16",
     "I8": "int8",
     "U8": "uint8",
+    "U16": "uint16",
+    "U32": "uint32",
+    "U64": "uint64",
+    "C64": "complex64",
     "BOOL": "bool",
+}
+
+#: dtypes the reference reader knows that are not decoded here, with their sizes in bits:
+#: a tensor of one is checked like any other and then skipped with a reason, not refused
+_ST_UNREAD_BITS = {
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
 }
 
 
@@ -154,18 +169,25 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any
     return _parse_header(path, raw), 8 + n
 
 
-def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
+def safetensors_leaves(
+    path: str | os.PathLike[str], skipped: dict[str, str] | None = None
+) -> dict[str, LazyArray]:
     """Every tensor of a safetensors file as a LazyArray reading a memory map of its bytes.
+
+    A tensor of a dtype the reference reader knows but that is not decoded here (``F4``,
+    ``F6_*``, ``F8_E8M0``, the ``FNUZ`` float8 variants) is checked like the others, then
+    left out and recorded in ``skipped``: one such tensor does not refuse the file.
 
     Args:
         path: the file.
+        skipped: where a left-out tensor's name and reason are recorded (optional).
 
     Returns:
         Tensor name -> its lazy array (nothing is read until ``load()``).
 
     Raises:
-        ExtractionError: the file is not a valid safetensors file (bad header, an unknown
-            dtype, offsets outside the data).
+        ExtractionError: the file is not a valid safetensors file (bad header, a dtype the
+            format does not define, offsets outside the data).
     """
     path = os.fspath(path)
     header, offset = read_safetensors_header(path)
@@ -186,11 +208,13 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
         if missing:
             raise ExtractionError(f"{where} has a malformed header entry (missing {missing})")
         st_dtype = spec["dtype"]
-        if not isinstance(st_dtype, str) or st_dtype not in _ST_DTYPES:
+        if not isinstance(st_dtype, str) or (
+            st_dtype not in _ST_DTYPES and st_dtype not in _ST_UNREAD_BITS
+        ):
             raise ExtractionError(
-                f"{where} has the unsupported dtype {st_dtype!r}; supported: {sorted(_ST_DTYPES)}"
+                f"{where} has the unknown dtype {st_dtype!r}; safetensors defines: "
+                f"{sorted([*_ST_DTYPES, *_ST_UNREAD_BITS])}"
             )
-        dtype = _ST_DTYPES[st_dtype]
         raw_shape, raw_offsets = spec["shape"], spec["data_offsets"]
         if not isinstance(raw_shape, list) or not all(_is_count(d) for d in raw_shape):
             raise ExtractionError(
@@ -215,19 +239,33 @@ def safetensors_leaves(path: str | os.PathLike[str]) -> dict[str, LazyArray]:
                 f"{where} points past the end of the file: data_offsets [{start}, {end}] but the "
                 f"data section holds {data_size} bytes (truncated file?)"
             )
-        expected = math.prod(shape) * itemsize(dtype)
-        if end - start != expected:
+        dtype = _ST_DTYPES.get(st_dtype)
+        bits = 8 * itemsize(dtype) if dtype is not None else _ST_UNREAD_BITS[st_dtype]
+        n_bits = math.prod(shape) * bits
+        if n_bits % 8:
             raise ExtractionError(
-                f"{where}: shape {list(shape)} of {st_dtype} needs {expected} bytes but its "
+                f"{where}: shape {list(shape)} of the {bits}-bit {st_dtype} does not end on a "
+                "byte boundary (corrupt or hand-edited file?)"
+            )
+        if end - start != n_bits // 8:
+            raise ExtractionError(
+                f"{where}: shape {list(shape)} of {st_dtype} needs {n_bits // 8} bytes but its "
                 f"data_offsets [{start}, {end}] hold {end - start}; the header does not match "
                 "the data (corrupt or hand-edited file?)"
             )
-        if start % itemsize(dtype):
+        if start % max(1, bits // 8):
             raise ExtractionError(
                 f"{where}: data_offsets [{start}, {end}] are not aligned to its "
-                f"{itemsize(dtype)}-byte {st_dtype} elements (corrupt or hand-edited file?)"
+                f"{bits // 8}-byte {st_dtype} elements (corrupt or hand-edited file?)"
             )
         spans.append((start, end, name))
+        if dtype is None:
+            if skipped is not None:
+                skipped[name] = (
+                    f"safetensors dtype {st_dtype} ({bits}-bit) is not analyzed: no reader "
+                    "for it here; convert the tensor to F16/BF16/F32 to analyze it"
+                )
+            continue
 
         def load(
             start: int = start, end: int = end, dtype: str = dtype, shape: tuple[int, ...] = shape
