@@ -53,8 +53,8 @@ from diffract.store._base import (
     slices_from_columns,
     slices_to_columns,
 )
-from diffract.store._folder import open_store_folder, write_marker_if_missing
-from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
+from diffract.store._lock import WriterLock, atomic_write_text, fsync_dir
 from diffract.store._manifest import (
     file_digest,
     manifest_path,
@@ -164,11 +164,16 @@ class HDF5Store(SegmentLog):
             self.root.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(self._lock_timeout)
             self.segments_dir.mkdir(exist_ok=True)
-            info = write_marker_if_missing(self.root, "hdf5")
+            info = write_marker_if_missing(self.root, "hdf5", manifests=MANIFESTS)
             for name in os.listdir(self.segments_dir):  # a segment, a manifest being written
                 if name.startswith(".tmp-") or _STALE_MANIFEST.match(name):
                     (self.segments_dir / name).unlink(missing_ok=True)
+            info = _mark_manifests(self.root, self.segments_dir, info)
         self.store_id = info.get("store_id", "")
+        #: every segment has a manifest (the marker says so): one without is damage
+        self._manifests = bool(info.get("manifests"))
+        #: the lowest sequence number of a segment replayed from its manifest
+        self._first_manifest: int | None = None
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
@@ -213,7 +218,11 @@ class HDF5Store(SegmentLog):
         if os.path.lexists(manifest):
             refers = _replay_manifest(manifest, file, self.segments_dir, state)
             self._refers[name] = {int(n[:12]) for n in refers if _DATA_NAME.match(n)}
+            seq = int(name[:12])
+            if self._first_manifest is None or seq < self._first_manifest:
+                self._first_manifest = seq
             return
+        self._check_manifest_missing(file)
         require_regular(file, "store segment")  # a FIFO would block the open
         try:
             with _h5py().File(file, "r") as f:
@@ -238,6 +247,31 @@ class HDF5Store(SegmentLog):
                 f"{file}: unreadable store segment ({type(exc).__name__}: {exc})"
             ) from None
         state.apply(**contents)
+
+    def _check_manifest_missing(self, file: Path) -> None:
+        """Refuse the segment ``file``, found without its manifest, in a store whose segments
+        have manifests: the marker says so, or an earlier segment has one (a version that
+        writes manifests writes one for every later segment). Only stores from before
+        manifests existed replay segments without one (unchecked, through h5py).
+
+        Raises:
+            StoreCorruptError: the manifest is missing; nothing was read from the segment.
+        """
+        seq = int(file.name[:12])
+        earlier = self._first_manifest is not None and self._first_manifest < seq
+        if not (self._manifests or earlier):
+            return
+        if not os.path.lexists(file):
+            raise RecordVanished(str(file))
+        why = (
+            f"{STORE_MARKER} says every segment has one"
+            if self._manifests
+            else f"segment {self._first_manifest:012d} before it has one"
+        )
+        raise StoreCorruptError(
+            f"{manifest_path(file)}: missing manifest of the segment {file.name} ({why}, so "
+            "its checksum cannot be checked); the store is damaged, nothing was read from it"
+        )
 
     def _write_record(self, name: str, batch: Batch) -> None:
         self._write_segment(name, lambda f, str_dt: _fill_batch(f, batch, str_dt))
@@ -289,6 +323,29 @@ class HDF5Store(SegmentLog):
             if not final.exists():  # a manifest without its segment: not committed
                 manifest_path(final).unlink(missing_ok=True)
             raise
+
+
+# --- manifests ------------------------------------------------------------------------------
+
+#: the marker entry saying that every segment of the store has a manifest (stores created by
+#: this version, and older ones a writer found whole): a segment without one is then damage
+MANIFESTS = 1
+
+
+def _mark_manifests(root: Path, segments_dir: Path, info: dict[str, Any]) -> dict[str, Any]:
+    """The marker ``info``, with ``"manifests"`` added (and written) when every segment in
+    ``segments_dir`` has its manifest: a store created before the marker said so, by a
+    version that already wrote manifests. A store that holds segments without one (from
+    before manifests existed) is left as it is."""
+    if info.get("manifests"):
+        return info
+    names = set(os.listdir(segments_dir))
+    segments = [n for n in names if _DATA_NAME.match(n) and n.endswith(".h5")]
+    if any(manifest_path(Path(n)).name not in names for n in segments):
+        return info
+    info = {**info, "manifests": MANIFESTS}
+    atomic_write_text(root / STORE_MARKER, json.dumps(info, sort_keys=True))
+    return info
 
 
 # --- reading a segment ------------------------------------------------------------------------
