@@ -163,3 +163,70 @@ def test_redis_cache_ignores_foreign_values(redis_url):
     cache = RedisCache(redis_url)
     redis.Redis.from_url(redis_url).set("diffract:foreign", b"\x80\x04K\x01.")  # a pickle of 1
     assert cache.get("foreign") is None
+
+
+def _esd_store(path, url, values):
+    """An HDF5 store with a Redis cache holding the arrays ``values`` (owner -> array)."""
+    from diffract.store import Batch, open_backend
+
+    st = open_backend("hdf5", path, cache=RedisCache(url))
+    st.commit(Batch(fields={(o, "esd"): v for o, v in values.items()}))
+    return st
+
+
+def test_divergent_copies_of_a_store_never_share_a_cache_entry(redis_url, tmp_path):
+    """Issue 28 point 4: after `cp -r` (same store id) and different writes to each copy,
+    the copy's value is served, not the original's that sits in Redis under the same
+    segment and dataset names."""
+    from diffract.store import Batch, open_backend
+
+    a = tmp_path / "a"
+    _esd_store(a, redis_url, {"u": np.arange(4.0)}).close()
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    for path, v in ((a, np.full(3, 1.0)), (b, np.full(3, 2.0))):
+        with open_backend("hdf5", path) as st:
+            st.commit(Batch(fields={("v", "esd"): v}))  # segment 2 in both copies
+    ra = open_backend("hdf5", a, readonly=True, cache=RedisCache(redis_url))
+    rb = open_backend("hdf5", b, readonly=True, cache=RedisCache(redis_url))
+    assert ra.store_id == rb.store_id
+    np.testing.assert_array_equal(ra.get(("v", "esd")), np.full(3, 1.0))  # cached from a
+    np.testing.assert_array_equal(rb.get(("v", "esd")), np.full(3, 2.0))
+    np.testing.assert_array_equal(ra.get(("u", "esd")), np.arange(4.0))
+    np.testing.assert_array_equal(rb.get(("u", "esd")), np.arange(4.0))
+
+
+def test_a_forged_redis_entry_is_dropped_and_the_value_read_from_the_store(redis_url, tmp_path):
+    """Issue 28 point 5: whoever can write to the Redis server cannot change a value. Every
+    entry is overwritten with a well-formed value of the same shape; a reader checks each
+    against the digest the store's manifest recorded, drops it, and reads the store."""
+    import redis
+
+    true = {"u": np.linspace(0.0, 1.0, 7), "w": np.arange(5.0)}
+    st = _esd_store(tmp_path / "s", redis_url, true)
+    for o in true:
+        st.get((o, "esd"))  # fills the cache
+    st.close()
+    client = redis.Redis.from_url(redis_url)
+    keys = client.keys("diffract:*")
+    assert len(keys) == 2
+    for k in keys:
+        forged = np.zeros_like(decode(client.get(k)))
+        client.set(k, encode(forged))
+    cache = RedisCache(redis_url)
+    from diffract.store import open_backend
+
+    reader = open_backend("hdf5", tmp_path / "s", readonly=True, cache=cache)
+    calls = []
+    original = reader._read_array
+    reader._read_array = lambda ref: calls.append(ref) or original(ref)
+    for o, v in true.items():
+        np.testing.assert_array_equal(reader.get((o, "esd")), v)
+    assert len(calls) == 2 and cache.rejected == 2
+    # the true values replaced the forged ones: the next reader is served from Redis
+    for k in client.keys("diffract:*"):
+        assert any(np.array_equal(decode(client.get(k)), v) for v in true.values())
+    calls.clear()
+    for o, v in true.items():
+        np.testing.assert_array_equal(reader.get((o, "esd")), v)
+    assert calls == []

@@ -7,6 +7,7 @@ Only numbers (complex ones too), strings, booleans and NumPy arrays of numeric d
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from typing import Any
@@ -53,6 +54,27 @@ def encode(value: Any) -> bytes:
         raise CodecError(f"cannot encode a value of type {type(value).__name__}")
     head = json.dumps(header, separators=(",", ":")).encode()
     return MAGIC + struct.pack("<I", len(head)) + head + payload
+
+
+#: the prefix of a content digest (:func:`digest`), and so of a content-addressed cache key
+DIGEST_PREFIX = "sha256:"
+
+
+def digest(value: Any) -> str:
+    """``"sha256:<hex>"`` of ``value``'s encoding (:func:`encode`): its content address.
+
+    A store records it for each array value it writes, so a cache entry read under it is
+    checked against the store (:func:`matches`), whoever wrote the entry.
+
+    Raises:
+        CodecError: ``value`` cannot be encoded.
+    """
+    return DIGEST_PREFIX + hashlib.sha256(encode(value)).hexdigest()
+
+
+def matches(key: str, data: bytes) -> bool:
+    """Whether the encoded ``data`` hashes to the content digest ``key``."""
+    return key == DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
 
 
 def decode(data: bytes) -> Any:

@@ -32,7 +32,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from itertools import repeat
+from itertools import repeat, zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,8 @@ _STALE_MANIFEST = re.compile(r"^\..*\.json\..*\.tmp$", re.S)
 
 
 _SEP = "\x1f"
+#: an array value's content digest as a manifest records it
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 #: prefix of an HDF5 link name that holds a percent-encoded name (see :func:`_h5name`)
 _ESC = "@@"
 
@@ -106,15 +108,20 @@ def _h5py():
 
 
 class ArrayRef:
-    """Where an array value lives: (segment file, dataset path), and the file's checksum
-    from its manifest (None for a segment written without one). Immutable once written."""
+    """Where an array value lives: (segment file, dataset path), the file's checksum from
+    its manifest (None for a segment written without one) and the value's own content
+    digest from it (``digest_key``, :func:`diffract.store._codec.digest`; None when not
+    recorded): a cache key that every cache checks its entries against. Immutable."""
 
-    __slots__ = ("dataset", "digest", "file")
+    __slots__ = ("dataset", "digest", "digest_key", "file")
 
-    def __init__(self, file: Path, dataset: str, digest: str | None = None) -> None:
+    def __init__(
+        self, file: Path, dataset: str, digest: str | None = None, digest_key: str | None = None
+    ) -> None:
         self.file = file
         self.dataset = dataset
         self.digest = digest
+        self.digest_key = digest_key
 
     def cache_key(self) -> str:
         return f"{self.file.name}/{self.dataset}"
@@ -466,19 +473,24 @@ def _manifest_parts(
     """A segment's slices, weight references, values and erased keys from its manifest."""
     files: dict[str, tuple[Path, str | None]] = {"": (file, digests[file.name])}
 
-    def ref(name: str, dataset: str) -> ArrayRef:
+    def ref(name: str, dataset: str, value_digest: str | None = None) -> ArrayRef:
         known = files.get(name)
         if known is None:  # each file's name checked and its path built once
             path = segments_dir / plain_name(name, str(segments_dir))
             known = files[name] = (path, digests.get(path.name))
-        return ArrayRef(known[0], str(dataset), known[1])
+        return ArrayRef(known[0], str(dataset), known[1], value_digest)
 
     values: dict[Key, Any] = {}
     for fname, (owners, tags) in body["values"].items():
         keys = zip(map(str, owners), repeat(str(fname)))  # repeat(): endless, so no strict=
         values.update(zip(keys, map(_untag, tags), strict=True))
-    for o, fname, name, dataset in body["arrays"]:
-        values[(str(o), str(fname))] = ref(name, dataset)
+    arrays = body["arrays"]
+    # each array's content digest (written since issue 28; absent in older manifests)
+    found = body.get("array_digests")
+    value_digests = found if isinstance(found, list) and len(found) == len(arrays) else ()
+    for (o, fname, name, dataset), d in zip_longest(arrays, value_digests):
+        d = d if isinstance(d, str) and _DIGEST.fullmatch(d) else None
+        values[(str(o), str(fname))] = ref(name, dataset, d)
     return Parts(
         slices=_manifest_slices(body["slices"]),
         weight_refs={u: ref(name, ds) for u, (name, ds) in body["weights"].items()},
@@ -586,6 +598,7 @@ def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
             weights[s.uid] = ["", f"slices/{_h5name(s.uid)}/weights"]
             del arr
     body["values"], body["arrays"] = _write_fields(f, batch.fields, str_dt)
+    body["array_digests"] = [_value_digest(batch.fields[(o, fn)]) for o, fn, *_ in body["arrays"]]
     if batch.erase:
         f.create_dataset(
             "erase",
@@ -635,9 +648,12 @@ def _fill_state(
     if refs:
         f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
     _write_documents(f, state.documents, str_dt)
+    known = {k: v.digest_key for k, v in state.values.items() if isinstance(v, ArrayRef)}
     body.update(
         weights=weights,
         arrays=arrays + own,
+        array_digests=[known.get((o, fn)) for o, fn, *_ in arrays]
+        + [_value_digest(scalars[(o, fn)]) for o, fn, *_ in own],
         erase=[],
         remove_models=[],
         files=_digests(referenced),
@@ -678,6 +694,16 @@ def _place_arrays(
                 arrays.append([*key, v.file.name, v.dataset])
                 referenced.append(v)
     return refs, arrays
+
+
+def _value_digest(value: Any) -> str | None:
+    """The content digest of an array value as a reader reads it back (None: not one)."""
+    from diffract.store._codec import CodecError, digest
+
+    try:
+        return digest(np.asarray(value))
+    except CodecError:
+        return None
 
 
 def _digests(refs: list[ArrayRef]) -> dict[str, str]:
