@@ -429,7 +429,7 @@ class Store:
         if isinstance(ref, np.ndarray):
             return ref
         try:
-            return self._read_array(ref)
+            return self._shaped(uid, self._read_array(ref))
         except StaleRefError:
             pass
         # compacted meanwhile: read the weights where they live now (once; a file still
@@ -441,10 +441,26 @@ class Store:
         if isinstance(ref, np.ndarray):
             return ref
         try:
-            return self._read_array(ref)
+            return self._shaped(uid, self._read_array(ref))
         except StaleRefError as exc:
             s = self._state.slices.get(uid)
             raise _missing(exc, f"the weights of {s.model_id}:{s.name}" if s else uid) from None
+
+    def _shaped(self, uid: str, arr: np.ndarray) -> np.ndarray:
+        """``arr``, the stored weights of slice ``uid``, if they have the shape the slice
+        claims (every view of a slice shows its claimed shape).
+
+        Raises:
+            StoreCorruptError: the shapes differ (a damaged or crafted store).
+        """
+        s = self._state.slices.get(uid)
+        if s is not None and tuple(arr.shape) != tuple(s.shape):
+            raise StoreCorruptError(
+                f"{self.path or self.backend}: slice {s.model_id}:{s.name} claims the shape "
+                f"{tuple(s.shape)}, its stored weights have {tuple(arr.shape)}; the store is "
+                "damaged or crafted"
+            )
+        return arr
 
     @locked
     def has(self, key: Key) -> bool:

@@ -433,7 +433,7 @@ def _replay_manifest(manifest: Path, file: Path, segments_dir: Path, state: Stor
 
     def parts() -> Parts:
         with _unreadable(manifest):
-            return _manifest_parts(read.body(), file, segments_dir, digests)
+            return _manifest_parts(read.body(), file, segments_dir, digests, size)
 
     state.defer(add_models=models, remove_models=removed, documents=documents, parts=parts)
     return set(digests) - {file.name}
@@ -467,8 +467,41 @@ def _manifest_slices(entry: Any) -> list[SliceInfo]:
     return [slice_from_json(t) for t in entry]
 
 
+def _check_claims(
+    slices: list[SliceInfo], weight_refs: dict[str, ArrayRef], sizes: dict[str, int]
+) -> None:
+    """Refuse a slice whose claimed shape cannot fit in the file holding its weights (at
+    least one byte per element): a crafted shape is caught when the store is read, before
+    anything shows it (the exact shape is checked when the weights are read).
+
+    Raises:
+        StoreCorruptError: naming the slice, its shape and the file's size.
+    """
+    for s in slices:
+        ref = weight_refs.get(s.uid)
+        if ref is None:
+            continue
+        name = ref.file.name
+        if name not in sizes:
+            try:
+                sizes[name] = os.stat(ref.file).st_size
+            except OSError:
+                sizes[name] = -1  # missing: reading the weights says so
+        n = 1
+        for d in s.shape:
+            if not isinstance(d, int) or d < 0:
+                raise ValueError(f"slice {s.name!r}: shape {tuple(s.shape)!r}")
+            n *= d
+        if sizes[name] >= 0 and n > sizes[name]:
+            raise StoreCorruptError(
+                f"{ref.file}: slice {s.model_id}:{s.name} claims the shape {tuple(s.shape)} "
+                f"({n} elements), more than its weights' file of {sizes[name]} bytes holds; "
+                "the store is damaged or crafted"
+            )
+
+
 def _manifest_parts(
-    body: dict[str, Any], file: Path, segments_dir: Path, digests: dict[str, str]
+    body: dict[str, Any], file: Path, segments_dir: Path, digests: dict[str, str], size: int = -1
 ) -> Parts:
     """A segment's slices, weight references, values and erased keys from its manifest."""
     files: dict[str, tuple[Path, str | None]] = {"": (file, digests[file.name])}
@@ -491,9 +524,12 @@ def _manifest_parts(
     for (o, fname, name, dataset), d in zip_longest(arrays, value_digests):
         d = d if isinstance(d, str) and _DIGEST.fullmatch(d) else None
         values[(str(o), str(fname))] = ref(name, dataset, d)
+    slices = _manifest_slices(body["slices"])
+    weight_refs = {u: ref(name, ds) for u, (name, ds) in body["weights"].items()}
+    _check_claims(slices, weight_refs, {file.name: int(size)})
     return Parts(
-        slices=_manifest_slices(body["slices"]),
-        weight_refs={u: ref(name, ds) for u, (name, ds) in body["weights"].items()},
+        slices=slices,
+        weight_refs=weight_refs,
         values=values,
         erase=[(str(o), str(fn)) for o, fn in body["erase"]],
     )
