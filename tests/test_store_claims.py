@@ -20,8 +20,7 @@ from tornado.httpclient import HTTPClientError
 
 from _store_helpers import make_slices
 from diffract._errors import StoreCorruptError
-from diffract.store import Batch, open_backend
-from diffract.store import reader
+from diffract.store import Batch, open_backend, reader
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
@@ -78,26 +77,26 @@ def test_a_fill_valued_esd_claim_is_refused_before_reading(tmp_path):
     path, uid, _ = _store(tmp_path / "s")
     seg = _fill_valued_esd(path)
     assert seg.stat().st_size < 100_000
-    with open_backend("hdf5", path, readonly=True) as st:
-        with pytest.raises(
-            StoreCorruptError, match=r"claims 20000000 float64 values .* stores 0 bytes"
-        ):
-            st.get((uid, "esd"))
+    with (
+        open_backend("hdf5", path, readonly=True) as st,
+        pytest.raises(StoreCorruptError, match=r"claims 20000000 float64 values .* stores 0 bytes"),
+    ):
+        st.get((uid, "esd"))
 
 
 def test_a_crafted_slice_shape_is_refused_when_the_store_is_read(tmp_path):
     """Point 18: the claimed shape of 1e10 elements cannot fit in the segment holding the
     weights: refused when the store's slices are first read (not shown)."""
-    path, uid, _ = _store(tmp_path / "s")
+    path, _uid, _ = _store(tmp_path / "s")
     seg = path / "segments" / "000000000001.h5"
 
     def edit(head, body):
         body["slices"]["shape"] = [[100000, 100000]]
 
     _reseal(seg, edit)
-    with open_backend("hdf5", path, readonly=True) as st:
-        with pytest.raises(StoreCorruptError, match=r"claims the shape \(100000, 100000\)"):
-            st.slices()
+    st = open_backend("hdf5", path, readonly=True)
+    with pytest.raises(StoreCorruptError, match=r"claims the shape \(100000, 100000\)"):
+        st.slices()
 
 
 def test_a_slice_shape_that_differs_from_its_weights_is_refused_when_read(tmp_path):
@@ -127,7 +126,9 @@ def test_esd_size_limit_is_one_eigenvalue_per_singular_value():
     assert reader.esd_size_limit(conv.shape) == n_svals == 27
     keras = np.moveaxis(np.moveaxis(conv, 0, -1), 0, -2)  # (kh, kw, in, out)
     assert reader.esd_size_limit(keras.shape, "in_out") == 27
-    assert reader.esd_size_limit((60, 30)) == len(np.linalg.svd(np.ones((60, 30)), compute_uv=False))
+    assert reader.esd_size_limit((60, 30)) == len(
+        np.linalg.svd(np.ones((60, 30)), compute_uv=False)
+    )
     assert reader.esd_size_limit((7,)) == 7
 
 
@@ -135,7 +136,7 @@ def test_the_reader_refuses_an_esd_longer_than_its_slice_can_hold(tmp_path):
     path, uid, _ = _store(tmp_path / "s", esd=np.arange(31.0))  # a 60 x 30 slice has 30
     with pytest.raises(StoreCorruptError, match=r"holds 31 values, more than the 30 a slice"):
         reader.StoreReader(path).esd(uid)
-    ok, uid, w = _store(tmp_path / "ok")
+    ok, uid, _w = _store(tmp_path / "ok")
     reply = reader.StoreReader(ok).esd(uid)
     assert len(reply["values"]) == 30 and reader.MAX_ESD_VALUES >= 30
 
@@ -161,7 +162,7 @@ async def test_the_server_answers_a_crafted_esd_claim_with_422_at_once(jp_fetch,
         assert "claims 20000000 float64 values" in body["error"], body
         assert "stores 0 bytes" in body["error"], body
     # a written ESD longer than its slice can hold: 422 naming the limit
-    path2, uid2, _ = _store(jp_root_dir / "long" / ".diffract", esd=np.arange(45.0))
+    _path2, uid2, _ = _store(jp_root_dir / "long" / ".diffract", esd=np.arange(45.0))
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch("diffract", "api", "esd", params={"path": "long/.diffract", "uid": uid2})
     body = json.loads(info.value.response.body)

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DEPTH",
-    "MAX_ESD_VALUES",
     "MAX_DIRS",
+    "MAX_ESD_VALUES",
     "SKIP_DIRS",
     "SQLITE_SUFFIX",
     "NotAStore",
