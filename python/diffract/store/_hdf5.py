@@ -56,6 +56,7 @@ from diffract.store._base import (
 from diffract.store._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
 from diffract.store._lock import WriterLock, atomic_write_text, fsync_dir
 from diffract.store._manifest import (
+    TOO_DEEP,
     file_digest,
     manifest_path,
     read_manifest,
@@ -447,6 +448,8 @@ def _unreadable(manifest: Path) -> Iterator[None]:
         yield
     except StoreCorruptError:
         raise
+    except RecursionError:  # a model's meta nested thousands deep
+        raise StoreCorruptError(f"{manifest}: unreadable manifest: {TOO_DEEP}") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise StoreCorruptError(
             f"{manifest}: unreadable manifest ({type(exc).__name__}: {exc})"

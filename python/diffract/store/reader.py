@@ -355,7 +355,7 @@ class StoreReader:
             last
             if isinstance(last, StoreError)
             else StoreCorruptError(
-                f"{self.path}: cannot read the store ({type(last).__name__}: {last})"
+                f"{self.path}: cannot read the store: {type(last).__name__}: {last}"
             )
         )
         self._failed = (stamp, err)
