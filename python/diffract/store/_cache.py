@@ -154,7 +154,7 @@ class RedisCache:
         except Exception as exc:
             self._fail(exc)
             return None
-        if blob is None:
+        if not isinstance(blob, bytes):  # None (a miss); never text (no decode_responses)
             return None
         if not _checked(key, blob):  # forged, or damaged: dropped, read from the store
             self.rejected += 1
