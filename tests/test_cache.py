@@ -230,3 +230,48 @@ def test_a_forged_redis_entry_is_dropped_and_the_value_read_from_the_store(redis
     for o, v in true.items():
         np.testing.assert_array_equal(reader.get((o, "esd")), v)
     assert calls == []
+
+
+def test_content_keys_survive_a_compaction(redis_url, tmp_path):
+    """A compaction carries each array's recorded digest (copied or referenced), so its
+    values keep their content keys: the entries cached before it serve the reader after."""
+    import hashlib
+
+    import redis
+
+    from diffract.store import Batch, open_backend
+
+    values = {"u": np.arange(5.0), "v": np.arange(3, dtype=np.float32)}
+    st = open_backend("hdf5", tmp_path / "s", cache=RedisCache(redis_url))
+    for o, v in values.items():
+        st.commit(Batch(fields={(o, "esd"): v}))
+        st.get((o, "esd"))
+    st.compact()
+    st.close()
+    client = redis.Redis.from_url(redis_url)
+    # independent of the store: each key is the SHA-256 of the value's encoding
+    expected = {
+        b"diffract:sha256:" + hashlib.sha256(encode(v)).hexdigest().encode()
+        for v in values.values()
+    }
+    assert set(client.keys("diffract:*")) == expected
+    reader = open_backend("hdf5", tmp_path / "s", readonly=True, cache=RedisCache(redis_url))
+    reader._read_array = lambda ref: pytest.fail(f"read from the store: {ref.dataset}")
+    for o, v in values.items():
+        got = reader.get((o, "esd"))
+        assert got.dtype == v.dtype and np.array_equal(got, v)
+
+
+def test_a_shared_cache_skips_values_without_a_recorded_digest(redis_url, tmp_path):
+    """SQLite rows record no digest of their values: under Redis they are read from the store
+    each time (a copy of the database would otherwise share its row numbers)."""
+    import redis
+
+    from diffract.store import Batch, open_backend
+
+    st = open_backend("sqlite", tmp_path / "s.diffract.sqlite", cache=RedisCache(redis_url))
+    st.commit(Batch(fields={("u", "esd"): np.arange(4.0)}))
+    for _ in range(2):
+        np.testing.assert_array_equal(st.get(("u", "esd")), np.arange(4.0))
+    st.close()
+    assert redis.Redis.from_url(redis_url).keys("diffract:*") == []
