@@ -275,3 +275,30 @@ def test_a_shared_cache_skips_values_without_a_recorded_digest(redis_url, tmp_pa
         np.testing.assert_array_equal(st.get(("u", "esd")), np.arange(4.0))
     st.close()
     assert redis.Redis.from_url(redis_url).keys("diffract:*") == []
+
+
+def test_zarr_values_are_content_keyed_and_checked_too(redis_url, tmp_path):
+    """A Zarr store records each array's digest in its commit record: a divergent copy's
+    value is its own, and a forged entry is dropped (points 4 and 5 on Zarr)."""
+    import redis
+
+    from diffract.store import Batch, open_backend
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    with open_backend("zarr", a) as st:
+        st.commit(Batch(fields={("u", "esd"): np.arange(4.0)}))
+    shutil.copytree(a, b)
+    for path, v in ((a, np.full(3, 1.0)), (b, np.full(3, 2.0))):
+        with open_backend("zarr", path) as st:
+            st.commit(Batch(fields={("v", "esd"): v}))
+    ra = open_backend("zarr", a, readonly=True, cache=RedisCache(redis_url))
+    rb = open_backend("zarr", b, readonly=True, cache=RedisCache(redis_url))
+    np.testing.assert_array_equal(ra.get(("v", "esd")), np.full(3, 1.0))
+    np.testing.assert_array_equal(rb.get(("v", "esd")), np.full(3, 2.0))
+    client = redis.Redis.from_url(redis_url)
+    for k in client.keys("diffract:*"):
+        client.set(k, encode(np.zeros(3)))
+    cache = RedisCache(redis_url)
+    rc = open_backend("zarr", a, readonly=True, cache=cache)
+    np.testing.assert_array_equal(rc.get(("v", "esd")), np.full(3, 1.0))
+    assert cache.rejected == 1
