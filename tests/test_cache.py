@@ -302,3 +302,15 @@ def test_zarr_values_are_content_keyed_and_checked_too(redis_url, tmp_path):
     rc = open_backend("zarr", a, readonly=True, cache=cache)
     np.testing.assert_array_equal(rc.get(("v", "esd")), np.full(3, 1.0))
     assert cache.rejected == 1
+
+
+def test_decode_checks_the_claimed_size_exactly():
+    """A header whose shape's product wraps around int64 (2**62 x 4 float64 = 0 mod 2**64)
+    is refused by the exact size it claims, never allocated."""
+    import json
+    import struct
+
+    for shape, claimed in (([2**62, 4], 8 * 2**64), ([3, 4], 96)):
+        head = json.dumps({"kind": "array", "dtype": "<f8", "shape": shape}).encode()
+        with pytest.raises(CodecError, match=f"payload of 0 bytes, its header claims {claimed} "):
+            decode(b"DFV1" + struct.pack("<I", len(head)) + head)

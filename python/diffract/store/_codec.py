@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 from typing import Any
 
@@ -123,8 +124,12 @@ def _decode_value(header: dict[str, Any], payload: bytes) -> Any:
         ):
             raise CodecError(f"corrupt array shape {shape!r}")
         shape = tuple(shape)
-        if len(payload) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
-            raise CodecError("truncated array payload")
+        claimed = dtype.itemsize * math.prod(shape)  # exact: no int64 wrap-around
+        if len(payload) != claimed:
+            raise CodecError(
+                f"array payload of {len(payload)} bytes, its header claims {claimed} "
+                f"({dtype} of shape {list(shape)[:8]}); truncated or crafted"
+            )
         return np.frombuffer(payload, dtype=dtype).reshape(shape).copy()
     if kind == "float":
         return float(header["value"])
