@@ -208,8 +208,56 @@ def test_a_store_opens_without_h5py_and_imports_it_to_read_an_array(tmp_path):
 
 
 def _strip_manifests(path):
+    """Make ``path`` look like a store written before manifests existed: no manifests, and
+    no ``"manifests"`` entry in its marker."""
     for m in (path / "segments").glob("*.h5.json"):
         m.unlink()
+    marker = path / "diffract-store.json"
+    info = json.loads(marker.read_text())
+    info.pop("manifests", None)
+    marker.write_text(json.dumps(info))
+
+
+def _seal_segment(seg, flip_at):
+    """Flip one byte of the segment ``seg`` in place (its size unchanged)."""
+    data = bytearray(seg.read_bytes())
+    data[flip_at] ^= 0x01
+    seg.write_bytes(bytes(data))
+
+
+def test_a_deleted_manifest_is_refused_not_read_unchecked(tmp_path):
+    """Issue 28 point 19: deleting a segment's manifest (then flipping a byte of the segment)
+    used to turn its checksum off silently. A store whose marker says its segments have
+    manifests (every store this version creates) refuses a segment without one, by name."""
+    src = _small_store(tmp_path / "store")
+    (src / "segments" / "000000000002.h5.json").unlink()
+    for readonly in (True, False):
+        with pytest.raises(
+            StoreCorruptError, match=r"000000000002\.h5\.json: missing manifest of the segment"
+        ):
+            open_backend("hdf5", src, readonly=readonly)
+    assert json.loads((src / "diffract-store.json").read_text()).get("manifests") == 1
+
+
+def test_a_deleted_manifest_is_refused_in_a_store_marked_before_the_marker_said_so(tmp_path):
+    """A store created before its marker recorded manifests: a segment without one after a
+    segment with one is damage; the first writer to find every manifest marks the store,
+    and from then on the first segment's manifest is required too."""
+    src = _small_store(tmp_path / "store")
+    marker = src / "diffract-store.json"
+    info = json.loads(marker.read_text())
+    info.pop("manifests", None)
+    marker.write_text(json.dumps(info))
+    (src / "segments" / "000000000002.h5.json").rename(tmp_path / "kept.json")
+    with pytest.raises(StoreCorruptError, match=r"segment 000000000001 before it has one"):
+        open_backend("hdf5", src, readonly=True)
+    (tmp_path / "kept.json").rename(src / "segments" / "000000000002.h5.json")
+    open_backend("hdf5", src).close()  # a writer finds every manifest: marks the store
+    assert json.loads(marker.read_text()).get("manifests") == 1
+    (src / "segments" / "000000000001.h5.json").unlink()
+    _seal_segment(src / "segments" / "000000000001.h5", 2000)
+    with pytest.raises(StoreCorruptError, match=r"000000000001\.h5\.json: missing manifest"):
+        open_backend("hdf5", src, readonly=True)
 
 
 def test_a_store_without_manifests_opens_and_a_compaction_covers_it(tmp_path):

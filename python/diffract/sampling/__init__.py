@@ -52,6 +52,7 @@ from diffract.sampling.library import (
 )
 from diffract.sampling.manifests import (
     DOCUMENT_KIND as DOCUMENT_KIND,
+    ManifestDocumentError as ManifestDocumentError,
     export_manifest as export_manifest,
     list_manifests as list_manifests,
     load_manifest as load_manifest,

@@ -429,7 +429,7 @@ class Store:
         if isinstance(ref, np.ndarray):
             return ref
         try:
-            return self._read_array(ref)
+            return self._shaped(uid, self._read_array(ref))
         except StaleRefError:
             pass
         # compacted meanwhile: read the weights where they live now (once; a file still
@@ -441,10 +441,26 @@ class Store:
         if isinstance(ref, np.ndarray):
             return ref
         try:
-            return self._read_array(ref)
+            return self._shaped(uid, self._read_array(ref))
         except StaleRefError as exc:
             s = self._state.slices.get(uid)
             raise _missing(exc, f"the weights of {s.model_id}:{s.name}" if s else uid) from None
+
+    def _shaped(self, uid: str, arr: np.ndarray) -> np.ndarray:
+        """``arr``, the stored weights of slice ``uid``, if they have the shape the slice
+        claims (every view of a slice shows its claimed shape).
+
+        Raises:
+            StoreCorruptError: the shapes differ (a damaged or crafted store).
+        """
+        s = self._state.slices.get(uid)
+        if s is not None and tuple(arr.shape) != tuple(s.shape):
+            raise StoreCorruptError(
+                f"{self.path or self.backend}: slice {s.model_id}:{s.name} claims the shape "
+                f"{tuple(s.shape)}, its stored weights have {tuple(arr.shape)}; the store is "
+                "damaged or crafted"
+            )
+        return arr
 
     @locked
     def has(self, key: Key) -> bool:
@@ -460,7 +476,7 @@ class Store:
         v = self._state.values[tuple(key)]
         if isinstance(v, (int, float, complex, str, bool, np.ndarray, np.generic)) or v is None:
             return v
-        ckey = f"{self.store_id}:{v.cache_key()}" if hasattr(v, "cache_key") else None
+        ckey = self._cache_key(v)
         if ckey is not None:
             hit = self.cache.get(ckey)
             if hit is not None:
@@ -474,14 +490,39 @@ class Store:
             v = self._state.values[tuple(key)]
             if isinstance(v, (int, float, complex, str, bool, np.ndarray, np.generic)) or v is None:
                 return v
-            ckey = f"{self.store_id}:{v.cache_key()}" if hasattr(v, "cache_key") else None
+            ckey = self._cache_key(v)
             try:
                 value = self._read_array(v)
             except StaleRefError as exc:  # still missing after a refresh: damage
                 raise _missing(exc, f"the value {tuple(key)!r}") from None
         if ckey is not None:
-            self.cache.set(ckey, value)
+            self._cache_set(ckey, value)
         return value
+
+    def _cache_key(self, ref: Any) -> str | None:
+        """The cache key of the value at ``ref``: the content digest the store recorded for
+        it (checked against every entry read, so a copy of the store or a forged entry can
+        never serve another value); else, for an in-process cache only, where the value
+        lives in this store. None: not cached (see :mod:`diffract.store._cache`)."""
+        digest = getattr(ref, "digest_key", None)
+        if digest is not None:
+            return str(digest)
+        if self.cache.shared or not hasattr(ref, "cache_key"):
+            return None
+        return f"{self.path}:{self.store_id}:{ref.cache_key()}"
+
+    def _cache_set(self, key: str, value: Any) -> None:
+        """Cache ``value`` under ``key``: under a content digest only when the value read
+        from the store hashes to it (a mismatch is the store's to report, not the cache's)."""
+        from diffract.store._codec import DIGEST_PREFIX, CodecError, digest
+
+        if key.startswith(DIGEST_PREFIX):
+            try:
+                if digest(value) != key:
+                    return
+            except CodecError:
+                return
+        self.cache.set(key, value)
 
     @locked
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:

@@ -1,6 +1,19 @@
 """Caches in front of a store's array reads: none, an in-process LRU with a byte budget,
-or Redis. Keys name immutable values (a store id plus where the value was written), so a
-cache entry can never be stale; values are encoded with :mod:`._codec`, never pickled."""
+or Redis. Values are encoded with :mod:`._codec`, never pickled.
+
+Keys name immutable values. A key ``sha256:<hex>`` is a *content address*: the digest of
+the value's encoding that the store recorded when it wrote the value (HDF5 segment
+manifests). Every cache checks an entry read under such a key against it, so a value served
+from a cache is the value the store holds, whoever wrote the entry, and two stores (a store
+and its ``cp -r`` copy, written apart since) can share a cache without one ever serving the
+other's value: a forged or foreign entry is dropped and the value read from the store.
+
+A shared cache (Redis) is used for content addresses only (:attr:`shared`); values a store
+recorded no digest for (SQLite, hybrid and Zarr stores, segments written before digests)
+are read from the store. The in-process LRU also caches those, under the store's own
+location keys. Trust boundary: whoever can write the store's files decides its values;
+whoever can only write to the Redis server can make reads slower, never change a value.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +23,24 @@ from collections import OrderedDict
 from typing import Any
 
 from diffract._errors import ConfigError
-from diffract.store._codec import CodecError, decode, encode
+from diffract.store._codec import DIGEST_PREFIX, CodecError, decode, encode, matches
 
 
 class CacheWarning(RuntimeWarning):
     """The cache could not be used; the session goes on uncached."""
 
 
+def _checked(key: str, blob: bytes) -> bool:
+    """Whether ``blob`` may be served under ``key``: a content address must match it."""
+    return not key.startswith(DIGEST_PREFIX) or matches(key, blob)
+
+
 class NoCache:
     """Caches nothing."""
 
     name = "none"
+    #: whether other processes (and other stores) read and write the same entries
+    shared = False
 
     def get(self, key: str) -> Any | None:
         return None
@@ -36,6 +56,7 @@ class LRUCache:
     """In-process least-recently-used cache holding at most ``max_bytes`` of encoded values."""
 
     name = "lru"
+    shared = False
 
     def __init__(self, max_bytes: int = 256 * 1024**2) -> None:
         if max_bytes <= 0:
@@ -58,6 +79,10 @@ class LRUCache:
         with self._lock:
             blob = self._data.get(key)
             if blob is None:
+                self.misses += 1
+                return None
+            if not _checked(key, blob):  # cannot happen in-process; checked all the same
+                self._bytes -= len(self._data.pop(key))
                 self.misses += 1
                 return None
             self._data.move_to_end(key)
@@ -87,6 +112,7 @@ class RedisCache:
     reached, a :class:`CacheWarning` is issued once and every call is a miss."""
 
     name = "redis"
+    shared = True
 
     def __init__(self, url: str, *, ttl: int | None = None, prefix: str = "diffract:") -> None:
         try:
@@ -100,6 +126,8 @@ class RedisCache:
         self.prefix = prefix
         self._client = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=2.0)
         self._down = False
+        #: entries dropped because they did not match their content address
+        self.rejected = 0
         try:
             self._client.ping()
         except Exception as exc:
@@ -126,12 +154,28 @@ class RedisCache:
         except Exception as exc:
             self._fail(exc)
             return None
-        if blob is None:
+        if not isinstance(blob, bytes):  # None (a miss); never text (no decode_responses)
+            return None
+        if not _checked(key, blob):  # forged, or damaged: dropped, read from the store
+            self.rejected += 1
+            self._drop(key, blob)
             return None
         try:
             return decode(blob)
         except CodecError:
             return None  # something else wrote this key: treat as a miss
+
+    def _drop(self, key: str, blob: bytes) -> None:
+        """Delete the entry ``key`` if it still holds ``blob`` (never a value set since)."""
+        try:
+            with self._client.pipeline() as pipe:
+                pipe.watch(self.prefix + key)
+                if pipe.get(self.prefix + key) == blob:
+                    pipe.multi()
+                    pipe.delete(self.prefix + key)
+                    pipe.execute()
+        except Exception:  # a race or a dropped connection: the next read checks it again
+            pass
 
     def set(self, key: str, value: Any) -> None:
         if self._down:

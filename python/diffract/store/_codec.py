@@ -7,7 +7,9 @@ Only numbers (complex ones too), strings, booleans and NumPy arrays of numeric d
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import struct
 from typing import Any
 
@@ -53,6 +55,27 @@ def encode(value: Any) -> bytes:
         raise CodecError(f"cannot encode a value of type {type(value).__name__}")
     head = json.dumps(header, separators=(",", ":")).encode()
     return MAGIC + struct.pack("<I", len(head)) + head + payload
+
+
+#: the prefix of a content digest (:func:`digest`), and so of a content-addressed cache key
+DIGEST_PREFIX = "sha256:"
+
+
+def digest(value: Any) -> str:
+    """``"sha256:<hex>"`` of ``value``'s encoding (:func:`encode`): its content address.
+
+    A store records it for each array value it writes, so a cache entry read under it is
+    checked against the store (:func:`matches`), whoever wrote the entry.
+
+    Raises:
+        CodecError: ``value`` cannot be encoded.
+    """
+    return DIGEST_PREFIX + hashlib.sha256(encode(value)).hexdigest()
+
+
+def matches(key: str, data: bytes) -> bool:
+    """Whether the encoded ``data`` hashes to the content digest ``key``."""
+    return key == DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
 
 
 def decode(data: bytes) -> Any:
@@ -101,8 +124,12 @@ def _decode_value(header: dict[str, Any], payload: bytes) -> Any:
         ):
             raise CodecError(f"corrupt array shape {shape!r}")
         shape = tuple(shape)
-        if len(payload) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
-            raise CodecError("truncated array payload")
+        claimed = dtype.itemsize * math.prod(shape)  # exact: no int64 wrap-around
+        if len(payload) != claimed:
+            raise CodecError(
+                f"array payload of {len(payload)} bytes, its header claims {claimed} "
+                f"({dtype} of shape {list(shape)[:8]}); truncated or crafted"
+            )
         return np.frombuffer(payload, dtype=dtype).reshape(shape).copy()
     if kind == "float":
         return float(header["value"])

@@ -32,7 +32,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from itertools import repeat
+from itertools import repeat, zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,10 @@ from diffract.store._base import (
     slices_from_columns,
     slices_to_columns,
 )
-from diffract.store._folder import open_store_folder, write_marker_if_missing
-from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._folder import STORE_MARKER, open_store_folder, write_marker_if_missing
+from diffract.store._lock import WriterLock, atomic_write_text, fsync_dir
 from diffract.store._manifest import (
+    TOO_DEEP,
     file_digest,
     manifest_path,
     read_manifest,
@@ -77,6 +78,8 @@ _STALE_MANIFEST = re.compile(r"^\..*\.json\..*\.tmp$", re.S)
 
 
 _SEP = "\x1f"
+#: an array value's content digest as a manifest records it
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 #: prefix of an HDF5 link name that holds a percent-encoded name (see :func:`_h5name`)
 _ESC = "@@"
 
@@ -106,15 +109,20 @@ def _h5py():
 
 
 class ArrayRef:
-    """Where an array value lives: (segment file, dataset path), and the file's checksum
-    from its manifest (None for a segment written without one). Immutable once written."""
+    """Where an array value lives: (segment file, dataset path), the file's checksum from
+    its manifest (None for a segment written without one) and the value's own content
+    digest from it (``digest_key``, :func:`diffract.store._codec.digest`; None when not
+    recorded): a cache key that every cache checks its entries against. Immutable."""
 
-    __slots__ = ("dataset", "digest", "file")
+    __slots__ = ("dataset", "digest", "digest_key", "file")
 
-    def __init__(self, file: Path, dataset: str, digest: str | None = None) -> None:
+    def __init__(
+        self, file: Path, dataset: str, digest: str | None = None, digest_key: str | None = None
+    ) -> None:
         self.file = file
         self.dataset = dataset
         self.digest = digest
+        self.digest_key = digest_key
 
     def cache_key(self) -> str:
         return f"{self.file.name}/{self.dataset}"
@@ -164,11 +172,16 @@ class HDF5Store(SegmentLog):
             self.root.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(self._lock_timeout)
             self.segments_dir.mkdir(exist_ok=True)
-            info = write_marker_if_missing(self.root, "hdf5")
+            info = write_marker_if_missing(self.root, "hdf5", manifests=MANIFESTS)
             for name in os.listdir(self.segments_dir):  # a segment, a manifest being written
                 if name.startswith(".tmp-") or _STALE_MANIFEST.match(name):
                     (self.segments_dir / name).unlink(missing_ok=True)
+            info = _mark_manifests(self.root, self.segments_dir, info)
         self.store_id = info.get("store_id", "")
+        #: every segment has a manifest (the marker says so): one without is damage
+        self._manifests = bool(info.get("manifests"))
+        #: the lowest sequence number of a segment replayed from its manifest
+        self._first_manifest: int | None = None
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
@@ -213,7 +226,11 @@ class HDF5Store(SegmentLog):
         if os.path.lexists(manifest):
             refers = _replay_manifest(manifest, file, self.segments_dir, state)
             self._refers[name] = {int(n[:12]) for n in refers if _DATA_NAME.match(n)}
+            seq = int(name[:12])
+            if self._first_manifest is None or seq < self._first_manifest:
+                self._first_manifest = seq
             return
+        self._check_manifest_missing(file)
         require_regular(file, "store segment")  # a FIFO would block the open
         try:
             with _h5py().File(file, "r") as f:
@@ -238,6 +255,31 @@ class HDF5Store(SegmentLog):
                 f"{file}: unreadable store segment ({type(exc).__name__}: {exc})"
             ) from None
         state.apply(**contents)
+
+    def _check_manifest_missing(self, file: Path) -> None:
+        """Refuse the segment ``file``, found without its manifest, in a store whose segments
+        have manifests: the marker says so, or an earlier segment has one (a version that
+        writes manifests writes one for every later segment). Only stores from before
+        manifests existed replay segments without one (unchecked, through h5py).
+
+        Raises:
+            StoreCorruptError: the manifest is missing; nothing was read from the segment.
+        """
+        seq = int(file.name[:12])
+        earlier = self._first_manifest is not None and self._first_manifest < seq
+        if not (self._manifests or earlier):
+            return
+        if not os.path.lexists(file):
+            raise RecordVanished(str(file))
+        why = (
+            f"{STORE_MARKER} says every segment has one"
+            if self._manifests
+            else f"segment {self._first_manifest:012d} before it has one"
+        )
+        raise StoreCorruptError(
+            f"{manifest_path(file)}: missing manifest of the segment {file.name} ({why}, so "
+            "its checksum cannot be checked); the store is damaged, nothing was read from it"
+        )
 
     def _write_record(self, name: str, batch: Batch) -> None:
         self._write_segment(name, lambda f, str_dt: _fill_batch(f, batch, str_dt))
@@ -289,6 +331,29 @@ class HDF5Store(SegmentLog):
             if not final.exists():  # a manifest without its segment: not committed
                 manifest_path(final).unlink(missing_ok=True)
             raise
+
+
+# --- manifests ------------------------------------------------------------------------------
+
+#: the marker entry saying that every segment of the store has a manifest (stores created by
+#: this version, and older ones a writer found whole): a segment without one is then damage
+MANIFESTS = 1
+
+
+def _mark_manifests(root: Path, segments_dir: Path, info: dict[str, Any]) -> dict[str, Any]:
+    """The marker ``info``, with ``"manifests"`` added (and written) when every segment in
+    ``segments_dir`` has its manifest: a store created before the marker said so, by a
+    version that already wrote manifests. A store that holds segments without one (from
+    before manifests existed) is left as it is."""
+    if info.get("manifests"):
+        return info
+    names = set(os.listdir(segments_dir))
+    segments = [n for n in names if _DATA_NAME.match(n) and n.endswith(".h5")]
+    if any(manifest_path(Path(n)).name not in names for n in segments):
+        return info
+    info = {**info, "manifests": MANIFESTS}
+    atomic_write_text(root / STORE_MARKER, json.dumps(info, sort_keys=True))
+    return info
 
 
 # --- reading a segment ------------------------------------------------------------------------
@@ -369,7 +434,7 @@ def _replay_manifest(manifest: Path, file: Path, segments_dir: Path, state: Stor
 
     def parts() -> Parts:
         with _unreadable(manifest):
-            return _manifest_parts(read.body(), file, segments_dir, digests)
+            return _manifest_parts(read.body(), file, segments_dir, digests, size)
 
     state.defer(add_models=models, remove_models=removed, documents=documents, parts=parts)
     return set(digests) - {file.name}
@@ -383,6 +448,8 @@ def _unreadable(manifest: Path) -> Iterator[None]:
         yield
     except StoreCorruptError:
         raise
+    except RecursionError:  # a model's meta nested thousands deep
+        raise StoreCorruptError(f"{manifest}: unreadable manifest: {TOO_DEEP}") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise StoreCorruptError(
             f"{manifest}: unreadable manifest ({type(exc).__name__}: {exc})"
@@ -403,28 +470,69 @@ def _manifest_slices(entry: Any) -> list[SliceInfo]:
     return [slice_from_json(t) for t in entry]
 
 
+def _check_claims(
+    slices: list[SliceInfo], weight_refs: dict[str, ArrayRef], sizes: dict[str, int]
+) -> None:
+    """Refuse a slice whose claimed shape cannot fit in the file holding its weights (at
+    least one byte per element): a crafted shape is caught when the store is read, before
+    anything shows it (the exact shape is checked when the weights are read).
+
+    Raises:
+        StoreCorruptError: naming the slice, its shape and the file's size.
+    """
+    for s in slices:
+        ref = weight_refs.get(s.uid)
+        if ref is None:
+            continue
+        name = ref.file.name
+        if name not in sizes:
+            try:
+                sizes[name] = os.stat(ref.file).st_size
+            except OSError:
+                sizes[name] = -1  # missing: reading the weights says so
+        n = 1
+        for d in s.shape:
+            if not isinstance(d, int) or d < 0:
+                raise ValueError(f"slice {s.name!r}: shape {tuple(s.shape)!r}")
+            n *= d
+        if sizes[name] >= 0 and n > sizes[name]:
+            raise StoreCorruptError(
+                f"{ref.file}: slice {s.model_id}:{s.name} claims the shape {tuple(s.shape)} "
+                f"({n} elements), more than its weights' file of {sizes[name]} bytes holds; "
+                "the store is damaged or crafted"
+            )
+
+
 def _manifest_parts(
-    body: dict[str, Any], file: Path, segments_dir: Path, digests: dict[str, str]
+    body: dict[str, Any], file: Path, segments_dir: Path, digests: dict[str, str], size: int = -1
 ) -> Parts:
     """A segment's slices, weight references, values and erased keys from its manifest."""
     files: dict[str, tuple[Path, str | None]] = {"": (file, digests[file.name])}
 
-    def ref(name: str, dataset: str) -> ArrayRef:
+    def ref(name: str, dataset: str, value_digest: str | None = None) -> ArrayRef:
         known = files.get(name)
         if known is None:  # each file's name checked and its path built once
             path = segments_dir / plain_name(name, str(segments_dir))
             known = files[name] = (path, digests.get(path.name))
-        return ArrayRef(known[0], str(dataset), known[1])
+        return ArrayRef(known[0], str(dataset), known[1], value_digest)
 
     values: dict[Key, Any] = {}
     for fname, (owners, tags) in body["values"].items():
         keys = zip(map(str, owners), repeat(str(fname)))  # repeat(): endless, so no strict=
         values.update(zip(keys, map(_untag, tags), strict=True))
-    for o, fname, name, dataset in body["arrays"]:
-        values[(str(o), str(fname))] = ref(name, dataset)
+    arrays = body["arrays"]
+    # each array's content digest (written since issue 28; absent in older manifests)
+    found = body.get("array_digests")
+    value_digests = found if isinstance(found, list) and len(found) == len(arrays) else ()
+    for (o, fname, name, dataset), d in zip_longest(arrays, value_digests):
+        d = d if isinstance(d, str) and _DIGEST.fullmatch(d) else None
+        values[(str(o), str(fname))] = ref(name, dataset, d)
+    slices = _manifest_slices(body["slices"])
+    weight_refs = {u: ref(name, ds) for u, (name, ds) in body["weights"].items()}
+    _check_claims(slices, weight_refs, {file.name: int(size)})
     return Parts(
-        slices=_manifest_slices(body["slices"]),
-        weight_refs={u: ref(name, ds) for u, (name, ds) in body["weights"].items()},
+        slices=slices,
+        weight_refs=weight_refs,
         values=values,
         erase=[(str(o), str(fn)) for o, fn in body["erase"]],
     )
@@ -529,6 +637,7 @@ def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
             weights[s.uid] = ["", f"slices/{_h5name(s.uid)}/weights"]
             del arr
     body["values"], body["arrays"] = _write_fields(f, batch.fields, str_dt)
+    body["array_digests"] = [_value_digest(batch.fields[(o, fn)]) for o, fn, *_ in body["arrays"]]
     if batch.erase:
         f.create_dataset(
             "erase",
@@ -578,9 +687,12 @@ def _fill_state(
     if refs:
         f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
     _write_documents(f, state.documents, str_dt)
+    known = {k: v.digest_key for k, v in state.values.items() if isinstance(v, ArrayRef)}
     body.update(
         weights=weights,
         arrays=arrays + own,
+        array_digests=[known.get((o, fn)) for o, fn, *_ in arrays]
+        + [_value_digest(scalars[(o, fn)]) for o, fn, *_ in own],
         erase=[],
         remove_models=[],
         files=_digests(referenced),
@@ -621,6 +733,16 @@ def _place_arrays(
                 arrays.append([*key, v.file.name, v.dataset])
                 referenced.append(v)
     return refs, arrays
+
+
+def _value_digest(value: Any) -> str | None:
+    """The content digest of an array value as a reader reads it back (None: not one)."""
+    from diffract.store._codec import CodecError, digest
+
+    try:
+        return digest(np.asarray(value))
+    except CodecError:
+        return None
 
 
 def _digests(refs: list[ArrayRef]) -> dict[str, str]:

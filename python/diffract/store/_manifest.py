@@ -263,11 +263,17 @@ def read_manifest(path: Path) -> Manifest:
             os.close(fd)
 
 
+#: why a JSON text nested too deeply is refused (the reason a reply carries)
+TOO_DEEP = "a JSON value nested too deeply to parse (damaged or crafted)"
+
+
 def _object(path: Path, text: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise StoreCorruptError(f"{path}: unreadable manifest ({exc})") from None
+    except RecursionError:
+        raise StoreCorruptError(f"{path}: unreadable manifest: {TOO_DEEP}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreCorruptError(f"{path}: unreadable manifest: not JSON ({exc})") from None
     if not isinstance(obj, dict):
-        raise StoreCorruptError(f"{path}: unreadable manifest (not a JSON object)")
+        raise StoreCorruptError(f"{path}: unreadable manifest: not a JSON object")
     return obj

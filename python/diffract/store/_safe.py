@@ -142,4 +142,36 @@ def h5_dataset(f: Any, path: str, file: Path) -> Any:
         raise KeyError(path)
     if node.is_virtual or node.external:
         raise StoreCorruptError(f"{file}: {path!r} keeps its data in other files; refused")
+    _check_holds(node, path, file)
     return node
+
+
+#: how many times its stored bytes a filtered (compressed) dataset may hold: DEFLATE's
+#: limit is about 1032; a store's own datasets are never compressed
+MAX_RATIO = 1100
+
+
+def _check_holds(ds: Any, path: str, file: Path) -> None:
+    """Refuse a dataset that claims more data than its file holds, before anything is read:
+    a crafted shape over unwritten (fill-valued) storage reads as a huge array of one value
+    (an 80 KB file claiming 2e8 elements allocated 4.8 GB).
+
+    Raises:
+        StoreCorruptError: naming the dataset, its claimed and stored sizes.
+    """
+    if ds.dtype.kind not in "biufc" or ds.size == 0:
+        return  # text: read element by element; nothing to allocate
+    claimed = int(ds.size) * ds.dtype.itemsize
+    stored = int(ds.id.get_storage_size())
+    filtered = ds.id.get_create_plist().get_nfilters() > 0
+    limit = stored * MAX_RATIO if filtered else stored
+    try:
+        size = os.path.getsize(file)
+    except OSError:
+        size = stored
+    if claimed > limit or stored > size:
+        raise StoreCorruptError(
+            f"{file}: {path!r} claims {int(ds.size)} {ds.dtype} values of shape "
+            f"{list(ds.shape)}, {claimed} bytes, but stores {stored} bytes in a file of {size}; "
+            "refused before reading: the file is damaged or crafted"
+        )

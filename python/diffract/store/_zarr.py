@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import time
 import zlib
 from pathlib import Path
@@ -94,10 +95,14 @@ def check_array(z: Any, arr: np.ndarray, fs: Any, base: str) -> None:
 
 
 class ZarrRef:
-    __slots__ = ("path",)
+    """Where an array lives in the group, and the content digest its commit record
+    recorded (``digest_key``, the value's cache key; None when not recorded)."""
 
-    def __init__(self, path: str) -> None:
+    __slots__ = ("digest_key", "path")
+
+    def __init__(self, path: str, digest_key: str | None = None) -> None:
         self.path = path
+        self.digest_key = digest_key
 
     def cache_key(self) -> str:
         return self.path
@@ -291,6 +296,11 @@ class ZarrStore(SegmentLog):
             "weights": {u: r.path for u, r in state.weight_refs.items() if isinstance(r, ZarrRef)},
             "scalars": scalars,
             "arrays": arrays,
+            "digests": {
+                v.path: v.digest_key
+                for v in state.values.values()
+                if isinstance(v, ZarrRef) and v.digest_key
+            },
             "documents": [[k, n, t] for (k, n), t in state.documents.items()],
         }
         self._put(f"commits/{name}", json.dumps(rec, sort_keys=True, default=str))
@@ -322,6 +332,8 @@ class ZarrStore(SegmentLog):
                 "weights": weights,
                 "scalars": scalars,
                 "arrays": array_fields,
+                # each array value's content digest: its cache key (see store/_cache.py)
+                "digests": {path: _value_digest(arr) for path, arr in arrays.items()},
                 "erase": [list(k) for k in batch.erase],
                 "documents": [[k, n, t] for (k, n), t in batch.documents.items()],
             }
@@ -359,9 +371,14 @@ def _record_contents(rec: dict[str, Any]) -> dict[str, Any]:
                 re_, im = v["complex"]
                 v = complex(float(re_), float(im))
             values[(owner, fld)] = v
+    digests = rec.get("digests")
+    digests = digests if isinstance(digests, dict) else {}
     for fld, owners in rec.get("arrays", {}).items():
         for owner, p in owners.items():
-            values[(owner, fld)] = ZarrRef(p)
+            d = digests.get(p)
+            values[(owner, fld)] = ZarrRef(
+                p, d if isinstance(d, str) and _DIGEST.fullmatch(d) else None
+            )
     return {
         "add_models": rec.get("models", {}),
         "slices": [slice_from_json(t) for t in rec.get("slices", [])],
@@ -371,6 +388,20 @@ def _record_contents(rec: dict[str, Any]) -> dict[str, Any]:
         "remove_models": rec.get("remove_models", []),
         "documents": {(d[0], d[1]): d[2] for d in rec.get("documents", [])},
     }
+
+
+#: an array value's content digest as a commit record holds it
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _value_digest(arr: np.ndarray) -> str | None:
+    """The content digest of an array value (:func:`diffract.store._codec.digest`)."""
+    from diffract.store._codec import CodecError, digest
+
+    try:
+        return digest(arr)
+    except CodecError:
+        return None
 
 
 def _json_scalar(v: Any) -> Any:

@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DEPTH",
     "MAX_DIRS",
+    "MAX_ESD_VALUES",
     "SKIP_DIRS",
     "SQLITE_SUFFIX",
     "NotAStore",
     "StoreReader",
+    "esd_size_limit",
     "find_stores",
     "is_sqlite_store",
     "store_stamp",
@@ -61,6 +63,29 @@ SKIP_DIRS = frozenset(
 )
 MAX_DEPTH = 6
 MAX_DIRS = 5000
+#: the most eigenvalues one ESD reply sends (a slice's ESD has at most
+#: :func:`esd_size_limit` of them; this caps even a slice that claims a huge shape)
+MAX_ESD_VALUES = 1 << 20
+
+
+def esd_size_limit(shape: tuple[int, ...], layout: str = "out_in") -> int:
+    """How many eigenvalues the ESD of a slice of ``shape`` can hold: one per singular
+    value of each kernel position's matrix, so ``min(out, in) * prod(kernel)`` (for a 2-D
+    slice, ``min(rows, cols)``); the size itself for fewer than two axes.
+
+    Args:
+        shape: the slice's shape, as stored.
+        layout: ``"out_in"`` (PyTorch: (out, in, *kernel)) or ``"in_out"`` (Flax/Keras:
+            (*kernel, in, out)).
+    """
+    dims = [int(d) for d in shape]
+    total = 1
+    for d in dims:
+        total *= d
+    if len(dims) < 2:
+        return total
+    a, b = (dims[-2], dims[-1]) if layout == "in_out" else (dims[0], dims[1])
+    return 0 if total == 0 else total // max(a, b)
 
 
 class NotAStore(Exception):
@@ -330,7 +355,7 @@ class StoreReader:
             last
             if isinstance(last, StoreError)
             else StoreCorruptError(
-                f"{self.path}: cannot read the store ({type(last).__name__}: {last})"
+                f"{self.path}: cannot read the store: {type(last).__name__}: {last}"
             )
         )
         self._failed = (stamp, err)
@@ -408,7 +433,16 @@ class StoreReader:
                 raise NotAStore(f"no slice {uid!r} in this store") from None
             values = None
             if store.has((uid, field)):
-                arr = np.asarray(store.get((uid, field)), dtype=np.float64).ravel()
+                raw = np.asarray(store.get((uid, field)))
+                limit = min(esd_size_limit(s.shape, s.layout), MAX_ESD_VALUES)
+                if raw.size > limit:  # refused before the reply is built (10 s, 1 GB)
+                    raise StoreCorruptError(
+                        f"{s.model_id}:{s.name}: its {field} holds {raw.size} values, more "
+                        f"than the {limit} a slice of shape {list(s.shape)} can have (at most "
+                        f"min(rows, cols) per kernel position, and {MAX_ESD_VALUES} per "
+                        "reply); the store is damaged or crafted"
+                    )
+                arr = raw.astype(np.float64).ravel()
                 values = [float(v) for v in arr[np.isfinite(arr)]]
             extra = {
                 k: _jsonable(store.get((uid, f))) if store.has((uid, f)) else None
