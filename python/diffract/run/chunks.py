@@ -24,6 +24,7 @@ from diffract.run.report import Failure
 from diffract.run.state import (
     NOT_APPLICABLE,
     Failed,
+    NonFiniteWeights,
     NotApplicable,
     RunState,
     normalise,
@@ -447,6 +448,11 @@ def chunk_batch(
                 if kept is not None:
                     kept.add((s.uid, o))
                 v = vals[o]
+                if isinstance(v, NonFiniteWeights):
+                    if o in explicit or o not in k.transient:
+                        batch.fields[(s.uid, o)] = float("nan")  # Diffract's NaN, row kept
+                        report.note_non_finite(s.model_id, s.name, s.uid, v.message)
+                    continue
                 error = _unkept(k, o, v, explicit)
                 if error is not None:
                     if isinstance(v, NotApplicable):

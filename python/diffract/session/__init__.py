@@ -19,7 +19,12 @@ from diffract.session.errors import __all__ as _error_names
 from diffract.session.models import Models as Models
 from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
 from diffract.session.results import Results as Results
-from diffract.session.session import Scope as Scope, Session as Session
+from diffract.session.session import (
+    MissingConfigWarning as MissingConfigWarning,
+    Scope as Scope,
+    Session as Session,
+    SessionContext as SessionContext,
+)
 from diffract.session.summaries import (
     ApplySummary as ApplySummary,
     EraseSummary as EraseSummary,
@@ -32,6 +37,7 @@ __all__ = [
     "ApplySummary",
     "Compute",
     "EraseSummary",
+    "MissingConfigWarning",
     "MissingValuesWarning",
     "Models",
     "ParameterOverrides",
@@ -39,6 +45,7 @@ __all__ = [
     "Results",
     "Scope",
     "Session",
+    "SessionContext",
     "Utils",
     "Viz",
     *_error_names,
