@@ -15,7 +15,6 @@ from diffract import (
     DuplicateModelError,
     FieldNotComputedError,
     KernelDefinitionError,
-    KernelFailureWarning,
     Session,
     UnknownFieldError,
     UnknownOptionError,

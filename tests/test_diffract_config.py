@@ -140,9 +140,11 @@ def test_missing_config_file_warns_and_the_profile_applies(in_tmp, no_diffract_e
     fallback, a warning naming the path, then the profile."""
     from diffract.session import MissingConfigWarning
 
-    with caplog.at_level("WARNING", logger="diffract.session"):
-        with pytest.warns(MissingConfigWarning, match=r"'prod\.ini'.*profile applies"):
-            s = Session(profile="ram", config_path="prod.ini")
+    with (
+        caplog.at_level("WARNING", logger="diffract.session"),
+        pytest.warns(MissingConfigWarning, match=r"'prod\.ini'.*profile applies"),
+    ):
+        s = Session(profile="ram", config_path="prod.ini")
     assert s.profile == "ram" and s.store.path is None
     assert any("prod.ini" in r.getMessage() for r in caplog.records)  # logged, as Diffract
     with pytest.warns(MissingConfigWarning, match="sub/none.yaml"):
