@@ -32,7 +32,7 @@ class KernelConfig(dict[str, Any]):
         """
         return dict(self)
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
         """Set values from another KernelConfig (or a mapping, or keywords).
 
         Args:

@@ -101,7 +101,7 @@ class KernelRegistry(_Registry):
         k = make_kernel(
             target,
             outputs=produce_fields,
-            level=KernelApplyLevel(apply_level or KernelApplyLevel.PARAMETER).value,  # type: ignore[arg-type]
+            level=KernelApplyLevel(apply_level or KernelApplyLevel.PARAMETER).value,
             name=name,
         )
         self.register(k, replace=True)
@@ -178,7 +178,7 @@ class KernelRegistry(_Registry):
 
     def get_kernel_implementation(self, name: str) -> Callable[..., Any]:
         """Kernel ``name``'s function."""
-        return self._meta(name).func  # type: ignore[no-any-return]
+        return self._meta(name).func
 
     def get_kernel_producing_field(self, field_name: str) -> str:
         """The name of the kernel producing ``field_name``.
