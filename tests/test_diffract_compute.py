@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -218,8 +220,10 @@ def test_kernel_failure_raises_a_session_error_after_storing_what_succeeded():
     from diffract.core.compute import KernelExecutionError
 
     s, _ = _flaky_session(on_failure="raise")
-    with pytest.raises(SessionError, match=r"1 kernel failure.*m:w16 \[flaky\].*boom") as err:
-        s.compute.apply("flaky", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelFailureWarning)  # raised, not also warned
+        with pytest.raises(SessionError, match=r"1 kernel failure.*m:w16 \[flaky\].*boom") as err:
+            s.compute.apply("flaky", progress=False)
     assert isinstance(err.value, KernelExecutionError)
     report = err.value.report
     assert [(f.name, f.field) for f in report.failures] == [("w16", "flaky")]

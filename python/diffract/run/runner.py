@@ -52,6 +52,8 @@ class Runner:
         cancel: set it to stop the run; finished work is kept.
         call_counter: kernel name -> slice calls, updated in place.
         executor: where chunks run (see :mod:`~diffract.run.executors`).
+        warn_failures: warn (``KernelFailureWarning``) when kernels failed; False when the
+            caller raises them instead.
 
     Raises:
         ConfigError: an unknown executor.
@@ -70,7 +72,10 @@ class Runner:
         cancel: threading.Event | None = None,
         call_counter: dict[str, int] | None = None,
         executor: Any = None,
+        warn_failures: bool = True,
     ) -> None:
+        #: warn about failures at the end of a run (off when the caller raises them instead)
+        self.warn_failures = warn_failures
         self.state = RunState(
             store,
             registry,
@@ -151,7 +156,7 @@ class Runner:
         report.cancelled = state.cancelled
         if report.non_finite:
             _warn_non_finite(report)
-        if report.failures:
+        if report.failures and self.warn_failures:
             _warn_failures(report)
         return report
 

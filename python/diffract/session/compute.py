@@ -259,6 +259,7 @@ class Compute(DiffractCompute):
             cancel=cancel,
             call_counter=session.kernel_calls,
             executor=executor if executor is not None else session.executor,
+            warn_failures=failure_mode == "warn",  # "raise" raises them below instead
         )
         before = set(self._store.keys())
         report = self._run(runner, fields, finish)
