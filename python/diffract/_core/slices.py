@@ -6,7 +6,6 @@ import enum
 import hashlib
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,8 +138,10 @@ class ParameterType(enum.IntFlag, boundary=enum.KEEP):
     def __str__(self) -> str:
         return self.value
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Callable[[str], ParameterType], tuple[str]]:
-        return (ParameterType.from_string, (self.value,))
+    def __reduce_ex__(self, protocol: Any) -> tuple[type[ParameterType], tuple[str]]:
+        # by name (bits of custom types differ between processes); the class pickles by
+        # reference, also with cloudpickle (a process pool, Dask)
+        return (ParameterType, (self.value,))
 
 
 _TYPE_LOCK = threading.Lock()
