@@ -262,6 +262,17 @@ def test_nan_weights_store_nan_as_in_diffract():
     }
     assert rows["ok"]["frob_norm"] == pytest.approx(np.linalg.norm(w))
     assert np.isnan(rows["bad"]["frob_norm"]) and np.isnan(rows["bad"]["stable_rank"])
+    # a later run on the NaN values stored (the spectrum, a NaN scalar here) gives NaN too,
+    # not failures: esd was stored as NaN, pl_alpha's fit fails on it
+    s.compute.apply("esd", progress=False)
+    with pytest.warns(NonFiniteWeightsWarning, match="m:bad: input 'esd' is NaN"):
+        later = s.compute.apply("pl_alpha", progress=False)
+    assert later.ok
+    alphas = {
+        r["parameter_name"]: r["pl_alpha"]
+        for r in s.results.export_metrics("pl_alpha", export_format="list")
+    }
+    assert np.isnan(alphas["bad"]) and np.isfinite(alphas["ok"])
 
 
 def test_configure_kernel_returns_a_kernel_config_and_takes_diffracts_options(session):

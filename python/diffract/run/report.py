@@ -119,8 +119,9 @@ class RunReport:
     #: slices whose requested values are not applicable for a stated reason, one entry per
     #: slice (the values are counted in ``not_applicable``)
     not_applicable_reasons: list[NotApplicableSlice] = field(default_factory=list)
-    #: slices whose weights hold NaN or Inf, one entry per slice (``reason`` counts them):
-    #: their values are stored as NaN, as Diffract does, and are not failures
+    #: slices whose weights hold NaN or Inf (``reason`` counts them), or whose kernel failed
+    #: on a NaN input, one entry per slice: their values are stored as NaN, as Diffract
+    #: does, and are not failures
     non_finite: list[NotApplicableSlice] = field(default_factory=list)
 
     def note_non_finite(self, model_id: str, name: str, uid: str, reason: str) -> None:
@@ -163,7 +164,7 @@ class RunReport:
         for note in self.notes:
             head += f"\n  note: {note}"
         if self.non_finite:
-            head += f"\n  {len(self.non_finite)} slice(s) with NaN/Inf weights stored as NaN, e.g. "
+            head += f"\n  {len(self.non_finite)} slice(s) with NaN/Inf weights (or a NaN input) stored as NaN, e.g. "
             e = self.non_finite[0]
             head += f"{e.model_id}:{e.name}: {e.reason}"
         if self.not_applicable_reasons:

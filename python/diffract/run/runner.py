@@ -183,7 +183,8 @@ def _warn_non_finite(report: RunReport) -> None:
     n = len(report.non_finite)
     more = f"\n  ... and {n - 10} more" if n > 10 else ""
     warnings.warn(
-        f"{n} slice(s) with NaN or Inf weights: their values are stored as NaN (see "
+        f"{n} slice(s) with NaN or Inf weights (or a NaN input): their values are stored as "
+        "NaN, as Diffract stores them (see "
         f"RunReport.non_finite):\n  {shown}{more}",
         NonFiniteWeightsWarning,
         stacklevel=4,
