@@ -6,8 +6,9 @@
 magics) talk to the engine only through these objects.
 
 The published Diffract's session names are importable from here too: its errors
-(``SessionError`` and subclasses), ``ApplySummary``, ``EraseSummary``, ``ParameterOverrides``
-and ``ParameterType``.
+(``SessionError`` and subclasses), ``ApplySummary``, ``EraseSummary``, ``ParameterOverrides``,
+``ParameterType`` and ``SessionContext`` (our :class:`Scope`); its field addresses are
+:mod:`diffract.session.resolver`.
 """
 
 from diffract._core.slices import ParameterType as ParameterType
