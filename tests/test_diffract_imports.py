@@ -27,6 +27,13 @@ def test_core_compute_names_are_diffracts():
     assert issubclass(compute.KernelExecutionError, compute.KernelError)
     assert issubclass(compute.KernelError, SessionError)
     assert compute.InconsistentWiring is compute.InconsistentWiringError
+    from diffract.core.compute.config import KernelConfig
+    from diffract.core.compute.exceptions import InconsistentWiring, KernelExecutionError
+    from diffract.core.compute.execution import KernelExecutor
+
+    assert KernelConfig is compute.KernelConfig and KernelExecutor is compute.KernelExecutor
+    assert KernelExecutionError is compute.KernelExecutionError
+    assert InconsistentWiring is compute.InconsistentWiring
     with pytest.raises(compute.InconsistentWiring):
         compute.kernel(registry=object())
 
