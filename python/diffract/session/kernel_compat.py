@@ -148,8 +148,8 @@ class DiffractCompute(Namespace):
 
         Returns:
             A :class:`~diffract.core.compute.KernelConfig` (a dict with Diffract's
-            ``as_dict()``): the options now configured for that kernel, with the Diffract
-            options given in place of ours.
+            ``as_dict()``) of the values passed, as Diffract's (``compute.configure(kernel)``
+            gives the options now configured, in our values).
 
         Raises:
             UnknownFieldError: no such kernel (a ``KernelNotFoundError``).
@@ -157,13 +157,10 @@ class DiffractCompute(Namespace):
                 ``InvalidConfigurationError``).
         """
         k = self._session.registry.kernel(kernel_name)
-        ours, theirs = _diffract_options(k.name, config)
-        now = self.configure(kernel_name, **ours) if ours else self._configured(k.name)  # type: ignore[attr-defined]
-        return KernelConfig(**{**now, **theirs})
-
-    def _configured(self, kernel: str) -> dict[str, Any]:
-        """The options configured for ``kernel`` so far."""
-        return dict(self._session._kernel_options.get(kernel, {}))
+        ours, _ = _diffract_options(k.name, config)
+        if ours:
+            self.configure(kernel_name, **ours)  # type: ignore[attr-defined]
+        return KernelConfig(**config)
 
     def kernel(
         self,
