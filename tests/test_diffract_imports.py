@@ -76,6 +76,11 @@ def test_registry_decorator_and_executor_run_a_custom_kernel():
         assert ex.execute("scaled", s) == set()  # once per with block
     (row,) = s.results.export_metrics("scaled_frob", export_format="list")
     assert row["scaled_frob"] == pytest.approx(3.0 * np.linalg.norm(w))
+    other = Session(profile="ram", registry=registry)  # a plain apply uses it too
+    other.models.add({"w": w}, "m")
+    other.compute.apply("scaled_frob", progress=False)
+    (row,) = other.results.export_metrics("scaled_frob", export_format="list")
+    assert row["scaled_frob"] == pytest.approx(3.0 * np.linalg.norm(w))
     with pytest.raises(TypeError, match="registry is not the session's"):
         KernelExecutor(KernelRegistry()).execute("frob_norm", s)
 

@@ -153,8 +153,9 @@ def _run_options(
     kernel_options: dict[str, dict[str, Any]] | None,
     conventions: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The options of one run: configured ones where a kernel of the run has them, then the
-    run's convention preset, then its own options; all validated here, once (an option no
+    """The options of one run: configured ones where a kernel of the run has them (the
+    registry's ``configured``, then the session's), then the run's convention preset, then
+    its own options; all validated here, once (an option no
     kernel of the run takes is an error)."""
     from diffract.kernels.conventions import with_conventions  # light, and only when run
 
@@ -163,7 +164,12 @@ def _run_options(
     known = {o for k in closure for o in k.options}
     merged_opts = {k: v for k, v in session._options.items() if k in known}
     merged_opts.update(with_conventions(conventions, options, known))
-    merged_kopts = {k: dict(v) for k, v in session._kernel_options.items() if k in names}
+    # a Diffract-style registry's own configuration (KernelRegistry.configure_kernel) first
+    configured: dict[str, dict[str, Any]] = getattr(session.registry, "configured", {})
+    merged_kopts = {k: dict(v) for k, v in configured.items() if k in names and v}
+    for k, v in session._kernel_options.items():
+        if k in names:
+            merged_kopts.setdefault(k, {}).update(v)
     for k, v in (kernel_options or {}).items():
         merged_kopts.setdefault(k, {}).update(v)
     validate_options(closure, merged_opts, merged_kopts)

@@ -12,8 +12,8 @@ class KernelExecutor:
     """Produce fields on a scope's parameters, as Diffract's executor does.
 
     ``parameters`` is a session or a scope (``session.filter(...)``): the run is that
-    scope's ``compute.apply`` with this executor's registry configuration (the options set by
-    ``KernelRegistry.configure_kernel``). A field already produced in this ``with`` block is
+    scope's ``compute.apply``, which uses the options set by
+    ``KernelRegistry.configure_kernel``. A field already produced in this ``with`` block is
     not produced again.
 
     Args:
@@ -75,10 +75,7 @@ class KernelExecutor:
             fields = tuple(registry.kernel(field_or_kernel_name).outputs)
         else:
             fields = (field_or_kernel_name,)
-        configured = getattr(registry, "configured", {})
-        names = {k.name for k in registry.closure(fields)}
-        kernel_options = {k: dict(v) for k, v in configured.items() if k in names and v}
-        report = compute.apply(*fields, progress=False, kernel_options=kernel_options or None)
+        report = compute.apply(*fields, progress=False)  # with the registry's configuration
         self._executed.add(field_or_kernel_name)
         s = report.summary
         return {*s.parameter_fields, *s.in_model_fields, *s.cross_model_fields}

@@ -49,8 +49,8 @@ class KernelRegistry(_Registry):
 
     ``KernelRegistry()`` is empty, as Diffract's is (``register_default_kernels(registry)``
     adds the built-in ones); a session takes one as ``Session(registry=...)``. Each kernel's
-    configuration is kept here (``configure_kernel``) and read by
-    :class:`~diffract.core.compute.KernelExecutor`.
+    configuration is kept here (``configure_kernel``) and used by every run of a session
+    with this registry (options the session configures, or a run passes, win).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
