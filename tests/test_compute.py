@@ -15,12 +15,12 @@ from diffract import (
     DuplicateModelError,
     FieldNotComputedError,
     KernelDefinitionError,
-    KernelFailureWarning,
     Session,
     UnknownFieldError,
     UnknownOptionError,
 )
 from diffract.kernels import default_registry, make_kernel
+from diffract.run.report import NonFiniteWeightsWarning
 
 
 @pytest.fixture
@@ -186,7 +186,9 @@ def test_export_formats(session):
         session.results.export_table("frob_norm", export_format="xml")
 
 
-def test_nan_and_inf_weights_are_recorded_failures_and_the_run_goes_on(registry, mlp_weights):
+def test_nan_and_inf_weights_are_stored_as_nan_and_the_run_goes_on(registry, mlp_weights):
+    """Issue 26 point 6 (changed from recorded failures): Diffract stores NaN for a slice
+    whose weights hold NaN or Inf, so the row stays in exports; the run notes and warns."""
     s = Session(profile="ram", registry=registry)
     bad = dict(mlp_weights)
     bad["layers.1.weight"] = bad["layers.1.weight"].copy()
@@ -194,18 +196,21 @@ def test_nan_and_inf_weights_are_recorded_failures_and_the_run_goes_on(registry,
     bad["layers.2.weight"] = bad["layers.2.weight"].copy()
     bad["layers.2.weight"][1, 1] = np.inf
     s.models.add(bad, model_id="bad")
-    with pytest.warns(KernelFailureWarning, match="2 kernel failure"):
+    with pytest.warns(NonFiniteWeightsWarning, match="2 slice") as rec:
         report = s.compute.apply("frob_norm", progress=False)
-    assert {(f.name, f.field) for f in report.failures} == {
-        ("layers.1.weight", "frob_norm"),
-        ("layers.2.weight", "frob_norm"),
-    }
-    assert "1 NaN" in next(f.error for f in report.failures if f.name == "layers.1.weight")
+    assert not report.failures and report.ok
+    assert [(e.name, e.reason) for e in report.non_finite] == [
+        ("layers.1.weight", "weights contain 1 NaN and 0 Inf value(s) of 192"),
+        ("layers.2.weight", "weights contain 0 NaN and 1 Inf value(s) of 48"),
+    ]
+    assert "layers.2.weight" in str(rec[0].message)
     got = values(s, "frob_norm")
     assert got["layers.0.weight"][0] == pytest.approx(
         np.linalg.norm(mlp_weights["layers.0.weight"].astype(np.float64)), rel=1e-6
     )
-    assert got["layers.1.weight"] == (None,)
+    assert np.isnan(got["layers.1.weight"][0]) and np.isnan(got["layers.2.weight"][0])
+    rows = s.results.export_metrics("frob_norm", export_format="list")
+    assert {"layers.1.weight", "layers.2.weight"} <= {r["parameter_name"] for r in rows}
 
 
 def test_chunks_under_a_memory_budget_give_the_same_values(registry, mlp_weights):

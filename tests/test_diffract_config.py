@@ -130,8 +130,33 @@ def test_bad_config_files_are_named_errors(in_tmp, no_diffract_env, name, text, 
 def test_unknown_profile_and_missing_file(in_tmp, no_diffract_env):
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         Session(profile="nope")
-    with pytest.raises(ConfigError, match="does not exist"):
-        Session(config_path="missing.ini")
+    with pytest.raises(ConfigError, match="container"):
+        Session(container=object())
+    assert issubclass(ConfigError, SessionError) and issubclass(ConfigError, ValueError)
+
+
+def test_missing_config_file_warns_and_the_profile_applies(in_tmp, no_diffract_env, caplog):
+    """Issue 26 point 19 (the behaviour changed from a ConfigError): Diffract's documented
+    fallback, a warning naming the path, then the profile."""
+    from diffract.session import MissingConfigWarning
+
+    with (
+        caplog.at_level("WARNING", logger="diffract.session"),
+        pytest.warns(MissingConfigWarning, match=r"'prod\.ini'.*profile applies"),
+    ):
+        s = Session(profile="ram", config_path="prod.ini")
+    assert s.profile == "ram" and s.store.path is None
+    assert any("prod.ini" in r.getMessage() for r in caplog.records)  # logged, as Diffract
+    with pytest.warns(MissingConfigWarning, match="sub/none.yaml"):
+        local = Session(config_path=in_tmp / "sub" / "none.yaml", path=in_tmp / "store")
+    assert local.profile == "local" and Path(local.store.path) == in_tmp / "store"
+    local.close()
+    with pytest.raises(ConfigError, match="config_path must be a path"):
+        Session(config_path=3)
+    assert not (in_tmp / "prod.ini").exists()
+
+
+def test_container_is_refused(in_tmp, no_diffract_env):
     with pytest.raises(ConfigError, match="container"):
         Session(container=object())
     assert issubclass(ConfigError, SessionError) and issubclass(ConfigError, ValueError)

@@ -91,16 +91,54 @@ def test_list_rename_erase_and_patch_meta(torch_mlp):
     assert s.models.erase(erase_all=True).models == ("c",) and s.models.list() == []
 
 
-def test_override_for_a_missing_name_is_a_named_error_and_stores_nothing(torch_mlp):
-    from diffract._errors import ParameterNotFoundError
+def test_override_for_a_missing_name_is_left_out_with_a_warning_naming_it(torch_mlp, caplog):
+    """Issue 26 point 11 (changed from a ParameterNotFoundError): Diffract ignores an
+    override for a name the model lacks; ours too, with a warning (and a log) naming it and,
+    for a PyTorch module path, the weight's name here."""
+    from diffract.session.overrides import UnusedOverridesWarning
 
     s = Session(profile="ram")
-    with pytest.raises(ParameterNotFoundError, match=r"nope\.weight"):
+    with (
+        caplog.at_level("WARNING", logger="diffract.session.models"),
+        pytest.warns(UnusedOverridesWarning, match=r"\['0', 'nope\.weight'\]") as rec,
+    ):
         s.models.add(
-            torch_mlp, "m", parameter_overrides={"nope.weight": ParameterOverrides(name="x")}
+            torch_mlp,
+            "m",
+            parameter_overrides={
+                "nope.weight": ParameterOverrides(name="x"),
+                "0": ParameterOverrides(name="y"),
+                "2.weight": ParameterOverrides(name="head"),
+            },
         )
-    assert isinstance(ParameterNotFoundError("x"), SessionError)
-    assert s.models.list() == []
+    assert "'0' -> '0.weight'" in str(rec[0].message)
+    assert any("nope.weight" in r.getMessage() for r in caplog.records)
+    names = sorted(p["name"] for p in s.models.parameters.list(verbose=True))
+    assert names == ["0.bias", "0.weight", "2.bias", "head"]  # the used override applied
+    assert s.models.list() == ["m"]
+
+
+def test_adding_the_same_weights_again_without_an_id_adds_a_model(torch_mlp):
+    """Issue 26 point 8: as in Diffract, a second ``add`` without ``model_id`` (or with ``""``
+    or ``0``, which Diffract reads as "generate one") adds another model; the ids are the
+    content's, then ``-2``, ``-3``: the same on every run. An explicit duplicate stays an
+    error."""
+    s = Session(profile="ram")
+    w = {"a": np.arange(12.0).reshape(3, 4)}
+    ids = [s.models.add(w, model_id=mid)[0].model_id for mid in (None, None, "", 0)]
+    base = ids[0]
+    assert base.startswith("model-") and ids == [base, f"{base}-2", f"{base}-3", f"{base}-4"]
+    again = Session(profile="ram")
+    assert [again.models.add(w)[0].model_id for _ in range(2)] == ids[:2]  # deterministic
+    assert s.models.add(w, replace=True)[0].model_id == base  # replace: the content's id
+    assert sorted(s.models.list()) == sorted(ids)
+    with pytest.raises(ModelAlreadyExistsError, match="already stored"):
+        s.models.add(w, model_id=f"{base}-2")
+    s.compute.apply("frob_norm", progress=False)
+    rows = s.results.export_metrics("frob_norm", export_format="list")
+    assert [r["frob_norm"] for r in rows] == pytest.approx(
+        [np.sqrt(np.sum(np.arange(12.0) ** 2))] * 4
+    )
 
 
 def test_custom_handler_and_a_bound_flax_module():

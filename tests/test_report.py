@@ -123,17 +123,23 @@ def test_numbers_equal_what_analyze_stores(checkpoint, in_tmp, capsys):
     assert "No failures." in (in_tmp / "ckpt.html").read_text()
 
 
-def test_failures_are_listed(in_tmp):
+def test_nan_weights_are_a_row_of_nan(in_tmp):
+    """Issue 26 point 6 (changed from a listed failure): NaN weights give NaN values, as in
+    Diffract, so the layer keeps its row; the run warns, naming it."""
     rng = np.random.default_rng(0)
     w = {f"layers.{i}.weight": rng.normal(size=(48, 32)).astype(np.float32) for i in range(3)}
     w["layers.1.weight"][0, 0] = np.nan
     save_file(w, "bad.safetensors")
-    with pytest.warns(Warning, match="kernel failure"):
+    with pytest.warns(Warning, match=r"NaN or Inf weights.*\n  bad:layers\.1\.weight: .*1 NaN"):
         assert main(["report", "bad.safetensors", "-o", "bad.html"]) == 0
     page = _read(in_tmp / "bad.html")
-    assert set(_table(page)) == {"layers.0.weight", "layers.2.weight"}
-    assert page.failures and all(f.startswith("bad:layers.1.weight [") for f in page.failures)
-    assert any("[pl_alpha]" in f and "NaN" in f for f in page.failures)
+    table = _table(page)
+    assert set(table) == {"layers.0.weight", "layers.1.weight", "layers.2.weight"}
+    assert all(table["layers.1.weight"][f] == ("nan", "nan") for f in PREFERRED_FIELDS)
+    assert float(table["layers.0.weight"]["frob_norm"][1]) == pytest.approx(
+        np.linalg.norm(w["layers.0.weight"].astype(np.float64)), rel=1e-5
+    )
+    assert not page.failures
 
 
 def test_errors(in_tmp, checkpoint, capsys):

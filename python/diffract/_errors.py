@@ -139,6 +139,29 @@ class KernelFailure(SessionError):
     """A kernel failed on one parameter; recorded, the run goes on."""
 
 
+class KernelExecutionError(KernelFailure, KernelError):
+    """Kernels failed during ``apply(..., on_failure="raise")`` (Diffract's ``apply`` raises a
+    ``SessionError`` when a kernel fails). Raised after the values that succeeded were
+    stored; ``report`` is the run's :class:`~diffract.run.report.RunReport`."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        #: the run's RunReport: ``failures`` lists each (slice, field) that failed
+        self.report = report
+
+
+class InconsistentWiringError(KernelError):
+    """Diffract's error for a ``kernel`` decorator without a registry to register into."""
+
+
+class FieldNameError(InvalidArgumentError, KernelNotFoundError):
+    """A field name that is not a string (``apply(["x"])``): a bad argument, and, as in
+    Diffract, a ``KernelNotFoundError`` (no kernel produces it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 RESERVED_MODEL_ID_CHARS = ("@", "[", "]", ",", "/")
 
 
@@ -155,3 +178,4 @@ class IncompatibleSessionsError(SessionError, ValueError):
 
 #: Diffract's aliases of two kernel errors
 InvalidConfiguration = InvalidConfigurationError
+InconsistentWiring = InconsistentWiringError

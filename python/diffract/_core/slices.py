@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
-from collections.abc import Callable
+import threading
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from diffract._core.dtypes import itemsize
 from diffract._errors import RESERVED_MODEL_ID_CHARS, InvalidIdentifierError, InvalidModelIdError
@@ -14,41 +15,40 @@ from diffract._errors import RESERVED_MODEL_ID_CHARS, InvalidIdentifierError, In
 _TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
-class ParameterType:
-    """The kind of a weight slice: built-in (dense, embedding, conv, norm, bias, other)
-    or custom (``ParameterType.from_string("attention")``).
+class ParameterType(enum.IntFlag, boundary=enum.KEEP):
+    """The kind of a weight slice: built-in (dense, embedding, conv, norm, bias, other,
+    and ``UNKNOWN``) or custom (``ParameterType.from_string("attention")``).
 
-    Instances are interned: ``ParameterType.from_string("dense") is ParameterType.DENSE``.
-    They compare equal to their string value, so filters accept either form.
-    ``ParameterType("dense")`` is ``ParameterType.from_string("dense")``.
+    An ``enum.IntFlag``, as Diffract's: ``UNKNOWN`` is 0, ``DENSE`` 1, the others the next
+    bits; a custom type gets the next free bit when it is first named (in this process:
+    the bits are never stored, the names are). Members are unique:
+    ``ParameterType.from_string("dense") is ParameterType.DENSE``, and
+    ``ParameterType("dense")`` is the same. ``value`` is the lower-case name (``"dense"``),
+    what stores and filters keep; ``int(t)`` is the bit. A type compares equal to its name,
+    so filters accept either form.
 
     Attributes:
         value: the lower-case name (``"dense"``).
+        name: the upper-case name (``"DENSE"``).
     """
 
-    __slots__ = ("value",)
-    value: str  # the lower-case name (the slot, set once by from_string)
-    _interned: ClassVar[dict[str, ParameterType]] = {}
-
-    DENSE: ClassVar[ParameterType]
-    EMBEDDING: ClassVar[ParameterType]
-    CONV: ClassVar[ParameterType]
-    NORM: ClassVar[ParameterType]
-    BIAS: ClassVar[ParameterType]
-    OTHER: ClassVar[ParameterType]
-
-    def __new__(cls, value: str) -> ParameterType:
-        return cls.from_string(value)
+    UNKNOWN = 0
+    DENSE = 1
+    EMBEDDING = 2
+    CONV = 4
+    NORM = 8
+    BIAS = 16
+    OTHER = 32
 
     @classmethod
     def from_string(cls, value: str | ParameterType) -> ParameterType:
-        """The type named ``value`` (lower-cased); custom names create a new type.
+        """The type named ``value`` (any case); a name not known yet makes a custom type.
 
         Args:
-            value: a type name (lower-case letters, digits, ``_`` or ``-``), or a type.
+            value: a type name (letters, digits, ``_`` or ``-``), or a type.
 
         Returns:
-            The interned type.
+            The member.
 
         Raises:
             TypeError: ``value`` is neither a string nor a ParameterType.
@@ -56,28 +56,41 @@ class ParameterType:
         """
         if isinstance(value, ParameterType):
             return value
-        found = cls._interned.get(value) if isinstance(value, str) else None
-        if found is not None:  # an interned name is valid already (the common case)
-            return found
         if not isinstance(value, str):
             raise TypeError(
                 f"ParameterType.from_string expects a string, got {type(value).__name__}: {value!r}"
             )
         key = value.strip().lower()
+        found = cls._member_map_.get(key.upper())
+        if found is not None:
+            return found  # type: ignore[return-value]
         if not _TYPE_NAME.match(key):
             raise ValueError(
                 f"invalid parameter type name {value!r}: use lower-case letters, digits, '_' or '-'"
             )
-        found = cls._interned.get(key)
-        if found is None:
-            found = object.__new__(cls)
-            object.__setattr__(found, "value", key)
-            cls._interned[key] = found
-        return found
+        with _TYPE_LOCK:
+            found = cls._member_map_.get(key.upper())
+            if found is None:
+                bit = 1 << max(int(m._value_) for m in cls._member_map_.values()).bit_length()
+                found = int.__new__(cls, bit)
+                found._name_ = key.upper()
+                found._value_ = bit
+                found._sort_order_ = len(cls._member_names_)  # type: ignore[attr-defined]
+                cls._member_map_[key.upper()] = found
+                cls._value2member_map_[bit] = found
+                cls._member_names_.append(key.upper())
+        return found  # type: ignore[return-value]
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        """``ParameterType("dense")``: a name is looked up (or made) as by from_string."""
+        if isinstance(value, str):
+            return cls.from_string(value)
+        return super()._missing_(value)
 
     @classmethod
     def builtin(cls) -> tuple[ParameterType, ...]:
-        """The built-in types, in a fixed order.
+        """The built-in types detected by the extractors, in a fixed order.
 
         Returns:
             DENSE, EMBEDDING, CONV, NORM, BIAS, OTHER.
@@ -86,51 +99,52 @@ class ParameterType:
 
     @classmethod
     def known(cls) -> tuple[ParameterType, ...]:
-        """Every type created so far in this process (built-in first).
+        """Every type named so far in this process (built-in first, then UNKNOWN).
 
         Returns:
-            The built-in types, then the custom ones in creation order.
+            The built-in types, UNKNOWN, then the custom ones in creation order.
         """
         builtin = cls.builtin()
-        return builtin + tuple(t for t in cls._interned.values() if t not in builtin)
+        others = [t for t in cls.__members__.values() if t not in builtin]
+        return builtin + tuple(others)
 
     @property
-    def name(self) -> str:
-        """The type's name in upper case (``DENSE``), like an Enum member's."""
-        return self.value.upper()
+    def value(self) -> str:  # type: ignore[override]
+        """The lower-case name (``"dense"``): what stores, exports and filters keep."""
+        return (self._name_ or "").lower()
 
     @property
     def is_custom(self) -> bool:
         """True for a type made with :meth:`from_string` that is not built in."""
-        return self not in self.builtin()
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        raise AttributeError("ParameterType is immutable")
+        return self is not ParameterType.UNKNOWN and self not in self.builtin()
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, ParameterType):
-            return self is other
         if isinstance(other, str):
             return self.value == other.strip().lower()
-        return NotImplemented
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash(self.value)
 
     def __repr__(self) -> str:
-        if self.is_custom:
+        if self.is_custom and self._name_ is not None and "|" not in self._name_:
             return f"ParameterType.from_string({self.value!r})"
-        return f"ParameterType.{self.name}"
+        return f"ParameterType.{self._name_}"
 
     def __str__(self) -> str:
         return self.value
 
-    def __reduce__(self) -> tuple[Callable[[str], ParameterType], tuple[str]]:
-        return (ParameterType.from_string, (self.value,))
+    def __reduce_ex__(self, protocol: Any) -> tuple[type[ParameterType], tuple[str]]:
+        # by name (bits of custom types differ between processes); the class pickles by
+        # reference, also with cloudpickle (a process pool, Dask)
+        return (ParameterType, (self.value,))
 
 
-for _name in ("dense", "embedding", "conv", "norm", "bias", "other"):
-    setattr(ParameterType, _name.upper(), ParameterType.from_string(_name))
+_TYPE_LOCK = threading.Lock()
 
 
 #: the prefix that makes a filter entry a regular expression (``filter(model_ids=["re:a.*"])``,

@@ -24,6 +24,7 @@ from diffract.run.report import Failure
 from diffract.run.state import (
     NOT_APPLICABLE,
     Failed,
+    NonFiniteWeights,
     NotApplicable,
     RunState,
     normalise,
@@ -242,6 +243,8 @@ def run_kernels(
 
         def record(done: list[SliceInfo], results: list[Result], seconds: float, k=k) -> None:
             for s, res in zip(done, results, strict=True):
+                if type(res) is Failed:
+                    res = _nan_input(k, values[s.uid]) or res
                 if isinstance(res, (Failed, NotApplicable)):
                     values[s.uid].update(dict.fromkeys(k.outputs, res))
                 else:
@@ -259,6 +262,17 @@ def run_kernels(
         if n:
             calls[k.name] = calls.get(k.name, 0) + n
     return calls
+
+
+def _nan_input(k: Kernel, vals: dict[str, Any]) -> NonFiniteWeights | None:
+    """When ``k`` failed on a slice with a NaN scalar among its inputs (a value stored as NaN
+    because the slice's weights are not finite, e.g. its ``esd``): the NaN marker, so the
+    outputs are NaN as well, not failures. None otherwise."""
+    for i in k.inputs:
+        v = vals.get(i)
+        if isinstance(v, float) and v != v:
+            return NonFiniteWeights(f"input {i!r} is NaN")
+    return None
 
 
 def _ready(
@@ -447,6 +461,11 @@ def chunk_batch(
                 if kept is not None:
                     kept.add((s.uid, o))
                 v = vals[o]
+                if isinstance(v, NonFiniteWeights):
+                    if o in explicit or o not in k.transient:
+                        batch.fields[(s.uid, o)] = float("nan")  # Diffract's NaN, row kept
+                        report.note_non_finite(s.model_id, s.name, s.uid, v.message)
+                    continue
                 error = _unkept(k, o, v, explicit)
                 if error is not None:
                     if isinstance(v, NotApplicable):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "Failure",
     "KernelFailureWarning",
+    "NonFiniteWeightsWarning",
     "NotApplicableSlice",
     "NothingToCompareWarning",
     "ProgressCallback",
@@ -18,6 +19,11 @@ __all__ = [
 
 class KernelFailureWarning(RuntimeWarning):
     """Some kernels failed on some parameters (see ``RunReport.failures``)."""
+
+
+class NonFiniteWeightsWarning(RuntimeWarning):
+    """Some slices' weights hold NaN or Inf: their values were stored as NaN, as the
+    published Diffract stores them (see ``RunReport.non_finite``)."""
 
 
 class NothingToCompareWarning(RuntimeWarning):
@@ -113,6 +119,22 @@ class RunReport:
     #: slices whose requested values are not applicable for a stated reason, one entry per
     #: slice (the values are counted in ``not_applicable``)
     not_applicable_reasons: list[NotApplicableSlice] = field(default_factory=list)
+    #: slices whose weights hold NaN or Inf (``reason`` counts them), or whose kernel failed
+    #: on a NaN input, one entry per slice: their values are stored as NaN, as Diffract
+    #: does, and are not failures
+    non_finite: list[NotApplicableSlice] = field(default_factory=list)
+
+    def note_non_finite(self, model_id: str, name: str, uid: str, reason: str) -> None:
+        """Record that a slice's weights are not finite (once per slice).
+
+        Args:
+            model_id: the slice's model.
+            name: the slice's name.
+            uid: the slice's uid.
+            reason: how many NaN and Inf values they hold.
+        """
+        if all(e.uid != uid for e in self.non_finite):
+            self.non_finite.append(NotApplicableSlice(model_id, name, uid, reason))
 
     def note_not_applicable(self, model_id: str, name: str, uid: str, reason: str) -> None:
         """Record why a slice's values are not applicable (once per slice).
@@ -141,6 +163,10 @@ class RunReport:
             head += f" (cancelled: {self.skipped} value(s) skipped, finished values kept)"
         for note in self.notes:
             head += f"\n  note: {note}"
+        if self.non_finite:
+            head += f"\n  {len(self.non_finite)} slice(s) with NaN/Inf weights (or a NaN input) stored as NaN, e.g. "
+            e = self.non_finite[0]
+            head += f"{e.model_id}:{e.name}: {e.reason}"
         if self.not_applicable_reasons:
             head += f"\n  {len(self.not_applicable_reasons)} slice(s) not applicable, e.g. "
             head += str(self.not_applicable_reasons[0])

@@ -26,6 +26,7 @@ from diffract.run.levels import run_cross_level, run_model_level, run_param_leve
 from diffract.run.plan import Planner, make_plan
 from diffract.run.report import (
     KernelFailureWarning,
+    NonFiniteWeightsWarning,
     NothingToCompareWarning,
     ProgressCallback,
     RunReport,
@@ -51,6 +52,8 @@ class Runner:
         cancel: set it to stop the run; finished work is kept.
         call_counter: kernel name -> slice calls, updated in place.
         executor: where chunks run (see :mod:`~diffract.run.executors`).
+        warn_failures: warn (``KernelFailureWarning``) when kernels failed; False when the
+            caller raises them instead.
 
     Raises:
         ConfigError: an unknown executor.
@@ -69,7 +72,10 @@ class Runner:
         cancel: threading.Event | None = None,
         call_counter: dict[str, int] | None = None,
         executor: Any = None,
+        warn_failures: bool = True,
     ) -> None:
+        #: warn about failures at the end of a run (off when the caller raises them instead)
+        self.warn_failures = warn_failures
         self.state = RunState(
             store,
             registry,
@@ -148,7 +154,9 @@ class Runner:
         report.elapsed = time.perf_counter() - state.t0
         report.kernel_calls = dict(state.run_calls)
         report.cancelled = state.cancelled
-        if report.failures:
+        if report.non_finite:
+            _warn_non_finite(report)
+        if report.failures and self.warn_failures:
             _warn_failures(report)
         return report
 
@@ -170,11 +178,26 @@ class Runner:
                 raise ConfigError(f"{exc} (an option of kernel {k.name!r})") from None
 
 
+def _warn_non_finite(report: RunReport) -> None:
+    shown = "\n  ".join(f"{e.model_id}:{e.name}: {e.reason}" for e in report.non_finite[:10])
+    n = len(report.non_finite)
+    more = f"\n  ... and {n - 10} more" if n > 10 else ""
+    warnings.warn(
+        f"{n} slice(s) with NaN or Inf weights (or a NaN input): their values are stored as "
+        "NaN, as Diffract stores them (see "
+        f"RunReport.non_finite):\n  {shown}{more}",
+        NonFiniteWeightsWarning,
+        stacklevel=4,
+    )
+
+
 def _warn_failures(report: RunReport) -> None:
     shown = "\n  ".join(str(f) for f in report.failures[:10])
     more = f"\n  ... and {len(report.failures) - 10} more" if len(report.failures) > 10 else ""
     warnings.warn(
-        f"{len(report.failures)} kernel failure(s) (the run went on; see RunReport.failures):\n  {shown}{more}",
+        f"{len(report.failures)} kernel failure(s) (the run went on; see RunReport.failures; "
+        "Diffract's apply raises SessionError here: apply(..., on_failure='raise') does too):"
+        f"\n  {shown}{more}",
         KernelFailureWarning,
         stacklevel=4,
     )

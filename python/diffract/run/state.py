@@ -44,6 +44,14 @@ class Failed:
         self.message = message
 
 
+class NonFiniteWeights(Failed):
+    """Marker: the slice's weights hold NaN or Inf. Its values are stored as NaN, as the
+    published Diffract does (its kernels compute NaN on them), so the slice keeps its row
+    in exports; the run notes it and warns, it is not a failure."""
+
+    __slots__ = ()
+
+
 def short_error(exc: BaseException) -> str:
     """``"TypeName: first line of the message"`` (the type alone when there is no message)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

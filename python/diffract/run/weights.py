@@ -11,7 +11,7 @@ import numpy as np
 
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract.extract.references import ReferenceReader
-from diffract.run.state import Failed, short_error
+from diffract.run.state import Failed, NonFiniteWeights, short_error
 from diffract.store import Store
 
 Values = dict[str, dict[str, Any]]
@@ -47,7 +47,8 @@ def load_weights(store: Store, s: SliceInfo) -> np.ndarray | Failed:
 
 
 def checked_weights(read: Callable[[], np.ndarray], s: SliceInfo) -> np.ndarray | Failed:
-    """``read()`` in the layout and dtype kernels see, or a failure (unreadable, NaN, Inf)."""
+    """``read()`` in the layout and dtype kernels see, or a failure (unreadable), or the
+    :class:`NonFiniteWeights` marker (NaN, Inf: the slice's values are stored as NaN)."""
     try:
         w = canonical_layout(as_float_array(read()), s)
     except Exception as exc:
@@ -55,7 +56,7 @@ def checked_weights(read: Callable[[], np.ndarray], s: SliceInfo) -> np.ndarray 
     if not np.all(np.isfinite(w)):
         n_nan = int(np.isnan(w).sum())
         n_inf = int(np.isinf(w).sum())
-        return Failed(f"weights contain {n_nan} NaN and {n_inf} Inf value(s) of {w.size}")
+        return NonFiniteWeights(f"weights contain {n_nan} NaN and {n_inf} Inf value(s) of {w.size}")
     return w
 
 

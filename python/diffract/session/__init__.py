@@ -6,8 +6,9 @@
 magics) talk to the engine only through these objects.
 
 The published Diffract's session names are importable from here too: its errors
-(``SessionError`` and subclasses), ``ApplySummary``, ``EraseSummary``, ``ParameterOverrides``
-and ``ParameterType``.
+(``SessionError`` and subclasses), ``ApplySummary``, ``EraseSummary``, ``ParameterOverrides``,
+``ParameterType`` and ``SessionContext`` (our :class:`Scope`); its field addresses are
+:mod:`diffract.session.resolver`.
 """
 
 from diffract._core.slices import ParameterType as ParameterType
@@ -19,7 +20,12 @@ from diffract.session.errors import __all__ as _error_names
 from diffract.session.models import Models as Models
 from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
 from diffract.session.results import Results as Results
-from diffract.session.session import Scope as Scope, Session as Session
+from diffract.session.session import (
+    MissingConfigWarning as MissingConfigWarning,
+    Scope as Scope,
+    Session as Session,
+    SessionContext as SessionContext,
+)
 from diffract.session.summaries import (
     ApplySummary as ApplySummary,
     EraseSummary as EraseSummary,
@@ -32,6 +38,7 @@ __all__ = [
     "ApplySummary",
     "Compute",
     "EraseSummary",
+    "MissingConfigWarning",
     "MissingValuesWarning",
     "Models",
     "ParameterOverrides",
@@ -39,6 +46,7 @@ __all__ = [
     "Results",
     "Scope",
     "Session",
+    "SessionContext",
     "Utils",
     "Viz",
     *_error_names,

@@ -11,7 +11,7 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from diffract._core.jsonable import to_jsonable
-from diffract._errors import InvalidArgumentError
+from diffract._errors import FieldNameError, InvalidArgumentError
 
 
 @overload
@@ -44,19 +44,18 @@ def check_field_names(fields: Sequence[Any], where: str) -> None:
     """Field names must be strings given as separate arguments: ``f('a', 'b')``.
 
     Raises:
-        InvalidArgumentError: a field is not a string (a list of them says how to spread it).
+        FieldNameError: a field is not a string (a list of them says how to spread it); an
+            ``InvalidArgumentError`` and, as Diffract's, a ``KernelNotFoundError``.
     """
     for f in fields:
         if isinstance(f, str):
             continue
         if isinstance(f, (list, tuple)):
-            raise InvalidArgumentError(
+            raise FieldNameError(
                 f"{where} takes field names as separate arguments, got a {type(f).__name__}: "
                 f"{f!r}; write {where.split('(')[0]}(*{f!r})"
             )
-        raise InvalidArgumentError(
-            f"{where}: field names must be strings, got {type(f).__name__}: {f!r}"
-        )
+        raise FieldNameError(f"{where}: field names must be strings, got {type(f).__name__}: {f!r}")
 
 
 def check_meta(meta: Any) -> dict[str, Any]:

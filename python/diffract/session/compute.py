@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any, cast
@@ -10,7 +11,7 @@ import numpy as np
 
 from diffract._core.config import check_workers, parse_bytes
 from diffract._core.owners import parse_owner
-from diffract._errors import InvalidArgumentError, UnknownOptionError
+from diffract._errors import InvalidArgumentError, KernelExecutionError, UnknownOptionError
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel, check_options
@@ -22,7 +23,22 @@ from diffract.session.kernel_compat import DiffractCompute, summarize
 from diffract.session.models import read_weights
 from diffract.session.progress import Finish, progress_callback
 from diffract.session.selection import SessionLike
+from diffract.session.summaries import ApplySummary
 from diffract.store import Batch, Store
+
+_log = logging.getLogger("diffract.session.compute")
+
+#: what ``apply`` does when kernels fail: warn and return the report, or raise after storing
+ON_FAILURE = ("warn", "raise")
+
+
+def check_on_failure(value: Any) -> str:
+    """``value`` if it is one of :data:`ON_FAILURE`, else an InvalidArgumentError."""
+    if not isinstance(value, str) or value not in ON_FAILURE:
+        raise InvalidArgumentError(
+            f"on_failure must be 'warn' or 'raise', got {type(value).__name__}: {value!r}"
+        )
+    return str(value)
 
 
 class _StoreView:
@@ -137,8 +153,9 @@ def _run_options(
     kernel_options: dict[str, dict[str, Any]] | None,
     conventions: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The options of one run: configured ones where a kernel of the run has them, then the
-    run's convention preset, then its own options; all validated here, once (an option no
+    """The options of one run: configured ones where a kernel of the run has them (the
+    registry's ``configured``, then the session's), then the run's convention preset, then
+    its own options; all validated here, once (an option no
     kernel of the run takes is an error)."""
     from diffract.kernels.conventions import with_conventions  # light, and only when run
 
@@ -147,7 +164,12 @@ def _run_options(
     known = {o for k in closure for o in k.options}
     merged_opts = {k: v for k, v in session._options.items() if k in known}
     merged_opts.update(with_conventions(conventions, options, known))
-    merged_kopts = {k: dict(v) for k, v in session._kernel_options.items() if k in names}
+    # a Diffract-style registry's own configuration (KernelRegistry.configure_kernel) first
+    configured: dict[str, dict[str, Any]] = getattr(session.registry, "configured", {})
+    merged_kopts = {k: dict(v) for k, v in configured.items() if k in names and v}
+    for k, v in session._kernel_options.items():
+        if k in names:
+            merged_kopts.setdefault(k, {}).update(v)
     for k, v in (kernel_options or {}).items():
         merged_kopts.setdefault(k, {}).update(v)
     validate_options(closure, merged_opts, merged_kopts)
@@ -167,9 +189,15 @@ class Compute(DiffractCompute):
         executor: Any = None,
         kernel_options: dict[str, dict[str, Any]] | None = None,
         conventions: str | None = None,
+        on_failure: str | None = None,
         **options: Any,
     ) -> RunReport:
         """Compute ``fields`` (and what they depend on) where they are not stored yet.
+
+        A kernel that fails on a slice does not stop the run: the values that succeed are
+        stored and the failures listed in the report (and warned about); with
+        ``on_failure="raise"`` apply then raises, as Diffract's does. A slice whose weights
+        hold NaN or Inf gets NaN values (Diffract's), noted in ``RunReport.non_finite``.
 
         Args:
             *fields: field names, e.g. ``apply("frob_norm", "stable_rank")``.
@@ -183,16 +211,21 @@ class Compute(DiffractCompute):
             kernel_options: ``{"kernel": {...}}`` options for one kernel.
             conventions: a kernel-option preset for this run, e.g. ``"weightwatcher"``
                 (:data:`diffract.kernels.ww.CONVENTIONS`); options given by name win.
+            on_failure: ``"warn"`` (warn, return the report) or ``"raise"`` (raise
+                :class:`~diffract._errors.KernelExecutionError`, a ``SessionError``, once the
+                values that succeeded are stored); None: the session's ``on_failure``.
             **options: kernel options by name, for every kernel of this run that has them;
                 they override :meth:`configure`.
 
         Returns:
             The run's :class:`RunReport` (also kept as ``session.last_report``); its
             ``summary`` is Diffract's :class:`~diffract.session.summaries.ApplySummary`.
+            With no field, as in Diffract, a warning is logged and the report is empty.
 
         Raises:
             StoreError: the session is read-only.
-            ValueError: no field given.
+            KernelExecutionError: kernels failed and ``on_failure`` is ``"raise"``.
+            FieldNameError: a field that is not a string (a ``KernelNotFoundError``).
             InvalidArgumentError: a bad field name, setting or option value.
             UnknownFieldError, UnknownOptionError: a field or option no kernel has.
             ScopeValidationError: cross-model fields without ``reference`` on a scope that
@@ -200,8 +233,14 @@ class Compute(DiffractCompute):
         """
         session = self._session
         session._check_writable()
+        failure_mode = check_on_failure(
+            on_failure if on_failure is not None else getattr(session, "on_failure", "warn")
+        )
         if not fields:
-            raise ValueError("apply() needs at least one field name, e.g. apply('frob_norm')")
+            _log.warning("No fields specified for computation (apply() computes nothing)")
+            empty = RunReport(requested=())
+            empty.summary = ApplySummary()  # type: ignore[attr-defined]
+            return empty
         check_field_names(fields, "apply()")
         for f in fields:
             session.registry.producer(f)  # unknown field: clear error before any work
@@ -226,6 +265,7 @@ class Compute(DiffractCompute):
             cancel=cancel,
             call_counter=session.kernel_calls,
             executor=executor if executor is not None else session.executor,
+            warn_failures=failure_mode == "warn",  # "raise" raises them below instead
         )
         before = set(self._store.keys())
         report = self._run(runner, fields, finish)
@@ -235,6 +275,15 @@ class Compute(DiffractCompute):
             session.registry, fields, set(self._store.keys()) - before
         )
         session.last_report = report
+        if report.failures and failure_mode == "raise":
+            shown = "; ".join(str(f) for f in report.failures[:3])
+            more = f" (and {len(report.failures) - 3} more)" if len(report.failures) > 3 else ""
+            raise KernelExecutionError(
+                f"Failed to produce fields: {len(report.failures)} kernel failure(s): "
+                f"{shown}{more}; the values that succeeded are stored, the run's report is "
+                "this error's .report",
+                report,
+            )
         return report
 
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:

@@ -7,16 +7,21 @@ process-wide): the session gets a registry of its own on its first custom kernel
 
 from __future__ import annotations
 
-import inspect
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from diffract._errors import InvalidConfigurationError, ScopeValidationError
+import numpy as np
+
+from diffract._errors import OptionValueError, ScopeValidationError
+from diffract.core.compute.config import KernelConfig
 from diffract.core.compute.execution import (
+    BINARY_KERNELS,
     KernelApplyLevel,
     KernelExecutionProtocol,
     KernelRestrictions,
 )
+from diffract.core.compute.registry import with_inputs
 from diffract.kernels.spec import SPECIAL_INPUTS, make_kernel
 from diffract.session.selection import Namespace
 from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
@@ -24,35 +29,54 @@ from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
 #: Diffract's ``fit_method`` values of the power-law fits, as ours: its "powerlaw" (the
 #: ``powerlaw`` package's Clauset fit) is our "clauset"; "auto" and "diffract" our default
 _FIT_METHODS = {"powerlaw": "clauset", "auto": "ww", "diffract": "ww"}
-_FIT_KERNELS = frozenset({"power_law_fit", "truncated_power_law_fit", "exponential_fit"})
+#: the fits whose ``fit_method`` Diffract documents but which have one method here: its
+#: values are accepted and change nothing (docs/migrating-from-diffract.md#d-fit-method-one)
+_ONE_METHOD_FITS = frozenset({"truncated_power_law_fit", "exponential_fit"})
+#: Diffract's SVD kernels take ``allow_cuda``; ours ``svd_device`` ("auto" uses a GPU when
+#: there is one, as ``allow_cuda=True`` does; "cpu" never)
+_CUDA_KERNELS = frozenset({"weights_svd", "weights_rand_svd"})
 
-#: Diffract's binary cross-model kernels: their fields pair the two models of the scope
-BINARY_KERNELS = frozenset({"l_overlap", "r_overlap"})
+_log = logging.getLogger("diffract.session.compute")
+
+
+def _diffract_options(kernel: str, config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``configure_kernel``'s options as ours, and Diffract's options taken in their place.
+
+    Raises:
+        OptionValueError: ``allow_cuda`` that is not a bool, or a ``fit_method`` of a
+            one-method fit that is not one of Diffract's values.
+    """
+    ours = dict(config)
+    theirs: dict[str, Any] = {}
+    if kernel == "power_law_fit" and ours.get("fit_method") in _FIT_METHODS:
+        ours["fit_method"] = _FIT_METHODS[ours["fit_method"]]
+    if kernel in _ONE_METHOD_FITS and "fit_method" in ours:
+        value = ours.pop("fit_method")
+        if not isinstance(value, str) or value not in _FIT_METHODS:
+            raise OptionValueError(
+                f"kernel {kernel!r}: fit_method must be one of Diffract's "
+                f"{sorted(_FIT_METHODS)}, got {value!r}"
+            )
+        theirs["fit_method"] = value
+        _log.info(
+            "%s has one fit method here; fit_method=%r is accepted and changes nothing",
+            kernel,
+            value,
+        )
+    if kernel in _CUDA_KERNELS and "allow_cuda" in ours:
+        value = ours.pop("allow_cuda")
+        if not isinstance(value, (bool, np.bool_)):
+            raise OptionValueError(
+                f"kernel {kernel!r}: allow_cuda must be a bool, got "
+                f"{type(value).__name__}: {value!r}"
+            )
+        theirs["allow_cuda"] = bool(value)
+        ours.setdefault("svd_device", "auto" if value else "cpu")
+    return ours, theirs
 
 
 def _level_name(k: Any) -> str:
     return f"KernelApplyLevel.{KernelApplyLevel.of(k.level).name}"
-
-
-def _with_inputs(func: Callable[..., Any], inputs: Sequence[str]) -> Callable[..., Any]:
-    """``func`` called with its positional inputs renamed to ``inputs`` (``require_fields``)."""
-    sig = inspect.signature(func)
-    positional = [p for p in sig.parameters.values() if p.default is p.empty]
-    if len(positional) != len(inputs):
-        raise InvalidConfigurationError(
-            f"kernel {func.__name__!r}: require_fields names {len(inputs)} field(s) but the "
-            f"function takes {len(positional)} input(s)"
-        )
-    options = [p for p in sig.parameters.values() if p.default is not p.empty]
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
-
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in inputs]
-    wrapper.__signature__ = sig.replace(parameters=[*params, *options])  # type: ignore[attr-defined]
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper
 
 
 class DiffractCompute(Namespace):
@@ -82,7 +106,11 @@ class DiffractCompute(Namespace):
     def _binary(self) -> set[str]:
         """Kernels whose fields need exactly two models (their own or a dependency's)."""
         registry = self._session.registry
-        binary = set(BINARY_KERNELS) | getattr(self._session, "_binary_kernels", set())
+        binary = (
+            set(BINARY_KERNELS)
+            | getattr(self._session, "_binary_kernels", set())
+            | getattr(registry, "binary", set())
+        )
         return {
             k.name
             for k in registry.kernels()
@@ -104,17 +132,24 @@ class DiffractCompute(Namespace):
             return fields
         return [f"{f} <- {registry.producer(f).name}" for f in fields]
 
-    def configure_kernel(self, kernel_name: str, **config: Any) -> dict[str, Any]:
+    def configure_kernel(self, kernel_name: str, **config: Any) -> KernelConfig:
         """Set options of one kernel for this session's later runs (Diffract's name).
 
-        Stored values are kept: erase them to recompute with the new options.
+        Stored values are kept: erase them to recompute with the new options. Diffract's
+        documented options are taken: ``fit_method`` ``"auto"``/``"diffract"`` (our
+        ``"ww"``) and ``"powerlaw"`` (our ``"clauset"``); on ``truncated_power_law_fit`` and
+        ``exponential_fit``, which have one method here, any of them (no effect);
+        ``allow_cuda`` on ``weights_svd``/``weights_rand_svd`` (our ``svd_device``
+        ``"auto"``/``"cpu"``).
 
         Args:
             kernel_name: a kernel (or a field it produces).
             **config: option values.
 
         Returns:
-            The options now configured for that kernel.
+            A :class:`~diffract.core.compute.KernelConfig` (a dict with Diffract's
+            ``as_dict()``) of the values passed, as Diffract's (``compute.configure(kernel)``
+            gives the options now configured, in our values).
 
         Raises:
             UnknownFieldError: no such kernel (a ``KernelNotFoundError``).
@@ -122,9 +157,10 @@ class DiffractCompute(Namespace):
                 ``InvalidConfigurationError``).
         """
         k = self._session.registry.kernel(kernel_name)
-        if k.name in _FIT_KERNELS and config.get("fit_method") in _FIT_METHODS:
-            config["fit_method"] = _FIT_METHODS[config["fit_method"]]
-        return self.configure(kernel_name, **config)  # type: ignore[attr-defined,no-any-return]
+        ours, _ = _diffract_options(k.name, config)
+        if ours:
+            self.configure(kernel_name, **ours)  # type: ignore[attr-defined]
+        return KernelConfig(**config)
 
     def kernel(
         self,
@@ -159,7 +195,7 @@ class DiffractCompute(Namespace):
         KernelExecutionProtocol(execution_protocol)
 
         def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
-            target = _with_inputs(func, list(require_fields)) if require_fields else func
+            target = with_inputs(func, list(require_fields)) if require_fields else func
             k = make_kernel(
                 target,
                 outputs=produce_fields,
@@ -188,7 +224,11 @@ class DiffractCompute(Namespace):
         if options.get("reference") or session._options.get("reference"):
             return
         closure = session.registry.closure(fields)
-        binary = BINARY_KERNELS | getattr(session, "_binary_kernels", set())
+        binary = (
+            BINARY_KERNELS
+            | getattr(session, "_binary_kernels", set())
+            | getattr(session.registry, "binary", set())
+        )
         cross = [k for k in closure if k.level == "cross" and k.name in binary]
         if not cross:
             return  # other cross-model fields name their reference model

@@ -79,6 +79,8 @@ def add_model(
     """
     from diffract.extract import extract
 
+    if _auto_id(model_id):
+        model_id = None  # Diffract's ``model_id or <generated>``: "" and 0 generate one too
     if model_id is not None:
         validate_model_id(model_id)
     replace = check_flag(replace, "replace")
@@ -90,8 +92,7 @@ def add_model(
         _check_free(store, model_id, replace)
     ex = extract(unwrap_model(model), filter_spec, **(extraction or {}))
     if model_id is None:  # from the content as extracted, before overrides rename anything
-        model_id = content_model_id(ex)
-        _check_free(store, model_id, replace)
+        model_id = _free_content_id(store, content_model_id(ex), replace)
     extra = apply_handlers(ex, custom_handlers)
     for name, m in apply_overrides(ex, overrides).items():
         extra.setdefault(name, {}).update(m)
@@ -109,6 +110,25 @@ def add_model(
     info = _model_info(ex, plan, len(slices), meta)
     store.commit(Batch(add_models={model_id: info}, slices=slices, weights=weights))
     return slices
+
+
+def _auto_id(model_id: Any) -> bool:
+    """Whether ``model_id`` asks for a generated id: None, or an empty one (``""``, ``0``),
+    as Diffract's ``model_id or <generated>`` reads it."""
+    return model_id is None or (isinstance(model_id, (str, int)) and not model_id)
+
+
+def _free_content_id(store: Store, base: str, replace: bool) -> str:
+    """The id of a model added without one: ``base`` (from the content), or, when that is
+    stored, the first free ``base-2``, ``base-3``... (adding the same weights again adds
+    another model, as in Diffract, with an id that is the same on every run). With
+    ``replace``, ``base`` itself (the stored model is replaced)."""
+    if replace or not store.has_model(base):
+        return base
+    n = 2
+    while store.has_model(f"{base}-{n}"):
+        n += 1
+    return f"{base}-{n}"
 
 
 def _check_free(store: Store, model_id: str, replace: bool) -> None:
@@ -226,9 +246,10 @@ class Models(DiffractModels):
         Args:
             model: a model object (PyTorch, Flax, Equinox, Keras, ONNX), a ``{name: array}``
                 dict, or a checkpoint path (file or safetensors folder).
-            model_id: the id to store it under (non-empty, none of ``@ [ ] , /``); None
-                derives one from the content (``model-<10 hex>``: the same model gets the
-                same id).
+            model_id: the id to store it under (none of ``@ [ ] , /``); None (or ``""``,
+                ``0``, as in Diffract) derives one from the content (``model-<10 hex>``:
+                the same model gets the same id; adding it again, a new model
+                ``model-<10 hex>-2``, then ``-3``...).
             filter_spec: an Equinox-style filter (predicate, bool, or prefix tree of them)
                 choosing the leaves to keep; default: floating arrays with ndim >= 1.
             replace: replace a model stored under that id (which also drops its fields).
@@ -236,7 +257,8 @@ class Models(DiffractModels):
                 checkpoint file, None (default) references what can be read lazily.
             meta: JSON-ready provenance kept with the model (``models.info(id)["meta"]``).
             parameter_overrides: ``{original name: ParameterOverrides(name=, ptype=,
-                other_meta=)}`` (Diffract's): every name must be one of the model's.
+                other_meta=)}`` (Diffract's); names the model does not have are left out,
+                with an ``UnusedOverridesWarning`` naming them (Diffract ignores them).
             custom_handlers: Diffract-style parameter handlers, tried before ours.
             lora: LoRA / PEFT adapters as the update ``<layer>.lora`` = B @ A ("update",
                 default) or merged, ``<layer>.weight`` = W + B @ A ("merged", needs the
@@ -263,7 +285,6 @@ class Models(DiffractModels):
             ExtractionError: the model has no weight slices, ``copy_weights=False``
                 cannot be honoured, a bad LoRA pair or option, or a ``base_model`` with no
                 same-named slice or another shape for one (naming the slice).
-            ParameterNotFoundError: an override for a name the model does not have.
         """
         self._session._check_writable()
         if (

@@ -1,7 +1,8 @@
 """What ``models.add`` does for Diffract's arguments: overrides, custom handlers, content ids.
 
 * ``parameter_overrides={original name: ParameterOverrides(name=, ptype=, other_meta=)}``
-  renames, retypes or annotates extracted parameters (every name must exist);
+  renames, retypes or annotates extracted parameters (names the model lacks are left
+  out with a warning naming them, as Diffract ignores them);
 * ``custom_handlers``: objects with ``can_handle(array, name)``, ``process(array, name)``,
   ``parameter_type`` and optionally ``get_additional_metadata(array, name)``, as Diffract's
   ``ParameterHandler``; the first that can handle a leaf decides its type and array;
@@ -11,6 +12,8 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from diffract._core.arrays import LazyArray
 from diffract._core.slices import ParameterType
-from diffract._errors import InvalidArgumentError, ParameterNotFoundError
+from diffract._errors import InvalidArgumentError
 from diffract.session.summaries import ParameterOverrides
 
 
@@ -68,20 +71,41 @@ def check_overrides(overrides: Any) -> dict[str, ParameterOverrides]:
     return out
 
 
+class UnusedOverridesWarning(UserWarning):
+    """``parameter_overrides`` named parameters the model does not have: they were left
+    out (Diffract ignores them too)."""
+
+
+def _warn_unused(unknown: list[str], names: set[str]) -> None:
+    """Warn (and log) that the overrides for ``unknown`` match no parameter of the model."""
+    close = {n: f"{n}.weight" for n in unknown if f"{n}.weight" in names}
+    hint = (
+        "; a PyTorch module path names its weight here as <module>.weight: "
+        + ", ".join(f"{n!r} -> {w!r}" for n, w in close.items())
+        if close
+        else ""
+    )
+    text = (
+        f"parameter_overrides for {unknown}, which the model does not have, were not "
+        f"used{hint}; its parameters include {sorted(names)[:8]}"
+    )
+    logging.getLogger("diffract.session.models").warning(text)
+    warnings.warn(text, UnusedOverridesWarning, stacklevel=5)
+
+
 def apply_overrides(ex: Any, overrides: dict[str, ParameterOverrides]) -> dict[str, dict[str, Any]]:
     """Rename and retype the leaves of ``ex`` in place; their extra metadata by new name.
 
+    Overrides for names the model does not have are left out, as Diffract leaves them, with
+    an :class:`UnusedOverridesWarning` (also logged) that names them.
+
     Raises:
-        ParameterNotFoundError: an override names a parameter the model does not have.
         InvalidArgumentError: two parameters would get the same name.
     """
     names = {leaf.name for leaf in ex.leaves}
     unknown = sorted(set(overrides) - names)
     if unknown:
-        raise ParameterNotFoundError(
-            f"parameter_overrides name(s) {unknown} that the model does not have; its "
-            f"parameters include {sorted(names)[:8]}"
-        )
+        _warn_unused(unknown, names)
     meta: dict[str, dict[str, Any]] = {}
     for leaf in ex.leaves:
         ov = overrides.get(leaf.name)

@@ -7,8 +7,10 @@ limited to the selection; the session itself is the unfiltered scope.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,13 +21,42 @@ from diffract.extract.references import ReferenceReader
 from diffract.kernels import KernelRegistry, default_registry
 from diffract.run.report import RunReport
 from diffract.session.checks import check_flag
-from diffract.session.compute import Compute
+from diffract.session.compute import Compute, check_on_failure
 from diffract.session.models import Models
 from diffract.session.results import Results
 from diffract.session.selection import Accessor, Selection, SessionLike
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
 from diffract.store import Store
+
+
+class MissingConfigWarning(UserWarning):
+    """``Session(config_path=...)`` names a file that does not exist: the profile applies
+    (Diffract's documented behaviour, where it logs a warning)."""
+
+
+def _config_file_present(config_path: str | os.PathLike[str]) -> bool:
+    """Whether ``config_path`` exists; if not, warn (naming it) and log, as Diffract does.
+
+    Raises:
+        ConfigError: ``config_path`` is not a path (a str or an ``os.PathLike``).
+    """
+    from diffract._errors import ConfigError
+
+    if not isinstance(config_path, (str, os.PathLike)):
+        raise ConfigError(
+            "config_path must be a path (str or pathlib.Path), got "
+            f"{type(config_path).__name__}: {config_path!r}"
+        )
+    if os.path.exists(config_path):
+        return True
+    text = (
+        f"Configuration file not found: {os.fspath(config_path)!r} (absolute: "
+        f"{os.path.abspath(config_path)!r}); the profile applies instead, as in Diffract"
+    )
+    logging.getLogger("diffract.session").warning(text)
+    warnings.warn(text, MissingConfigWarning, stacklevel=3)
+    return False
 
 
 class Scope(Selection):
@@ -122,13 +153,18 @@ class Session(Scope):
             a scheduler address.
         config_path: a Diffract configuration file (``.ini``, ``.yaml``/``.yml``,
             ``.json``; see :func:`diffract._core.config.settings_from_file`); it wins over
-            ``profile``, and the arguments win over it.
+            ``profile``, and the arguments win over it. A path that does not exist is
+            Diffract's case too: a :class:`MissingConfigWarning` names it and the profile
+            applies.
         container: Diffract's container; not supported (a ConfigError says what to pass).
         other_session: a session (or scope) merged into this one once it is open.
         registry: the kernels (default: the built-in registry).
         conventions: a kernel-option preset for every run, e.g. ``"weightwatcher"``
             (WeightWatcher's eigenvalue scale, size guards and layer selection; see
             :mod:`diffract.kernels.ww`); options set by ``configure`` or ``apply`` win.
+        on_failure: what ``compute.apply`` does when kernels fail: ``"warn"`` (warn, return
+            the report with its ``failures``) or ``"raise"`` (Diffract's: raise a
+            ``SessionError``, a ``KernelExecutionError``, once what succeeded is stored).
 
     Raises:
         ConfigError: an unknown profile or backend, a bad setting, or ``path`` with "ram".
@@ -153,12 +189,15 @@ class Session(Scope):
         executor: Any = None,
         registry: KernelRegistry | None = None,
         conventions: str | None = None,
+        on_failure: str = "warn",
     ) -> None:
         from diffract._core.config import resolve
         from diffract._errors import ConfigError
         from diffract.store import make_cache, open_backend
 
         readonly = check_flag(readonly, "readonly")
+        #: what compute.apply does when kernels fail ("warn" or "raise"); apply's wins
+        self.on_failure = check_on_failure(on_failure)
         if container is not None:
             raise ConfigError(
                 "container= takes Diffract's dependency-injection container, which "
@@ -175,6 +214,8 @@ class Session(Scope):
         }
         #: the format exports use when none is given (a config file's [export] section)
         self.default_export_format = "dict"
+        if config_path is not None and not _config_file_present(config_path):
+            config_path = None  # Diffract's documented fallback: the profile applies
         if config_path is not None:
             from diffract._core.diffract_config import settings_from_file
 
@@ -259,3 +300,7 @@ class Session(Scope):
     def __repr__(self) -> str:
         where = self.store.path or "memory"
         return f"<diffract Session profile={self.profile!r} store={where!r}: {len(self.models.ids())} models, {len(self)} slices>"
+
+
+#: Diffract's name of a filtered view of a session (``session.filter(...)``): our Scope
+SessionContext = Scope

@@ -1,26 +1,44 @@
-"""``diffract.core.compute``: the kernel levels, protocols, restrictions and errors, by
-Diffract's import path."""
+"""``diffract.core.compute``: Diffract's compute import paths (levels, registry, executor,
+``kernel`` decorator, configuration and errors), ours underneath."""
 
 from diffract._errors import (
     CircularDependencyError as CircularDependencyError,
     DependencyNotFoundError as DependencyNotFoundError,
+    InconsistentWiring as InconsistentWiring,
+    InconsistentWiringError as InconsistentWiringError,
     InvalidConfiguration as InvalidConfiguration,
     InvalidConfigurationError as InvalidConfigurationError,
     KernelError as KernelError,
+    KernelExecutionError as KernelExecutionError,
+)
+from diffract.core.compute.config import KernelConfig as KernelConfig
+from diffract.core.compute.decorator import (
+    kernel as kernel,
+    register_default_kernels as register_default_kernels,
 )
 from diffract.core.compute.execution import (
     KernelApplyLevel as KernelApplyLevel,
     KernelExecutionProtocol as KernelExecutionProtocol,
     KernelRestrictions as KernelRestrictions,
 )
+from diffract.core.compute.executor import KernelExecutor as KernelExecutor
+from diffract.core.compute.registry import KernelRegistry as KernelRegistry
 
 __all__ = [
     "CircularDependencyError",
     "DependencyNotFoundError",
+    "InconsistentWiring",
+    "InconsistentWiringError",
     "InvalidConfiguration",
     "InvalidConfigurationError",
     "KernelApplyLevel",
+    "KernelConfig",
     "KernelError",
+    "KernelExecutionError",
     "KernelExecutionProtocol",
+    "KernelExecutor",
+    "KernelRegistry",
     "KernelRestrictions",
+    "kernel",
+    "register_default_kernels",
 ]

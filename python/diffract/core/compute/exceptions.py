@@ -3,15 +3,19 @@
 from diffract._errors import (
     CircularDependencyError as CircularDependencyError,
     DependencyNotFoundError as DependencyNotFoundError,
+    InconsistentWiring as InconsistentWiring,
+    InconsistentWiringError as InconsistentWiringError,
     InvalidConfiguration as InvalidConfiguration,
     InvalidConfigurationError as InvalidConfigurationError,
     KernelError as KernelError,
-    KernelFailure as KernelExecutionError,
+    KernelExecutionError as KernelExecutionError,
 )
 
 __all__ = [
     "CircularDependencyError",
     "DependencyNotFoundError",
+    "InconsistentWiring",
+    "InconsistentWiringError",
     "InvalidConfiguration",
     "InvalidConfigurationError",
     "KernelError",

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import enum
 
+from diffract.core.compute.executor import KernelExecutor as KernelExecutor
+
+#: Diffract's binary cross-model kernels: their fields pair the two models of the scope
+BINARY_KERNELS = frozenset({"l_overlap", "r_overlap"})
+
 
 class KernelApplyLevel(enum.Enum):
     """Where a kernel applies: per parameter, per model, or across models."""
@@ -42,4 +47,10 @@ class KernelRestrictions(enum.Flag):
     BINARY = enum.auto()
 
 
-__all__ = ["KernelApplyLevel", "KernelExecutionProtocol", "KernelRestrictions"]
+__all__ = [
+    "BINARY_KERNELS",
+    "KernelApplyLevel",
+    "KernelExecutionProtocol",
+    "KernelExecutor",
+    "KernelRestrictions",
+]
