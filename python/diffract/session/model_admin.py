@@ -91,7 +91,7 @@ class Parameters(Namespace):
                 )
             mine = json.loads(patched.get(uid) or "{}")
             mine.update(check_meta(meta))
-            docs[(META_DOC, uid)] = json.dumps(mine, sort_keys=True)
+            docs[(META_DOC, uid)] = json.dumps(mine)  # in the order given, as Diffract keeps them
         store.commit(Batch(documents=docs))
 
 

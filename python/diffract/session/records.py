@@ -5,9 +5,10 @@ them so a Diffract user's code runs unchanged:
 
 * ``dict``: ``{uid: {"metadata": {"name", "model_id", "parameter_type", <other_meta keys>},
   "fields": {field: value}}}`` for every parameter of the scope;
-* ``list`` (and the rows of ``pandas`` / ``polars``): one record per parameter holding a field,
+* ``list`` (and the rows of ``pandas`` / ``polars``): one record per parameter of the scope,
   keys ``parameter_uid``, ``model_id``, ``parameter_name``, ``parameter_type``,
-  ``meta_<key>``..., then the fields;
+  ``meta_<key>``..., then the fields it holds (a field without a value has no key: NaN in
+  ``pandas``, null in ``polars``);
 * aggregates: ``{"field", "context_models", "context_params", "value"}`` records.
 """
 
@@ -30,6 +31,9 @@ AGGREGATE_COLUMNS = ("field", "context_models", "context_params", "value")
 META_DOC = "other_meta"
 #: the document kind holding ingested aggregates (``ingest_aggregates``)
 AGGREGATE_DOC = "aggregate"
+#: the document kind holding the names a model-level value of a selection was computed
+#: over (``@m[<scope key>]`` -> JSON list of names): its context, as Diffract names it
+CONTEXT_DOC = "aggregate_context"
 
 
 def check_format(export_format: Any) -> str:
@@ -66,11 +70,14 @@ def metadata(s: SliceInfo, patched: Mapping[str, str]) -> dict[str, Any]:
 
 
 def records(entries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Flat records of entries, dropping those with no field value."""
+    """Flat records of entries: one per parameter, as Diffract's, whose fields may be none.
+
+    A record with nothing beside its four identity keys (no metadata, no field) is left
+    out, as in Diffract; every parameter has ``meta_in_model_idx`` and ``meta_dtype``, so
+    a parameter without a value of the requested fields still has its row.
+    """
     out = []
     for uid, e in entries.items():
-        if not e["fields"]:
-            continue
         md = e["metadata"]
         rec: dict[str, Any] = {
             "parameter_uid": uid,
@@ -82,7 +89,8 @@ def records(entries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             if k not in ("name", "model_id", "parameter_type"):
                 rec[f"meta_{k}"] = v
         rec.update(e["fields"])
-        out.append(rec)
+        if len(rec) > len(ID_COLUMNS):
+            out.append(rec)
     return out
 
 
