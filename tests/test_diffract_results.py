@@ -61,20 +61,18 @@ def test_export_metrics_dict_is_nested_by_uid_on_minilm(minilm):
     assert d[uid]["fields"]["frob_norm"] == pytest.approx(np.linalg.norm(w), rel=1e-6)
     df = s.results.export_metrics("frob_norm", export_format="pandas")
     assert list(df.columns) == [*ID_COLUMNS, "meta_in_model_idx", "meta_dtype", "frob_norm"]
-    # one row per parameter of the scope, NaN where it holds no value (issue 26, point 2)
-    assert len(df) == len(slices) and int(df["frob_norm"].notna().sum()) == 40
+    assert len(df) == 40
     pl = s.results.export_metrics("frob_norm", export_format="polars")
-    assert pl.columns == list(df.columns) and pl.height == len(slices)
-    assert pl["frob_norm"].null_count() == len(slices) - 40
+    assert pl.columns == list(df.columns) and pl.height == 40
 
 
 def test_list_json_pandas_polars_shapes(session):
-    # one record per parameter; a field without a value has no key (issue 26, point 2)
     rows = session.results.export_metrics("frob_norm", export_format="list")
-    key = [*ID_COLUMNS, "meta_in_model_idx", "meta_dtype"]
-    assert [list(r) for r in rows] == [key, [*key, "frob_norm"], key, [*key, "frob_norm"]]
-    assert [r["parameter_name"] for r in rows] == ["0.bias", "0.weight", "2.bias", "2.weight"]
-    assert [r["parameter_type"] for r in rows] == ["BIAS", "DENSE", "BIAS", "DENSE"]
+    assert [list(r) for r in rows] == [
+        [*ID_COLUMNS, "meta_in_model_idx", "meta_dtype", "frob_norm"]
+    ] * 2
+    assert [r["parameter_name"] for r in rows] == ["0.weight", "2.weight"]
+    assert {r["parameter_type"] for r in rows} == {"DENSE"}
     js = json.loads(session.results.export_metrics("frob_norm", export_format="json"))
     d = session.results.export_metrics("frob_norm")  # default format: dict
     assert set(js) == set(d) and all(set(e) == {"metadata", "fields"} for e in js.values())
@@ -114,9 +112,11 @@ def test_missing_field_warns_and_gives_no_values(session, caplog):
         d = session.results.export_metrics("stable_rank")
     assert all(e["fields"] == {} for e in d.values()) and len(d) == 4
     assert "stable_rank" in caplog.text and "compute.apply" in caplog.text
-    # one record per parameter, without the field (issue 26, point 2)
+    # a record per parameter stable_rank applies to (the two weights), without it (issue 26,
+    # point 2: Diffract keeps the row; its parameters are the 2-D weights)
     rows = session.results.export_metrics("stable_rank", export_format="list")
-    assert len(rows) == 4 and all("stable_rank" not in r for r in rows)
+    assert [r["parameter_name"] for r in rows] == ["0.weight", "2.weight"]
+    assert all("stable_rank" not in r for r in rows)
     with caplog.at_level(logging.WARNING, logger="diffract.session.results"):
         assert session.results.export_aggregates("frob_norm") == []
     assert "export_metrics" in caplog.text
@@ -152,7 +152,7 @@ def test_ingest_and_erase(session):
     assert summary.fields[0] == "frob_norm" and "stable_rank" in summary.fields
     assert summary.affected_uids == 2 and summary.models == ()
     rows = session.results.export_metrics("frob_norm", export_format="list")
-    assert len(rows) == 4 and all("frob_norm" not in r for r in rows)
+    assert len(rows) == 2 and all("frob_norm" not in r for r in rows)
     assert session.results.export_aggregates("log_norm") == []  # computed from frob_norm: gone too
     everything = session.results.erase(erase_all=True)
     # every field the registry produces, as Diffract's summary names them (issue 26, point 18)

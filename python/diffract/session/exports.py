@@ -98,8 +98,9 @@ class DiffractResults(Namespace):
 
     def _entries(
         self, fields: Sequence[str], levels: dict[str, str], reference: str | None
-    ) -> tuple[dict[str, dict[str, Any]], Outcomes]:
-        """Entries of every parameter of the scope, and what was found for each field.
+    ) -> tuple[dict[str, dict[str, Any]], Outcomes, set[str]]:
+        """Entries of every parameter of the scope, what was found for each field, and the
+        uids a requested field applies to (their records are listed even without a value).
 
         Each entry's fields come in the order they were stored (``weights`` first: it is
         stored with the model), as Diffract lists a parameter's fields; ``weights`` is read
@@ -122,7 +123,10 @@ class DiffractResults(Namespace):
                     keys.append((f, (cross_owner(s.uid, reference), f)))
         position = _positions(store, {k for keys in wanted.values() for _, k in keys})
         entries: dict[str, dict[str, Any]] = {}
+        applies: set[str] = set()
         for s in slices:
+            if any(outcomes.applies(f, s) for f, _ in wanted[s.uid]) or WEIGHTS in fields:
+                applies.add(s.uid)
             values: dict[str, Any] = {}
             if WEIGHTS in fields and levels[WEIGHTS] == "param" and not store.has((s.uid, WEIGHTS)):
                 values[WEIGHTS] = read_weights(store, session._references, s)
@@ -137,7 +141,7 @@ class DiffractResults(Namespace):
                 values[f] = store.get(key)
                 outcomes.stored(f)
             entries[s.uid] = {"metadata": metadata(s, patched), "fields": values}
-        return entries, outcomes
+        return entries, outcomes, applies
 
     def _warn_missing(self, names: Sequence[str], other: str) -> None:
         for f in names:
@@ -158,7 +162,9 @@ class DiffractResults(Namespace):
         ``dict``: ``{uid: {"metadata": {...}, "fields": {...}}}`` for every parameter of the
         scope; ``list``: flat records (``parameter_uid``, ``model_id``, ``parameter_name``,
         ``parameter_type``, ``meta_<key>``..., the fields it holds) for every parameter of
-        the scope (a field without a value has no key there, NaN or null in a frame);
+        the scope holding a value or that a requested field applies to (a field without a
+        value has no key there, NaN or null in a frame: Diffract's parameters are 2-D
+        weights, ours also biases and norms, which ``frob_norm`` does not apply to);
         ``pandas`` / ``polars``: those records as a frame; ``json``: the dict as JSON.
         Models come in step order: tracked checkpoints (``meta["track"]``) by run and step,
         then the other models by id, as in Diffract.
@@ -184,7 +190,7 @@ class DiffractResults(Namespace):
         if reference is not None:
             self._scope._session.models._require(reference)  # type: ignore[attr-defined]
         self._store.refresh()
-        entries, outcomes = self._entries(fields, levels, reference)
+        entries, outcomes, applies = self._entries(fields, levels, reference)
         for f in fields:
             told = outcomes.fields.get(f)
             if _tell(told) or (told is not None and told.stored):
@@ -202,7 +208,7 @@ class DiffractResults(Namespace):
                 )
             else:
                 self._warn_missing([f], f" (against reference {reference!r})")
-        return entries_to_format(entries, fields, fmt)
+        return entries_to_format(entries, fields, fmt, applies)
 
     def export_aggregates(self, *fields: str, export_format: str | None = None) -> Any:
         """Model-level and cross-model values of ``fields`` as Diffract's aggregate records.
@@ -277,7 +283,7 @@ class DiffractResults(Namespace):
         fmt = self._format(export_format)
         levels = self._levels(fields, "export()")
         self._store.refresh()
-        entries, outcomes = self._entries(fields, levels, None)
+        entries, outcomes, applies = self._entries(fields, levels, None)
         recs = aggregate_records(self._scope, [base_name(f) for f in fields])
         found = {r["field"] for r in recs}
         for f in fields:
@@ -287,7 +293,7 @@ class DiffractResults(Namespace):
         if expand_contextual:
             _expand(entries, recs)
         self._warn_missing([f for f in fields if base_name(f) not in found], "")
-        return entries_to_format(entries, fields, fmt)
+        return entries_to_format(entries, fields, fmt, applies)
 
     def ingest_metrics(
         self, fields_by_uid: dict[str, dict[str, Any]], *, force: bool = False
