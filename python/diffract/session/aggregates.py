@@ -112,8 +112,8 @@ def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
     models = store.models()
     out = []
     for m in order_by_step(found, lambda mid: models.get(mid, {}).get("meta")):
-        # by contextual key within a model, as Diffract orders its aggregates
-        for names_, owner in sorted(found[m], key=lambda t: contextual_key(field, [m], t[0])):
+        # within a model, the narrower context first (as Diffract lists them)
+        for names_, owner in sorted(found[m], key=lambda t: (len(t[0]), t[0])):
             out.append(_record(field, [m], names_, store.get((owner, field))))
     return out
 
