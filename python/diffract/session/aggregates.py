@@ -91,6 +91,7 @@ def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
         by_model.setdefault(s.model_id, []).append(s.name)
     contexts = store.documents(CONTEXT_DOC)
     mine = scope._chain.key()
+    whole: dict[str, list[str]] = {}  # every name of a model, read once
     found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     for owner, f in store.keys():
         if f != field or not is_model_owner(owner):
@@ -100,7 +101,9 @@ def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
         if m not in by_model:
             continue
         if o.scope is None:
-            names: list[str] = [s.name for s in store.slices(m)]
+            if m not in whole:
+                whole[m] = [s.name for s in store.slices(m)]
+            names: list[str] = whole[m]
         elif owner in contexts:
             names = json.loads(contexts[owner])
         elif o.scope == mine:
