@@ -111,8 +111,11 @@ def test_export_rows_leave_out_slices_a_field_never_applies_to():
     rows = s.results.export_metrics("frob_norm", export_format="list")
     assert [r["parameter_name"] for r in rows] == ["0.weight", "2.weight"]
     assert all("frob_norm" not in r for r in rows)
-    # weights apply to every parameter
+    # weights apply to every parameter; an aggregate asked of export_metrics has every
+    # parameter's record, without a value (as in Diffract)
     assert len(s.results.export_metrics("weights", export_format="list")) == 4
+    rows = s.results.export_metrics("log_norm", export_format="list")
+    assert len(rows) == 4 and all("log_norm" not in r for r in rows)
 
 
 # --- point 5: aggregates whose context meets the scope ----------------------------------------

@@ -125,7 +125,9 @@ class DiffractResults(Namespace):
         entries: dict[str, dict[str, Any]] = {}
         applies: set[str] = set()
         for s in slices:
-            if any(outcomes.applies(f, s) for f, _ in wanted[s.uid]) or WEIGHTS in fields:
+            # a row is left out only when every field asked is a per-parameter kernel's
+            # that never applies to the slice (frob_norm on a 1-D bias)
+            if any(outcomes.applies(base_name(f), s) for f in fields):
                 applies.add(s.uid)
             values: dict[str, Any] = {}
             if WEIGHTS in fields and levels[WEIGHTS] == "param" and not store.has((s.uid, WEIGHTS)):
