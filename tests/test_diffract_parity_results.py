@@ -286,6 +286,18 @@ def test_unknown_param_ids_are_a_key_error(three):
     assert len(s.filter(param_ids=[uid])) == 1
 
 
+def test_the_filter_builder_shows_an_unknown_uid_as_its_error(three):
+    pytest.importorskip("ipywidgets")
+    from diffract.widgets import FilterBuilder
+
+    s, _ = three
+    fb = FilterBuilder(s)
+    fb.uids = "nope"
+    assert "nope" in fb.error and fb.count == 0
+    fb.uids = s.models.parameters.list()[0]["uid"]
+    assert fb.error == "" and fb.count == 1
+
+
 # --- point 18: summaries and key order ---------------------------------------------------------
 
 
