@@ -145,18 +145,19 @@ fig""",
         MD,
         """## 5. Export to pandas
 
-`results.export_table` gives one row per slice (`model_id`, `name`, `uid`, `type`, a column
-per field) as a dict, list, JSON, pandas or polars table.""",
+`results.export_metrics` gives Diffract's table: one row per parameter (`parameter_uid`,
+`model_id`, `parameter_name`, `parameter_type`, `meta_<key>`..., a column per field) as a
+dict, list, JSON, pandas or polars table.""",
     ),
     (
         CODE,
-        """df = module_only.results.export_table("pl_alpha", "stable_rank", "frob_norm", export_format="pandas")
-df["block"] = df["name"].str.extract(r"layer\\.(\\d+)\\.", expand=False)
+        """df = module_only.results.export_metrics("pl_alpha", "stable_rank", "frob_norm", export_format="pandas")
+df["block"] = df["parameter_name"].str.extract(r"layer\\.(\\d+)\\.", expand=False)
 df.groupby("block")[["pl_alpha", "stable_rank"]].mean().round(2)""",
     ),
     (
         CODE,
-        """attention.results.export_table("pl_alpha", export_format="pandas").sort_values("pl_alpha").tail(3)""",
+        """attention.results.export_metrics("pl_alpha", export_format="pandas").sort_values("pl_alpha").tail(3)""",
     ),
     (
         MD,
@@ -260,7 +261,10 @@ alpha""",
         MD,
         """`FieldPanel` and `viz` read per-layer fields; a cross-model field also needs its reference
 model, so the drift heatmap below is a Plotly `FigureWidget` fed from
-`results.export_table("relative_change", reference=...)`, refreshed with the panels.""",
+`results.export_table("relative_change", reference=...)`, refreshed with the panels.
+`export_table` is diffract-lab's column table (`model_id`, `name`, `uid`, `type`, a column per
+field; see [Reading results](../docs/concepts/sessions.md#export-table)): its short `name`
+column is what the pivots of this notebook read; `export_metrics` gives Diffract's table.""",
     ),
     (
         CODE,
@@ -449,15 +453,15 @@ print(session)
 | `param_types` | `list[ParameterType]` | parameter type |
 | `param_ids` | `list[str]` | exact parameter uid |
 
-`compute` and `export_table` take no filter arguments: filter first, then call them on the
-scope.
+`compute` and the `results` exports take no filter arguments: filter first, then call them
+on the scope.
 
 ### By model""",
     ),
     (
         CODE,
         """session.filter(model_ids=["minilm"]).compute.apply("frob_norm", progress=False)
-df = session.filter(model_ids=["minilm"]).results.export_table("frob_norm", export_format="pandas")
+df = session.filter(model_ids=["minilm"]).results.export_metrics("frob_norm", export_format="pandas")
 print(sorted(df["model_id"].unique()), len(df), "rows")""",
     ),
     (
@@ -506,7 +510,7 @@ the same uids.""",
         """uids = [s.uid for s in exact.models.slices()]
 print(uids)
 session.filter(param_ids=uids).compute.apply("frob_norm", progress=False)
-session.filter(param_ids=uids).results.export_table("frob_norm", export_format="pandas")""",
+session.filter(param_ids=uids).results.export_metrics("frob_norm", export_format="pandas")""",
     ),
     (MD, """### Combining filters (AND) and chaining scopes"""),
     (
@@ -518,7 +522,7 @@ minilm_scope = session.filter(model_ids=["minilm"])
 minilm_scope.compute.apply("frob_norm", "stable_rank", progress=False)
 attn = minilm_scope.filter(param_names=["re:.*attention.*"])  # narrows the existing scope
 print(len(minilm_scope), len(attn), len(both))
-attn.results.export_table("frob_norm", export_format="pandas").head()""",
+attn.results.export_metrics("frob_norm", export_format="pandas").head()""",
     ),
     (
         MD,
@@ -558,7 +562,7 @@ builder.names = "re:.*intermediate.*"
 builder.param_types = ["dense"]
 print(builder.count, "of", builder.total, "slices:", builder.filter_json)
 builder.scope.compute.apply("stable_rank", progress=False)
-builder.scope.results.export_table("stable_rank", export_format="pandas")[["name", "stable_rank"]]""",
+builder.scope.results.export_metrics("stable_rank", export_format="pandas")[["parameter_name", "stable_rank"]]""",
     ),
     (
         MD,
@@ -657,7 +661,7 @@ print({m: len(session.filter(model_ids=[m])) for m in ("eqx-net", "eqx-net-all")
         CODE,
         """eqx_dense = session.filter(model_ids=["re:eqx-.*"], param_types=["dense"])
 eqx_dense.compute.apply("stable_rank", "frob_norm", progress=False)
-eqx_dense.results.export_table("stable_rank", "frob_norm", export_format="pandas")""",
+eqx_dense.results.export_metrics("stable_rank", "frob_norm", export_format="pandas")""",
     ),
 ]
 
@@ -792,6 +796,8 @@ session.utils.slices_table(export_format="pandas").assign(
         CODE,
         """FIELDS = ("frob_norm", "spectral_norm", "stable_rank", "pl_alpha", "weights_std")
 session.compute.apply(*FIELDS, progress=False)
+# export_table: our column table, whose short `name` column the pivot reads (Diffract's
+# export_metrics table: see docs/concepts/sessions.md, "Reading results")
 df = session.results.export_table(*FIELDS, export_format="pandas")
 canon = {"kernel": "weight", "embedding": "weight", "scale": "weight"}
 df["layer"] = df["name"].map(lambda n: n.split(".")[0] + "." + canon.get(n.split(".")[1], n.split(".")[1]))
@@ -907,7 +913,9 @@ from the meta, not the id's string).""",
     ),
     (
         CODE,
-        """table = session.results.export_table("pl_alpha", export_format="pandas")
+        """# export_table: our column table, whose short `name` column the pivot reads (Diffract's
+# export_metrics table: see docs/concepts/sessions.md, "Reading results")
+table = session.results.export_table("pl_alpha", export_format="pandas")
 table["step"] = [session.models.info(m)["meta"]["track"]["step"] for m in table["model_id"]]
 table.pivot(index="step", columns="name", values="pl_alpha").round(2)""",
     ),

@@ -112,7 +112,11 @@ def test_missing_field_warns_and_gives_no_values(session, caplog):
         d = session.results.export_metrics("stable_rank")
     assert all(e["fields"] == {} for e in d.values()) and len(d) == 4
     assert "stable_rank" in caplog.text and "compute.apply" in caplog.text
-    assert session.results.export_metrics("stable_rank", export_format="list") == []
+    # a record per parameter stable_rank applies to (the two weights), without it (issue 26,
+    # point 2: Diffract keeps the row; its parameters are the 2-D weights)
+    rows = session.results.export_metrics("stable_rank", export_format="list")
+    assert [r["parameter_name"] for r in rows] == ["0.weight", "2.weight"]
+    assert all("stable_rank" not in r for r in rows)
     with caplog.at_level(logging.WARNING, logger="diffract.session.results"):
         assert session.results.export_aggregates("frob_norm") == []
     assert "export_metrics" in caplog.text
@@ -144,11 +148,15 @@ def test_ingest_and_erase(session):
     with pytest.raises(SessionError, match="lacks"):
         session.results.ingest_aggregates([{"field_name": "score"}])
     summary = session.results.erase("frob_norm")
-    assert summary.fields == ("frob_norm",) and summary.affected_uids == 2 and summary.models == ()
-    assert session.results.export_metrics("frob_norm", export_format="list") == []
+    # the fields erased, dependents included, as Diffract names them (issue 26, point 18)
+    assert summary.fields[0] == "frob_norm" and "stable_rank" in summary.fields
+    assert summary.affected_uids == 2 and summary.models == ()
+    rows = session.results.export_metrics("frob_norm", export_format="list")
+    assert len(rows) == 2 and all("frob_norm" not in r for r in rows)
     assert session.results.export_aggregates("log_norm") == []  # computed from frob_norm: gone too
     everything = session.results.erase(erase_all=True)
-    assert everything.fields == ("spectrum_path", "weights_svals")
+    # every field the registry produces, as Diffract's summary names them (issue 26, point 18)
+    assert everything.fields == tuple(session.registry.fields())
     assert session.results.fields() == ["external_score"]  # ingested values stay
     with pytest.raises(ValueError):
         session.results.erase()

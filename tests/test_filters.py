@@ -67,7 +67,9 @@ def test_types_builtin_and_custom(session):
 def test_uids(session):
     uids = [s.uid for s in session.models.slices()[:2]]
     assert [s.uid for s in session.filter(param_ids=uids).models.slices()] == uids
-    assert len(session.filter(param_ids=["abc123", "def456"])) == 0
+    # an unknown uid is a KeyError naming it, as in Diffract (issue 26, point 15)
+    with pytest.raises(KeyError, match="abc123"):
+        session.filter(param_ids=["abc123", "def456"])
 
 
 def test_and_combination_and_chaining(session):

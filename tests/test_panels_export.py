@@ -48,7 +48,8 @@ def _link_csv(panel: FieldPanel) -> str:
 def test_csv_of_a_line_panel_is_the_exported_field(session, tmp_path):
     p = FieldPanel(session, "frob_norm", live=False)
     rows = _csv(p.to_csv(tmp_path / "out.csv"))
-    assert (tmp_path / "out.csv").read_text() == p.to_csv() == _link_csv(p)
+    # CRLF rows (RFC 4180), kept as written (issue 28, point 20)
+    assert (tmp_path / "out.csv").read_bytes().decode() == p.to_csv() == _link_csv(p)
     table = session.results.export_table("frob_norm", export_format="list")
     assert [(r["trace"], r["detail"].split(" | ")[1], float(r["y"])) for r in rows] == [
         (t["model_id"], t["name"], t["frob_norm"]) for t in table

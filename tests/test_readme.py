@@ -15,8 +15,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def test_readme_example_runs(in_tmp, capsys):
     from diffract import ParameterType, Session
 
-    code = re.search(r"## Ten lines\n\n```python\n(.*?)```", README.read_text(), re.S).group(1)
-    assert len(code.strip().splitlines()) <= 12
+    code = re.search(r"## Eleven lines\n\n```python\n(.*?)```", README.read_text(), re.S).group(1)
+    assert len(code.strip().splitlines()) == 11
     ns: dict = {}
     exec(compile(code, "README.md", "exec"), ns)
     out = capsys.readouterr().out
@@ -44,3 +44,12 @@ def test_readme_example_runs(in_tmp, capsys):
     assert float(table["count"]) == len(attn) == 24  # q, k, v, output of 6 layers
     assert float(table["mean"]) == pytest.approx(attn.mean(), rel=1e-5)
     assert float(table["max"]) == pytest.approx(attn.max(), rel=1e-5)
+    # run again in the same folder (issue 26): the model is kept, nothing is recomputed,
+    # and the same table and summary come out
+    again: dict = {}
+    exec(compile(code, "README.md", "exec"), again)
+    assert capsys.readouterr().out == out
+    assert again["session"].kernel_calls == {}
+    assert again["df"].equals(ns["df"])
+    with Session(path=in_tmp / ".diffract", readonly=True) as s:
+        assert s.models.ids() == ["minilm"]

@@ -50,7 +50,6 @@ def test_seed_000_filtering_snippets(model, in_tmp):
         "s000_2_exact_names.py",
         "s000_3_regex_names.py",
         "s000_4_types.py",
-        "s000_5_uids.py",
         "s000_6_combining.py",
     ):
         run(name, ns)
@@ -59,6 +58,11 @@ def test_seed_000_filtering_snippets(model, in_tmp):
         # every value these scopes ask for was stored by the first snippet: reused, never
         # computed again ("Fast iteration", seed 001)
         assert report.computed == 0 and session.kernel_calls == calls, name
+    # the seed's uids are placeholders: an unknown uid is a KeyError naming it, as in
+    # Diffract 0.3.1 (issue 26, point 15), and nothing runs
+    with pytest.raises(KeyError, match="abc123"):
+        run("s000_5_uids.py", ns)
+    assert session.kernel_calls == calls
     # the scopes select what the seed says: exact names, full-match regexes, types, AND
     from diffract import ParameterType
 

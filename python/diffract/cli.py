@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from diffract._core.csv_cells import safe_frame
 from diffract._errors import DiffractError
 
 DEMO_MODEL_ID = "all-MiniLM-L6-v2"
@@ -238,7 +239,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             out.write_text(scope.results.export_table(*args.fields, export_format="json"))
         elif suffix in (".csv", ".parquet"):
             df = scope.results.export_table(*args.fields, export_format="pandas")
-            df.to_csv(out, index=False) if suffix == ".csv" else df.to_parquet(out, index=False)
+            if suffix == ".csv":  # text cells that start like a formula are written as text
+                # CRLF rows (RFC 4180): a cell holding a CR or LF is quoted, not a new row
+                safe_frame(df).to_csv(out, index=False, lineterminator="\r\n")
+            else:
+                df.to_parquet(out, index=False)
         else:
             raise DiffractError(f"--to {out}: use a .json, .csv or .parquet file name")
         print(f"wrote {out}", file=sys.stderr)

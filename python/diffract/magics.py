@@ -16,6 +16,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from diffract._core.csv_cells import safe_cell
+
 USAGE = """Work with a diffract store from a cell. Subcommands:
 
   %diffract open [PATH] [--profile NAME] [--readonly]
@@ -523,7 +525,7 @@ def _csv_cell(v: Any) -> Any:
         v = v.tolist()
     if isinstance(v, (list, tuple, dict)):
         return json.dumps(v)
-    return v
+    return safe_cell(v)  # a text cell starting like a formula is written as text
 
 
 def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
@@ -538,7 +540,7 @@ def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
         cols = dict.fromkeys(["model_id", "name", "uid", "type", *fields])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(cols), restval="")
-    w.writeheader()
+    w.writerow({c: safe_cell(c) for c in cols})
     for r in rows:
         w.writerow({k: _csv_cell(v) for k, v in r.items()})
     return buf.getvalue()

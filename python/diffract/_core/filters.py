@@ -5,13 +5,19 @@ names, parameter types, uids), ANDed together. Inside one criterion the entries 
 an entry starting with ``re:`` is a regular expression that must match the whole string.
 A chained ``scope.filter(...)`` adds a clause: a :class:`FilterChain` matches a slice when
 every clause does. The filter-builder widget edits exactly this data.
+
+A plain ``param_names`` entry that names no slice of a model but is the module path of one
+of its weight slices selects that slice: ``"0"`` selects ``"0.weight"`` (Diffract names a
+torch ``nn.Linear`` by its module path and extracts its weight only; diffract-lab names each
+tensor, ``"0.weight"``, ``"0.bias"``). A name that is a slice of the model selects exactly
+that slice, as before. The filter itself stays the entries as given.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +26,15 @@ from diffract._errors import FilterError
 
 REGEX_PREFIX = "re:"
 CRITERIA = ("model_ids", "param_names", "param_types", "param_ids")
+#: the slice a plain name selects when it is a module path (a torch module's weight)
+MODULE_WEIGHT = ".weight"
+
+
+def module_path(name: str) -> str | None:
+    """The module path whose weight slice ``name`` is (``"0.weight"`` -> ``"0"``), else None."""
+    if name.endswith(MODULE_WEIGHT) and len(name) > len(MODULE_WEIGHT):
+        return name[: -len(MODULE_WEIGHT)]
+    return None
 
 
 def _as_list(value: Any, what: str) -> tuple[str, ...] | None:
@@ -246,11 +261,14 @@ class Filter:
         """True when no criterion is set (matches everything)."""
         return all(getattr(self, c) is None for c in CRITERIA)
 
-    def matches(self, s: SliceInfo) -> bool:
+    def matches(self, s: SliceInfo, names: Collection[str] | None = None) -> bool:
         """Whether a slice passes every criterion of this clause.
 
         Args:
             s: the slice.
+            names: the names of every slice of its model; with them, a plain
+                ``param_names`` entry that is no slice of the model but the module path of
+                ``s`` (``"0"`` for ``"0.weight"``) selects ``s``. None: exact names only.
 
         Returns:
             True when the slice matches.
@@ -268,6 +286,10 @@ class Filter:
                 continue
             if any(r.fullmatch(v) for r in regexes):
                 continue
+            if crit == "param_names" and names is not None:
+                path = module_path(v)
+                if path is not None and path in exact and path not in names:
+                    continue
             return False
         return True
 
@@ -345,16 +367,18 @@ class FilterChain:
         """True when the chain has no clause (matches everything)."""
         return not self.clauses
 
-    def matches(self, s: SliceInfo) -> bool:
+    def matches(self, s: SliceInfo, names: Collection[str] | None = None) -> bool:
         """Whether a slice passes every clause.
 
         Args:
             s: the slice.
+            names: the names of every slice of its model (module paths select weight
+                slices with them: see :meth:`Filter.matches`).
 
         Returns:
             True when every clause matches.
         """
-        return all(c.matches(s) for c in self.clauses)
+        return all(c.matches(s, names) for c in self.clauses)
 
     def matches_model(self, model_id: str) -> bool:
         """Whether a model id passes the ``model_ids`` criterion of every clause.
@@ -368,15 +392,19 @@ class FilterChain:
         return all(c.matches_model(model_id) for c in self.clauses)
 
     def select(self, slices: Iterable[SliceInfo]) -> list[SliceInfo]:
-        """The slices that match, in their order.
+        """The slices that match, in their order (module paths resolved among ``slices``).
 
         Args:
-            slices: the slices to filter.
+            slices: the slices to filter (every slice of their models, for module paths).
 
         Returns:
             The matching slices.
         """
-        return [s for s in slices if self.matches(s)]
+        slices = list(slices)
+        names: dict[str, set[str]] = {}
+        for s in slices:
+            names.setdefault(s.model_id, set()).add(s.name)
+        return [s for s in slices if self.matches(s, names[s.model_id])]
 
     def to_json(self) -> str:
         """Canonical JSON: a list of clause objects (``[]`` selects everything).

@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 
 from diffract._core.jsonable import to_jsonable
-from diffract._core.owners import is_cross_owner, parse_owner
+from diffract._core.owners import is_cross_owner, is_model_owner, model_owner, parse_owner
+from diffract._core.slices import SliceInfo
 from diffract._core.steps import order_by_step
 from diffract._errors import InvalidIdentifierError, SessionError
-from diffract.session.records import AGGREGATE_DOC, contextual_key
+from diffract.session.records import AGGREGATE_DOC, CONTEXT_DOC, contextual_key
 from diffract.session.selection import Selection
+from diffract.store import Batch
 
 #: Diffract's identifier alphabet (model ids, parameter names, aggregate field names)
 _IDENT = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -67,40 +69,82 @@ def _record(field: str, models: Iterable[str], params: Iterable[str], value: Any
     }
 
 
+def _scope_names(scope: Selection) -> tuple[list[SliceInfo], set[tuple[str, str]]]:
+    """The scope's slices, and its (model id, name) pairs."""
+    slices = scope._slices()
+    return slices, {(s.model_id, s.name) for s in slices}
+
+
 def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
-    """Model-level values of ``field`` for the scope's models (context: the scope's names)."""
+    """Model-level values of ``field`` whose context meets the scope, as Diffract shows them.
+
+    A value's context is its model and the names it was computed over: every slice of the
+    model (``@m``), or the selection it was computed on (``@m[scope]``, names kept in a
+    :data:`~diffract.session.records.CONTEXT_DOC` document by ``compute.apply``). It is in
+    the scope when the scope holds a slice of that model with one of those names. A
+    selection value of a store written before those documents is shown to its own scope only.
+    """
     store = scope._session.store
+    slices, pairs = _scope_names(scope)
     by_model: dict[str, list[str]] = {}
-    for s in scope._slices():
+    for s in slices:
         by_model.setdefault(s.model_id, []).append(s.name)
-    out = []
+    contexts = store.documents(CONTEXT_DOC)
+    mine = scope._chain.key()
+    whole: dict[str, list[str]] = {}  # every name of a model, read once
+    found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    for owner, f in store.keys():
+        if f != field or not is_model_owner(owner):
+            continue
+        o = parse_owner(owner)
+        m = o.model_id or ""
+        if m not in by_model:
+            continue
+        if o.scope is None:
+            if m not in whole:
+                whole[m] = [s.name for s in store.slices(m)]
+            names: list[str] = whole[m]
+        elif owner in contexts:
+            names = json.loads(contexts[owner])
+        elif o.scope == mine:
+            names = by_model[m]
+        else:
+            continue
+        if any((m, n) in pairs for n in names):
+            found.setdefault(m, []).append((tuple(sorted(names)), owner))
     models = store.models()
-    for m in order_by_step(by_model, lambda mid: models.get(mid, {}).get("meta")):
-        key = (scope._model_owner(m), field)
-        if store.has(key):
-            out.append(_record(field, [m], by_model[m], store.get(key)))
+    out = []
+    for m in order_by_step(found, lambda mid: models.get(mid, {}).get("meta")):
+        # within a model, the narrower context first (as Diffract lists them)
+        for names_, owner in sorted(found[m], key=lambda t: (len(t[0]), t[0])):
+            out.append(_record(field, [m], names_, store.get((owner, field))))
     return out
 
 
 def cross_records(scope: Selection, field: str) -> list[dict[str, Any]]:
-    """Cross-model values of ``field`` between models of the scope, one per pair and name.
+    """Cross-model values of ``field`` whose context meets the scope, one per pair and name.
 
+    The context of a value comparing slice ``n`` of model ``a`` with slice ``n`` of model
+    ``b`` is models ``(a, b)`` and name ``n``; it is in the scope when the scope holds
+    ``n`` of ``a`` or of ``b`` (as Diffract shows aggregates whose context meets the scope).
     A value stored in both directions (each model as the reference) is reported once, with
     the direction whose reference sorts first.
     """
     store = scope._session.store
-    slices = {s.uid: s for s in scope._slices()}
-    models = {s.model_id for s in slices.values()}
+    _, pairs = _scope_names(scope)
+    if not pairs:
+        return []
+    by_uid = {s.uid: s for s in store.slices()}
     found: dict[tuple[tuple[str, ...], str], tuple[str, Any]] = {}
     for owner, f in list(store.keys()):
         if f != field or not is_cross_owner(owner):
             continue
         o = parse_owner(owner)
-        s = slices.get(o.uid or "")
-        if s is None or o.model_id not in models:
-            continue
-        pair = tuple(sorted((s.model_id, o.model_id or "")))
+        s = by_uid.get(o.uid or "")
         ref = o.model_id or ""
+        if s is None or ((s.model_id, s.name) not in pairs and (ref, s.name) not in pairs):
+            continue
+        pair = tuple(sorted((s.model_id, ref)))
         prev = found.get((pair, s.name))
         if prev is None or ref < prev[0]:
             found[(pair, s.name)] = (ref, (owner, f))
@@ -108,6 +152,42 @@ def cross_records(scope: Selection, field: str) -> list[dict[str, Any]]:
         _record(field, pair, [name], store.get(key))
         for (pair, name), (_, key) in sorted(found.items())
     ]
+
+
+def record_contexts(scope: Selection, selected: Sequence[SliceInfo], fields: Sequence[str]) -> None:
+    """Keep the names a run's model-level values of a partial selection are computed over.
+
+    ``compute.apply`` on a selection holding part of a model stores its model-level values
+    under ``@m[<scope key>]``; the key is a hash of the filter, so the names go in a
+    :data:`~diffract.session.records.CONTEXT_DOC` document (what :func:`model_records` reads
+    to show the value to every scope meeting them). Nothing is written for whole models,
+    for runs without model-level fields, or when the document is there already.
+    """
+    session = scope._session
+    if scope._chain.is_empty:
+        return
+    try:
+        kernels = session.registry.closure(fields)
+    except Exception:  # an unknown field: the run says so itself
+        return
+    if not any(k.level == "model" for k in kernels):
+        return
+    store = session.store
+    by_model: dict[str, list[str]] = {}
+    for s in selected:
+        by_model.setdefault(s.model_id, []).append(s.name)
+    existing = store.documents(CONTEXT_DOC)
+    docs = {}
+    key = scope._chain.key()
+    for m, names in by_model.items():
+        if len(names) == len(store.slices(m)):
+            continue
+        owner = model_owner(m, key)
+        text = json.dumps(sorted(names))
+        if existing.get(owner) != text:
+            docs[(CONTEXT_DOC, owner)] = text
+    if docs:
+        store.commit(Batch(documents=docs))
 
 
 def ingested_records(scope: Selection, field: str) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from diffract.kernels.spec import Kernel, check_options
 from diffract.run.report import ProgressCallback, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
 from diffract.session._frontends import frontend
+from diffract.session.aggregates import record_contexts
 from diffract.session.checks import check_field_names, check_flag
 from diffract.session.kernel_compat import DiffractCompute, summarize
 from diffract.session.models import read_weights
@@ -291,6 +292,7 @@ class Compute(DiffractCompute):
         scope = self._scope
         try:
             selected = scope._slices()
+            record_contexts(scope, selected, fields)
             return runner.run(
                 fields,
                 selected,

@@ -26,6 +26,7 @@ from diffract._errors import (
 )
 from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
 from diffract.session.checks import check_field_names, check_flag, check_reference
+from diffract.session.compute import _dependents as dependents
 from diffract.session.outcomes import FieldOutcome, Outcomes
 from diffract.session.records import (
     AGGREGATE_DOC,
@@ -39,9 +40,13 @@ from diffract.session.records import (
 )
 from diffract.session.selection import Namespace
 from diffract.session.summaries import EraseSummary
+from diffract.session.weights import read_weights
 from diffract.store import Batch, Store
 
 log = logging.getLogger("diffract.session.results")
+
+#: the field Diffract gives every parameter: its weights (stored with the model, not computed)
+WEIGHTS = "weights"
 
 _SOURCES = ("metrics", "aggregates", "all")
 
@@ -71,6 +76,8 @@ class DiffractResults(Namespace):
         registry = self._session.registry
         if registry.has_field(name):
             return registry.producer(name).level
+        if name == WEIGHTS:
+            return "param"
         if name in self._store.field_names():
             return "param"
         if any(base_name(n) == name for n in self._store.documents(AGGREGATE_DOC)):
@@ -91,29 +98,52 @@ class DiffractResults(Namespace):
 
     def _entries(
         self, fields: Sequence[str], levels: dict[str, str], reference: str | None
-    ) -> tuple[dict[str, dict[str, Any]], Outcomes]:
-        """Entries of every parameter of the scope, and what was found for each field."""
+    ) -> tuple[dict[str, dict[str, Any]], Outcomes, set[str]]:
+        """Entries of every parameter of the scope, what was found for each field, and the
+        uids a requested field applies to (their records are listed even without a value).
+
+        Each entry's fields come in the order they were stored (``weights`` first: it is
+        stored with the model), as Diffract lists a parameter's fields; ``weights`` is read
+        from the store, or from the checkpoint a lazily added model references.
+        """
         store = self._store
         patched = store.documents(META_DOC)
         session = self._session
         outcomes = Outcomes(store, session.registry, session.last_report)
-        entries: dict[str, dict[str, Any]] = {}
-        for s in by_step(store, self._scope._slices()):
-            values: dict[str, Any] = {}
+        slices = by_step(store, self._scope._slices())
+        wanted: dict[str, list[tuple[str, tuple[str, str]]]] = {}
+        for s in slices:
+            keys = wanted[s.uid] = []
             for f in fields:
-                if levels[f] == "param":
-                    key = (s.uid, f)
-                elif levels[f] == "cross" and reference and s.model_id != reference:
-                    key = (cross_owner(s.uid, reference), f)
-                else:
+                if f == WEIGHTS and levels[f] == "param" and not store.has((s.uid, f)):
                     continue
-                if store.has(key):
-                    values[f] = store.get(key)
-                    outcomes.stored(f)
+                if levels[f] == "param":
+                    keys.append((f, (s.uid, f)))
+                elif levels[f] == "cross" and reference and s.model_id != reference:
+                    keys.append((f, (cross_owner(s.uid, reference), f)))
+        position = _positions(store, {k for keys in wanted.values() for _, k in keys})
+        entries: dict[str, dict[str, Any]] = {}
+        applies: set[str] = set()
+        for s in slices:
+            # a row is left out only when every field asked is a per-parameter kernel's
+            # that never applies to the slice (frob_norm on a 1-D bias)
+            if any(outcomes.applies(base_name(f), s) for f in fields):
+                applies.add(s.uid)
+            values: dict[str, Any] = {}
+            if WEIGHTS in fields and levels[WEIGHTS] == "param" and not store.has((s.uid, WEIGHTS)):
+                values[WEIGHTS] = read_weights(store, session._references, s)
+                outcomes.stored(WEIGHTS)
+            found = []
+            for f, key in wanted[s.uid]:
+                if key in position:
+                    found.append((position[key], f, key))
                 else:
                     outcomes.missing(f, key[0], s.model_id, s.name, s)
+            for _, f, key in sorted(found):
+                values[f] = store.get(key)
+                outcomes.stored(f)
             entries[s.uid] = {"metadata": metadata(s, patched), "fields": values}
-        return entries, outcomes
+        return entries, outcomes, applies
 
     def _warn_missing(self, names: Sequence[str], other: str) -> None:
         for f in names:
@@ -133,7 +163,10 @@ class DiffractResults(Namespace):
 
         ``dict``: ``{uid: {"metadata": {...}, "fields": {...}}}`` for every parameter of the
         scope; ``list``: flat records (``parameter_uid``, ``model_id``, ``parameter_name``,
-        ``parameter_type``, ``meta_<key>``..., the fields) of parameters holding a value;
+        ``parameter_type``, ``meta_<key>``..., the fields it holds) for every parameter of
+        the scope holding a value or that a requested field applies to (a field without a
+        value has no key there, NaN or null in a frame: Diffract's parameters are 2-D
+        weights, ours also biases and norms, which ``frob_norm`` does not apply to);
         ``pandas`` / ``polars``: those records as a frame; ``json``: the dict as JSON.
         Models come in step order: tracked checkpoints (``meta["track"]``) by run and step,
         then the other models by id, as in Diffract.
@@ -159,7 +192,7 @@ class DiffractResults(Namespace):
         if reference is not None:
             self._scope._session.models._require(reference)  # type: ignore[attr-defined]
         self._store.refresh()
-        entries, outcomes = self._entries(fields, levels, reference)
+        entries, outcomes, applies = self._entries(fields, levels, reference)
         for f in fields:
             told = outcomes.fields.get(f)
             if _tell(told) or (told is not None and told.stored):
@@ -177,7 +210,7 @@ class DiffractResults(Namespace):
                 )
             else:
                 self._warn_missing([f], f" (against reference {reference!r})")
-        return entries_to_format(entries, fields, fmt)
+        return entries_to_format(entries, fields, fmt, applies)
 
     def export_aggregates(self, *fields: str, export_format: str | None = None) -> Any:
         """Model-level and cross-model values of ``fields`` as Diffract's aggregate records.
@@ -252,7 +285,7 @@ class DiffractResults(Namespace):
         fmt = self._format(export_format)
         levels = self._levels(fields, "export()")
         self._store.refresh()
-        entries, outcomes = self._entries(fields, levels, None)
+        entries, outcomes, applies = self._entries(fields, levels, None)
         recs = aggregate_records(self._scope, [base_name(f) for f in fields])
         found = {r["field"] for r in recs}
         for f in fields:
@@ -262,7 +295,7 @@ class DiffractResults(Namespace):
         if expand_contextual:
             _expand(entries, recs)
         self._warn_missing([f for f in fields if base_name(f) not in found], "")
-        return entries_to_format(entries, fields, fmt)
+        return entries_to_format(entries, fields, fmt, applies)
 
     def ingest_metrics(
         self, fields_by_uid: dict[str, dict[str, Any]], *, force: bool = False
@@ -335,30 +368,56 @@ class DiffractResults(Namespace):
             erase_all: erase every computed field of the scope (the weights stay).
 
         Returns:
-            An :class:`EraseSummary`: the fields named (sorted) and how many parameters held one.
+            An :class:`EraseSummary`, as Diffract's: ``fields`` the fields this erase
+            removes (those named and every field computed from them, sorted; with
+            ``erase_all``, every field the registry produces), ``affected_uids`` how many
+            parameters of the scope held one of them.
 
         Raises:
             ValueError: neither or both of field names and ``erase_all``.
-            UnknownFieldError: a field no kernel computes.
+            UnknownFieldError: a field no kernel computes (``weights`` among them: they are
+                the stored weights, removed with the model by ``models.erase``).
         """
         check_flag(erase_dependent_also, "erase_dependent_also")
         erase_all = check_flag(erase_all, "erase_all")
         if bool(fields_to_erase) == erase_all:
             raise ValueError("erase() takes field names or erase_all=True (not both, not neither)")
+        if WEIGHTS in fields_to_erase:
+            raise UnknownFieldError(
+                "'weights' are the parameters' stored weights, not a computed field, and "
+                "results.erase() removes computed fields only (as in Diffract); remove the "
+                "weights with their model: models.erase('<model_id>')"
+            )
+        registry = self._session.registry
         compute = self._scope.compute  # type: ignore[attr-defined]
         if erase_all:
-            fields_to_erase = tuple(
+            stored = tuple(
                 f
                 for f in self._scope.results.fields()  # type: ignore[attr-defined]
-                if self._session.registry.has_field(f)
+                if registry.has_field(f)
             )
-            if not fields_to_erase:
-                return EraseSummary(fields=(), affected_uids=0)
+            named: tuple[str, ...] = tuple(registry.fields())
+        else:
+            check_field_names(fields_to_erase, "erase()")
+            for f in fields_to_erase:
+                registry.producer(f)  # an unknown field: a clear error before any work
+            stored = named = tuple(dict.fromkeys(fields_to_erase))
+        resolved = set(named) | set(dependents(registry, named))
         uids = {s.uid for s in self._scope._slices()}
         self._store.refresh()
-        affected = {o for (o, f) in self._store.keys() if f in fields_to_erase and o in uids}
-        compute.erase(*fields_to_erase)
-        return EraseSummary(fields=tuple(sorted(set(fields_to_erase))), affected_uids=len(affected))
+        affected = {o for (o, f) in self._store.keys() if f in resolved and o in uids}
+        if stored:
+            compute.erase(*stored)
+        return EraseSummary(fields=tuple(sorted(resolved)), affected_uids=len(affected))
+
+
+def _positions(store: Store, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """The rank of each stored key of ``keys`` in the store's order (the order of storing)."""
+    if not keys:
+        return {}
+    if len(keys) == 1:
+        return {k: 0 for k in keys if store.has(k)}
+    return {k: i for i, k in enumerate(store.keys()) if k in keys}
 
 
 def _tell(told: FieldOutcome | None) -> bool:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import builtins
 import json
+from functools import partial as partial_
 from typing import Any
 
+from diffract._core.arrays import LazyArray
 from diffract._core.owners import cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
-from diffract._errors import ParameterNotFoundError, SessionError
+from diffract._errors import ParameterNotFoundError, SessionError, UnknownModelError
 from diffract.session.aggregates import check_identifier
 from diffract.session.checks import check_flag, check_meta
-from diffract.session.records import META_DOC, other_meta
+from diffract.session.records import CONTEXT_DOC, META_DOC, other_meta
 from diffract.session.selection import Namespace
 from diffract.session.summaries import EraseSummary
 from diffract.store import Batch
@@ -91,7 +93,7 @@ class Parameters(Namespace):
                 )
             mine = json.loads(patched.get(uid) or "{}")
             mine.update(check_meta(meta))
-            docs[(META_DOC, uid)] = json.dumps(mine, sort_keys=True)
+            docs[(META_DOC, uid)] = json.dumps(mine)  # in the order given, as Diffract keeps them
         store.commit(Batch(documents=docs))
 
 
@@ -112,18 +114,27 @@ class DiffractModels(Namespace):
         return self._scope._model_ids()
 
     def erase(self, *model_ids: str, erase_all: bool = False) -> EraseSummary:
-        """Remove models, their parameters and every value computed on them.
+        """Remove the scope's parameters of models, and every value computed from them.
+
+        From the session (or a scope holding every parameter of a model) the whole model
+        goes. From a narrower scope only its parameters of the model go, as in Diffract:
+        ``filter(param_names=["head"]).models.erase("b")`` removes ``b``'s ``head``; the
+        values computed from it go too (its own, the model-level values of ``b`` whose
+        parameters included it, the cross-model values of pairs of that name with ``b``),
+        the rest of ``b`` stays. Everything is one atomic write: the erase happens whole or
+        not at all (the rest of a partly erased model is written again in it).
 
         Args:
-            *model_ids: models of this scope.
-            erase_all: remove every model of this scope.
+            *model_ids: models with a parameter in this scope.
+            erase_all: erase the parameters of every model of this scope.
 
         Returns:
-            An :class:`EraseSummary` with the models removed and the parameters they had.
+            An :class:`EraseSummary`: the models named (in the order given) and how many
+            parameters were removed.
 
         Raises:
             ValueError: neither or both of ids and ``erase_all``.
-            UnknownModelError: a model that is not stored.
+            UnknownModelError: a model that is not stored, or has no parameter in this scope.
         """
         self._session._check_writable()
         erase_all = check_flag(erase_all, "erase_all")
@@ -132,10 +143,23 @@ class DiffractModels(Namespace):
         ids = self._scope._model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
         for m in ids:
             self._require(m)  # type: ignore[attr-defined]
-        n = sum(len(self._store.slices(m)) for m in ids)
-        if ids:
-            self._store.commit(Batch(remove_models=ids))
-        return EraseSummary(models=tuple(sorted(ids)), affected_uids=n)
+        store = self._store
+        scope = self._scope
+        gone: dict[str, builtins.list[SliceInfo]] = {}
+        for m in ids:
+            mine = scope._chain.select(store.slices(m))
+            if not mine:
+                raise UnknownModelError(
+                    f"model {m!r} has no parameter in this scope (filter {scope._chain.to_json()}); "
+                    f"erase it from the session: session.models.erase({m!r})"
+                )
+            gone[m] = mine
+        whole = [m for m in ids if len(gone[m]) == len(store.slices(m))]
+        partial = {m: gone[m] for m in ids if m not in whole}
+        batch = _erase_batch(store, whole, partial)
+        if not batch.is_empty():
+            store.commit(batch)
+        return EraseSummary(models=tuple(ids), affected_uids=sum(len(v) for v in gone.values()))
 
     def rename(self, model_id: str, new_model_id: str) -> None:
         """Store a model under a new id, with its weights and every value computed on it.
@@ -188,6 +212,59 @@ class DiffractModels(Namespace):
             )
         )
         store.commit(Batch(remove_models=[model_id]))
+
+
+def _erase_batch(
+    store: Any, whole: builtins.list[str], partial: dict[str, builtins.list[SliceInfo]]
+) -> Batch:
+    """One write removing the models ``whole`` and the slices ``partial[m]`` of others.
+
+    A partly erased model is written again without those slices (same id, same uids): its
+    other slices, their weights (read one at a time while writing), its metadata, and the
+    values not computed from an erased slice.
+    """
+    batch = Batch(remove_models=builtins.list(whole))
+    if not partial:
+        return batch
+    removed = set(whole)
+    erased_uids = {s.uid for ss in partial.values() for s in ss}
+    erased = {(s.model_id, s.name) for ss in partial.values() for s in ss}
+    contexts = store.documents(CONTEXT_DOC)
+    by_uid = {s.uid: s for s in store.slices()}
+    for m in partial:
+        batch.add_models[m] = dict(store.models()[m])
+        for s in store.slices(m):
+            if s.uid in erased_uids:
+                continue
+            batch.slices.append(s)
+            if not s.meta.get("external"):
+                batch.weights[s.uid] = LazyArray(
+                    tuple(s.shape), s.dtype, partial_(store.weights, s.uid), f"{m}:{s.name}"
+                )
+    for o, f in builtins.list(store.keys()):
+        p = parse_owner(o)
+        if p.level == "param":
+            s = by_uid.get(o)
+            if s is None or s.model_id not in partial or o in erased_uids:
+                continue
+        elif p.level == "model":
+            m = p.model_id or ""
+            if m not in partial or p.scope is None:
+                continue  # another model's, or the whole model's (computed with the erased)
+            names = json.loads(contexts.get(o, "null"))
+            if names is None or any((m, n) in erased for n in names):
+                continue
+        else:
+            s = by_uid.get(p.uid or "")
+            ref = p.model_id or ""
+            if s is None or (s.model_id not in partial and ref not in partial):
+                continue  # no model of the pair is written again
+            if s.model_id in removed or ref in removed:
+                continue
+            if (s.model_id, s.name) in erased or (ref, s.name) in erased:
+                continue
+        batch.fields[(o, f)] = store.get((o, f))
+    return batch
 
 
 def _renamed(s: SliceInfo, model_id: str, uid: str) -> SliceInfo:

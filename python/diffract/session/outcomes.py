@@ -150,6 +150,11 @@ class Outcomes:
         else:
             out.not_computed.append(where)
 
+    def applies(self, f: str, s: SliceInfo) -> bool:
+        """Whether a per-parameter field ``f`` can have a value on slice ``s`` (its kernels
+        take slices of that many dimensions; any field no kernel computes applies)."""
+        return self._applicable(f, s)
+
     def _applicable(self, f: str, s: SliceInfo) -> bool:
         registry = self._registry
         if not registry.has_field(f) or registry.producer(f).level != "param":

@@ -5,16 +5,18 @@ them so a Diffract user's code runs unchanged:
 
 * ``dict``: ``{uid: {"metadata": {"name", "model_id", "parameter_type", <other_meta keys>},
   "fields": {field: value}}}`` for every parameter of the scope;
-* ``list`` (and the rows of ``pandas`` / ``polars``): one record per parameter holding a field,
-  keys ``parameter_uid``, ``model_id``, ``parameter_name``, ``parameter_type``,
-  ``meta_<key>``..., then the fields;
+* ``list`` (and the rows of ``pandas`` / ``polars``): one record per parameter of the scope
+  that holds a value or that a requested field applies to (Diffract's parameters are 2-D
+  weights, to which every field applies; ours are also 1-D biases and norms), keys ``parameter_uid``, ``model_id``, ``parameter_name``, ``parameter_type``,
+  ``meta_<key>``..., then the fields it holds (a field without a value has no key: NaN in
+  ``pandas``, null in ``polars``);
 * aggregates: ``{"field", "context_models", "context_params", "value"}`` records.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from diffract._core.jsonable import to_jsonable
@@ -31,6 +33,9 @@ AGGREGATE_COLUMNS = ("field", "context_models", "context_params", "value")
 META_DOC = "other_meta"
 #: the document kind holding ingested aggregates (``ingest_aggregates``)
 AGGREGATE_DOC = "aggregate"
+#: the document kind holding the names a model-level value of a selection was computed
+#: over (``@m[<scope key>]`` -> JSON list of names): its context, as Diffract names it
+CONTEXT_DOC = "aggregate_context"
 
 
 def check_format(export_format: Any) -> str:
@@ -66,11 +71,22 @@ def metadata(s: SliceInfo, patched: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def records(entries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Flat records of entries, dropping those with no field value."""
+def records(
+    entries: Mapping[str, Mapping[str, Any]], listed: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """Flat records of entries: one per parameter, as Diffract's, whose fields may be none.
+
+    Args:
+        entries: the entries, by uid.
+        listed: uids whose record is kept without a field value (the parameters a
+            requested field applies to); None: every parameter.
+
+    A record with nothing beside its four identity keys (no metadata, no field) is left
+    out, as in Diffract; every parameter has ``meta_in_model_idx`` and ``meta_dtype``.
+    """
     out = []
     for uid, e in entries.items():
-        if not e["fields"]:
+        if listed is not None and not e["fields"] and uid not in listed:
             continue
         md = e["metadata"]
         rec: dict[str, Any] = {
@@ -83,7 +99,8 @@ def records(entries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             if k not in ("name", "model_id", "parameter_type"):
                 rec[f"meta_{k}"] = v
         rec.update(e["fields"])
-        out.append(rec)
+        if len(rec) > len(ID_COLUMNS):
+            out.append(rec)
     return out
 
 
@@ -92,14 +109,18 @@ def _dumps(value: Any) -> str:
 
 
 def entries_to_format(
-    entries: dict[str, dict[str, Any]], fields: Sequence[str], export_format: str
+    entries: dict[str, dict[str, Any]],
+    fields: Sequence[str],
+    export_format: str,
+    listed: Collection[str] | None = None,
 ) -> Any:
-    """Entries nested by uid in ``export_format`` (see the module docstring)."""
+    """Entries nested by uid in ``export_format`` (see the module docstring); the flat
+    formats list the entries with a value or in ``listed`` (None: all)."""
     if export_format == "dict":
         return entries
     if export_format == "json":
         return _dumps(entries)
-    rows = records(entries)
+    rows = records(entries, listed)
     if export_format == "list":
         return rows
     empty = ["model_id", "parameter_name", "parameter_uid", "parameter_type", *fields]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from diffract._core.filters import FilterChain
+from diffract._core.filters import Filter, FilterChain
 from diffract._core.owners import is_cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo
+from diffract._errors import ParameterNotFoundError
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import KernelRegistry
 from diffract.run.report import RunReport
@@ -64,8 +65,30 @@ class Selection:
         out = []
         for m in store.models():
             if self._chain.matches_model(m):
-                out.extend(s for s in store.slices(m) if self._chain.matches(s))
+                out.extend(self._chain.select(store.slices(m)))
         return out
+
+    def _narrow(self, f: Filter) -> FilterChain:
+        """This scope's chain with ``f`` added, once its ``param_ids`` are checked.
+
+        A uid that is stored but outside this scope is not an error: the AND of the two
+        selects nothing of it.
+
+        Raises:
+            ParameterNotFoundError: a ``param_ids`` entry that is no stored parameter (a
+                ``KeyError``, as Diffract's).
+        """
+        if f.param_ids:
+            store = self._session.store
+            store.refresh()
+            known = {s.uid for s in store.slices()}
+            unknown = [u for u in f.param_ids if u not in known]
+            if unknown:
+                raise ParameterNotFoundError(
+                    f"param_ids {unknown} are not stored parameters; list the uids with "
+                    ".models.parameters.list() (a uid changes with its model's id)"
+                )
+        return self._chain.and_(f)
 
     def _model_ids(self) -> list[str]:
         """The stored models with a slice in the selection (all of them when unfiltered)."""
@@ -79,12 +102,12 @@ class Selection:
         ]
 
     def _has_slices(self, model_id: str) -> bool:
-        return any(self._chain.matches(s) for s in self._session.store.slices(model_id))
+        return bool(self._chain.select(self._session.store.slices(model_id)))
 
     def _model_owner(self, model_id: str) -> str:
         """``@m`` where the selection holds every slice of ``model_id``, else ``@m[scope]``."""
         all_slices = self._session.store.slices(model_id)
-        mine = [s for s in all_slices if self._chain.matches(s)]
+        mine = self._chain.select(all_slices)
         if self._chain.is_empty or len(mine) == len(all_slices):
             return model_owner(model_id)
         return model_owner(model_id, self._chain.key())

@@ -101,7 +101,8 @@ class Scope(Selection):
 
         Args:
             model_ids: model ids; ``re:`` prefixes a regular expression (full match).
-            param_names: slice names; ``re:`` as above.
+            param_names: slice names; ``re:`` as above. A plain name that is no slice of a
+                model but a module path selects that module's weight (``"0"``: ``"0.weight"``).
             param_types: :class:`ParameterType` values or their names.
             param_ids: slice uids.
 
@@ -110,6 +111,8 @@ class Scope(Selection):
 
         Raises:
             FilterError: a bad criterion (a regex that does not compile names the pattern).
+            ParameterNotFoundError: a ``param_ids`` entry that is no parameter of this scope
+                (a KeyError, as in Diffract).
         """
         f = Filter.make(
             model_ids=model_ids,
@@ -117,7 +120,7 @@ class Scope(Selection):
             param_types=param_types,
             param_ids=param_ids,
         )
-        return Scope(self._session, self._chain.and_(f))
+        return Scope(self._session, self._narrow(f))
 
     def __enter__(self) -> Scope:
         """``with scope:`` (as Diffract's scopes): the scope itself; its session stays open."""

@@ -360,7 +360,7 @@ class FilterBuilder(anywidget.AnyWidget):
         try:
             scope = self._base.filter(**crit)
             slices = scope.models.slices()
-        except (FilterError, ValueError) as exc:
+        except (FilterError, ValueError, KeyError) as exc:  # KeyError: a uid not stored
             with self.hold_sync():
                 self.error = str(exc)
                 self.count = 0

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 import traitlets
 
 from diffract import viz, viz_compare, viz_esd
+from diffract._core.csv_cells import safe_cell
 from diffract.tracking.ledger import complete_scope
 from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
 
@@ -337,12 +338,14 @@ class FieldPanel(ipw.VBox):
         import io
 
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=viz.TABLE_COLUMNS, lineterminator="\n")
+        # CRLF rows (RFC 4180): a cell holding a CR or LF is quoted, so it cannot start a row
+        writer = csv.DictWriter(buf, fieldnames=viz.TABLE_COLUMNS, lineterminator="\r\n")
         writer.writeheader()
-        writer.writerows(self.table())
+        # a text cell starting like a formula (a model id, a name) is written as text
+        writer.writerows({k: safe_cell(v) for k, v in row.items()} for row in self.table())
         text = buf.getvalue()
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            Path(path).write_text(text, encoding="utf-8", newline="")
         return text
 
     def _set_csv_link(self) -> None:
