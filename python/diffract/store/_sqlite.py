@@ -312,11 +312,10 @@ class SQLiteStore(PersistentStore):
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-            if code == _SQLITE_FULL:
-                raise disk_full_error(str(self.path), OSError(errno.ENOSPC, "")) from None
-            if code == _SQLITE_READONLY:
-                raise read_only_error(str(self.path)) from None
+            if isinstance(exc, sqlite3.Error):
+                named = _write_error(str(self.path), exc)
+                if named is not None:
+                    raise named from None
             raise
         self.refresh()
 
@@ -324,7 +323,31 @@ class SQLiteStore(PersistentStore):
 #: SQLite's primary result codes that mean the file's bytes are damaged or foreign
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
 #: SQLite's primary result codes of a full disk and of a file it may not write
-_SQLITE_FULL, _SQLITE_READONLY = 13, 8
+_SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR = 13, 8, 10
+
+
+def _write_error(where: str, exc: sqlite3.Error) -> StoreError | None:
+    """The named error of a write of the store ``where`` that SQLite refused with ``exc``
+    (None: not a full disk, read-only media or an I/O error). SQLite reports a full disk
+    as ``SQLITE_FULL``, but a write past the process's file size limit (``ulimit -f``) as a
+    plain I/O error: with a finite limit, that is what it is taken for."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == _SQLITE_FULL:
+        return disk_full_error(where, OSError(errno.ENOSPC, ""))
+    if code == _SQLITE_READONLY:
+        return read_only_error(where)
+    if code != _SQLITE_IOERR:
+        return None
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+        return disk_full_error(where, OSError(errno.EFBIG, ""))
+    err = StoreError(
+        f"I/O error while writing {where} ({exc}): this write was not stored; check the "
+        "device (a full disk or a failing one?)"
+    )
+    err.errno = errno.EIO
+    return err
 
 
 def _db_error(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
