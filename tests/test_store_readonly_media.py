@@ -73,6 +73,12 @@ CHILD = textwrap.dedent(
                 rec["write_error"] = [type(e).__name__, isinstance(e, OSError),
                                       getattr(e, "errno", None), str(e)]
             out[f"{b}-{tag}"] = rec
+        for b in ("hdf5", "sqlite", "zarr", "hybrid"):  # a new store there
+            try:
+                open_backend(b, path(b, "new"))
+                out[f"{b}-new"] = "created"
+            except Exception as e:
+                out[f"{b}-new"] = [type(e).__name__, getattr(e, "errno", None), str(e)]
         print(json.dumps(out))
     finally:
         subprocess.run(["umount", mount], check=False)
@@ -95,6 +101,11 @@ def test_stores_on_read_only_media_open_for_reading_and_refuse_writers_by_name(t
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert lines, r.stderr[-3000:]
     out = json.loads(lines[-1])
+    for b in ("hdf5", "sqlite", "zarr", "hybrid"):
+        kind, code, msg = out.pop(f"{b}-new")
+        assert kind == "StoreError" and code == errno.EROFS, (b, msg)
+        assert msg.startswith(f"cannot create a store at {tmp_path / 'media'}/{b}-new"), msg
+        assert "on read-only media" in msg, msg
     for name, rec in out.items():
         if name == "sqlite-noshm":
             continue

@@ -543,7 +543,13 @@ class PersistentStore(Store):
     ) -> None:
         super().__init__(readonly=readonly, cache=cache)
         self._lock_timeout = lock_timeout
-        self._open_at(path)
+        try:
+            self._open_at(path)
+        except OSError as exc:  # creating a store on read-only media or a full disk: named
+            named = named_write_error(os.fspath(path), exc)
+            if named is exc:
+                raise
+            raise named from None
 
     def _open_at(self, path: str | os.PathLike[str]) -> None:
         """Open the store at ``path`` (a writer creates it): the backend's step."""

@@ -47,7 +47,10 @@ def read_only_error(where: str, exc: OSError | None = None) -> StoreError:
     folder this user may not write): a :class:`StoreError` with errno ``EROFS``/``EACCES``."""
     code = exc.errno if exc is not None and exc.errno else errno.EROFS
     what = "on read-only media" if code == errno.EROFS else "in a folder this user cannot write"
-    err = StoreError(f"store at {where} is {what}; open it with readonly=True to read it")
+    if os.path.exists(where):
+        err = StoreError(f"store at {where} is {what}; open it with readonly=True to read it")
+    else:
+        err = StoreError(f"cannot create a store at {where}: it is {what} (choose another path=)")
     err.errno = code
     return err
 
