@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -204,3 +205,74 @@ except Exception as e:
     assert len(list(st.keys())) == out["k"]  # the first value and k - 1 arrays
     st.commit(Batch(fields={("after@m", "x"): 1.0}))
     assert st.get(("after@m", "x")) == 1.0
+
+
+TRACKED = """
+import json, os, subprocess, sys, warnings
+import numpy as np
+from diffract import Session
+from diffract.tracking import committed_steps
+
+profile, mount, phase = sys.argv[1:4]
+path = os.path.join(mount, "store")
+rng = np.random.default_rng(0)
+w = {"fc1.weight": rng.normal(size=(200, 100)), "fc2.weight": rng.normal(size=(10, 200))}
+out = {}
+if phase == "fill":  # track until the disk is full
+    with Session(profile=profile, path=path) as s:
+        tracker = s.track("run", ["frob_norm", "esd"], every=1, policy="block")
+        for i in range(400):
+            tracker.step(w, step=i)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            status = tracker.close()
+        out["failures"] = [str(c.message) for c in caught]
+        out["status"] = str(status)
+else:  # space returned: resume the run where it stopped
+    with Session(profile=profile, path=path) as s:
+        before = committed_steps(s, "run")
+        tracker = s.track("run", ["frob_norm", "esd"], every=1, policy="block")
+        for i in range(before[-1] + 1, before[-1] + 4):
+            tracker.step(w, step=i)
+        tracker.close()
+        out["before"], out["after"] = before, committed_steps(s, "run")
+print(json.dumps(out))
+"""
+
+
+def _as_root(args: list[str]) -> list[str]:
+    """``args`` run as root: as they are for root, else in a user namespace (``unshare``)."""
+    return args if os.geteuid() == 0 else ["unshare", "-rm", *args]
+
+
+@pytest.mark.parametrize("profile", ["sqlite", "hybrid"])
+def test_a_tracked_run_resumes_after_a_full_disk(tmp_path, profile):
+    """Point 3: a tracked run on an SQLite or hybrid store could not be resumed after a
+    full disk (every open said the store was truncated)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    script = (
+        "import subprocess, sys\n"
+        f"m = {str(mount)!r}\n"
+        "subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', m], check=True)\n"
+        "try:\n"
+        "    for phase in ('fill', 'resume'):\n"
+        f"        r = subprocess.run([sys.executable, '-c', {TRACKED!r}, {profile!r}, m, phase],\n"
+        "                           capture_output=True, text=True)\n"
+        "        print(r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-2000:])\n"
+        "        if phase == 'fill':\n"
+        "            subprocess.run(['mount', '-o', 'remount,size=64m', m], check=True)\n"
+        "finally:\n"
+        "    subprocess.run(['umount', m])\n"
+    )
+    r = subprocess.run(
+        _as_root([sys.executable, "-c", script]), capture_output=True, text=True, timeout=600
+    )
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2, r.stdout + r.stderr[-2000:]
+    filled = json.loads(lines[0])
+    assert any("no space left on device while writing" in m for m in filled["failures"]), filled
+    resumed = json.loads(lines[1]) if lines[1].startswith("{") else None
+    assert resumed is not None, lines[1]  # was: StoreCorruptError "truncated SQLite store"
+    before, after = resumed["before"], resumed["after"]
+    assert before and after == [*before, before[-1] + 1, before[-1] + 2, before[-1] + 3]
