@@ -28,6 +28,7 @@ from diffract._core.arrays import storable_error
 from diffract._core.owners import owner_level, owner_model_ids
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import StoreCorruptError, StoreError, UnknownModelError
+from diffract.store._lock import named_write_error
 
 LAYOUT_VERSION = 1
 Key = tuple[str, str]  # (owner, field)
@@ -387,7 +388,13 @@ class Store:
                     f"field {fld!r}: {problem} cannot be stored (use a number, str or numeric "
                     "ndarray)"
                 )
-        self._commit(batch)
+        try:
+            self._commit(batch)
+        except OSError as exc:  # a full disk or read-only media: named, without internals
+            named = named_write_error(self.path or self.backend, exc)
+            if named is exc:
+                raise
+            raise named from None
 
     # --- reads ---------------------------------------------------------------------------
     @locked
@@ -577,7 +584,13 @@ class PersistentStore(Store):
     ) -> None:
         super().__init__(readonly=readonly, cache=cache)
         self._lock_timeout = lock_timeout
-        self._open_at(path)
+        try:
+            self._open_at(path)
+        except OSError as exc:  # creating a store on read-only media or a full disk: named
+            named = named_write_error(os.fspath(path), exc)
+            if named is exc:
+                raise
+            raise named from None
 
     def _open_at(self, path: str | os.PathLike[str]) -> None:
         """Open the store at ``path`` (a writer creates it): the backend's step."""

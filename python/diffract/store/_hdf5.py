@@ -13,7 +13,9 @@ Layout (readable with h5py alone, documented in docs/storage.md)::
         .tmp-...                  a batch being written (ignored by readers, removed on open)
 
 Each batch is written to a temporary file, flushed and fsync-ed, then ``os.replace``-d to
-its final name, which is atomic. A process killed at any moment therefore leaves either the
+its final name, which is atomic. HDF5 writes it through :class:`GuardedFile`, so a full disk
+is an ``OSError`` naming it (never a crash in the HDF5 library) and the temporary file is
+removed. A process killed at any moment therefore leaves either the
 whole segment or none of it: readers never see a half-written field, and nothing committed
 before is touched. Readers list ``segments/`` and replay the files in sequence order.
 
@@ -282,14 +284,16 @@ class HDF5Store(SegmentLog):
         )
 
     def _write_record(self, name: str, batch: Batch) -> None:
-        self._write_segment(name, lambda f, str_dt: _fill_batch(f, batch, str_dt))
+        self._write_segment(name, lambda f, str_dt, check: _fill_batch(f, batch, str_dt, check))
 
     def _write_compaction(self, name: str, state: StoreState) -> None:
         """Weights and arrays (over ``COPY_LIMIT``) are referenced, not copied, so a
         compaction costs about the size of the slices and scalar values."""
         limit = (self.COPY_LIMIT, self.KEEP_ARRAYS)
         self._write_segment(
-            name, lambda f, str_dt: _fill_state(f, state, str_dt, limit), COMPACTION_LAYOUT
+            name,
+            lambda f, str_dt, check: _fill_state(f, state, str_dt, limit, check),
+            COMPACTION_LAYOUT,
         )
 
     def _read_array(self, ref: ArrayRef) -> np.ndarray:
@@ -305,25 +309,28 @@ class HDF5Store(SegmentLog):
             raise StoreCorruptError(f"{ref.file}: cannot read {ref.dataset} ({exc})") from None
 
     def _write_segment(
-        self, name: str, fill: Callable[[Any, Any], dict[str, Any]], layout: int = LAYOUT_VERSION
+        self,
+        name: str,
+        fill: Callable[[Any, Any, Callable[[], None]], dict[str, Any]],
+        layout: int = LAYOUT_VERSION,
     ) -> None:
         """Write a segment through a temporary file; write its manifest (with the file's
-        checksum), fsync, and rename the segment into place: that rename commits it."""
-        h5py = _h5py()
+        checksum), fsync, and rename the segment into place: that rename commits it.
+
+        Raises:
+            OSError: a write failed (a full disk: errno ``ENOSPC``); nothing was committed.
+        """
         final = self.segments_dir / name
         tmp = self.segments_dir / f".tmp-{name}-{os.getpid()}"
         try:
-            with h5py.File(tmp, "w", libver="latest") as f:
+            with create_h5(tmp, libver="latest") as (f, check):
                 f.attrs["format"] = SEGMENT_FORMAT
                 f.attrs["layout_version"] = layout
                 f.attrs["seq"] = int(name[:12])
                 f.attrs["created"] = time.time()
-                body = fill(f, h5py.string_dtype())
-                f.flush()
+                body = fill(f, _h5py().string_dtype(), check)
             body.update(segment=name, size=tmp.stat().st_size, digest=file_digest(tmp))
             write_manifest(manifest_path(final), *_split_manifest(body))
-            with open(tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
             os.replace(tmp, final)
             fsync_dir(self.segments_dir)
         except BaseException:
@@ -354,6 +361,123 @@ def _mark_manifests(root: Path, segments_dir: Path, info: dict[str, Any]) -> dic
     info = {**info, "manifests": MANIFESTS}
     atomic_write_text(root / STORE_MARKER, json.dumps(info, sort_keys=True))
     return info
+
+
+# --- writing an HDF5 file safely --------------------------------------------------------------
+
+
+class GuardedFile:
+    """The file a new HDF5 file is written through (h5py's ``fileobj`` driver), so that the
+    HDF5 library never sees a write fail.
+
+    HDF5 does not recover from a failed write: after one (a full disk, a quota, a file size
+    limit), its flush and close fail too, and the library is left in a state where a later
+    call crashes the process (SIGSEGV in ``File.flush`` or ``close``). Here the first failed
+    write is recorded instead; it and every later write are kept in memory, so whatever
+    HDF5 reads back is what it wrote, and :meth:`check` raises the recorded error. The writer
+    calls it between datasets (so little is held in memory) and once the file is closed;
+    the file, now incomplete, is deleted by its caller.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = os.open(
+            path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644
+        )
+        self._pos = 0
+        self._size = 0
+        #: the first write that failed; from then on writes are kept in ``_held``
+        self.error: OSError | None = None
+        self._held: dict[int, bytes] = {}  # offset -> bytes, oldest first
+
+    def check(self) -> None:
+        """Raise the error of the first write that failed, if one did."""
+        if self.error is not None:
+            raise self.error
+
+    # --- the file methods h5py's fileobj driver calls ---------------------------------------
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def write(self, data: Any) -> int:
+        offset, view = self._pos, memoryview(data).cast("B")
+        n = len(view)
+        if self.error is None:
+            try:
+                done = 0
+                while done < n:
+                    done += os.pwrite(self._fd, view[done:], offset + done)  # type: ignore[arg-type]
+            except OSError as exc:
+                self.error = exc
+        if self.error is not None:
+            self._held.pop(offset, None)
+            self._held[offset] = bytes(view)
+        self._pos = offset + n
+        self._size = max(self._size, self._pos)
+        return n
+
+    def read(self, n: int = -1) -> bytes:
+        offset = self._pos
+        n = max(self._size - offset, 0) if n < 0 else n
+        out = bytearray(os.pread(self._fd, n, offset))  # type: ignore[arg-type]
+        out.extend(bytes(n - len(out)))  # past the end: zeros, as HDF5's own driver reads
+        for at, held in self._held.items():
+            lo, hi = max(at, offset), min(at + len(held), offset + n)
+            if lo < hi:
+                out[lo - offset : hi - offset] = held[lo - at : hi - at]
+        self._pos = offset + n
+        return bytes(out)
+
+    def truncate(self, size: int | None = None) -> int:
+        size = self._pos if size is None else size
+        self._size = size
+        if self.error is None:
+            try:
+                os.ftruncate(self._fd, size)  # type: ignore[arg-type]
+            except OSError as exc:
+                self.error = exc
+        return size
+
+    def flush(self) -> None:
+        """Nothing: writes are not buffered here (the file is fsync-ed when complete)."""
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def sync(self) -> None:
+        """fsync the file (raises the recorded error, or the fsync's own)."""
+        self.check()
+        os.fsync(self._fd)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def create_h5(path: Path, **kwargs: Any) -> Iterator[tuple[Any, Callable[[], None]]]:
+    """Create the HDF5 file ``path`` through a :class:`GuardedFile`: yields the open h5py
+    file and a ``check()`` to call between large writes; the file is closed and fsync-ed
+    on leaving.
+
+    Raises:
+        OSError: a write failed (errno ``ENOSPC`` for a full disk); ``path`` is then
+            incomplete and the caller deletes it.
+    """
+    guard = GuardedFile(path)
+    try:
+        with _h5py().File(guard, "w", **kwargs) as f:
+            yield f, guard.check
+        guard.sync()
+    finally:
+        guard.close()
+
+
+def _no_check() -> None:
+    """The check of a writer that cannot run out of room mid-file (see :func:`create_h5`)."""
 
 
 # --- reading a segment ------------------------------------------------------------------------
@@ -619,8 +743,11 @@ def _body(
     }
 
 
-def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
-    """Write one batch into the open segment ``f``; return its manifest body."""
+def _fill_batch(
+    f: Any, batch: Batch, str_dt: Any, check: Callable[[], None] = _no_check
+) -> dict[str, Any]:
+    """Write one batch into the open segment ``f``; return its manifest body. ``check()``
+    is called before each array (it raises once a write failed, see :func:`create_h5`)."""
     body = _body(batch.add_models, batch.slices, batch.documents)
     if batch.remove_models:
         f.create_dataset(
@@ -632,11 +759,12 @@ def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
         g = f.require_group("slices").create_group(_h5name(s.uid))
         g.attrs["info"] = slice_to_json(s)
         if s.uid in batch.weights:
+            check()
             arr = np.ascontiguousarray(to_numpy(batch.weights[s.uid]))
             g.create_dataset("weights", data=arr, chunks=None)
             weights[s.uid] = ["", f"slices/{_h5name(s.uid)}/weights"]
             del arr
-    body["values"], body["arrays"] = _write_fields(f, batch.fields, str_dt)
+    body["values"], body["arrays"] = _write_fields(f, batch.fields, str_dt, check)
     body["array_digests"] = [_value_digest(batch.fields[(o, fn)]) for o, fn, *_ in body["arrays"]]
     if batch.erase:
         f.create_dataset(
@@ -655,7 +783,11 @@ def _fill_batch(f: Any, batch: Batch, str_dt: Any) -> dict[str, Any]:
 
 
 def _fill_state(
-    f: Any, state: StoreState, str_dt: Any, copy_limit: tuple[int, int]
+    f: Any,
+    state: StoreState,
+    str_dt: Any,
+    copy_limit: tuple[int, int],
+    check: Callable[[], None] = _no_check,
 ) -> dict[str, Any]:
     """Write the live ``state`` into the open compaction segment ``f``: ``copy_limit`` is
     (bytes, arrays): arrays up to that many bytes copied from segments that are not
@@ -682,8 +814,8 @@ def _fill_state(
             scalars[key] = v
             continue
         by_file.setdefault(v.file, []).append((key, v))
-    refs, arrays = _place_arrays(f, by_file, copy_limit, referenced)
-    body["values"], own = _write_fields(f, scalars, str_dt)
+    refs, arrays = _place_arrays(f, by_file, copy_limit, referenced, check)
+    body["values"], own = _write_fields(f, scalars, str_dt, check)
     if refs:
         f.create_dataset("array_refs", data=np.array(refs, dtype=object), dtype=str_dt)
     _write_documents(f, state.documents, str_dt)
@@ -705,6 +837,7 @@ def _place_arrays(
     by_file: dict[Path, list[tuple[Key, ArrayRef]]],
     copy_limit: tuple[int, int],
     referenced: list[ArrayRef],
+    check: Callable[[], None] = _no_check,
 ) -> tuple[list[str], list[list[str]]]:
     """Copy the arrays of up to ``copy_limit`` bytes into the compaction ``f`` and refer to
     the others where they are (appended to ``referenced``). Return the segment's
@@ -723,6 +856,7 @@ def _place_arrays(
                 for key, v in items:
                     ds = h5_dataset(src, v.dataset, v.file)
                     if ds.nbytes <= nbytes:
+                        check()
                         dataset = f"arrays/{_h5name(key[1])}/{_h5name(key[0])}"
                         f.create_dataset(dataset, data=ds[()])
                         arrays.append([*key, "", dataset])
@@ -854,7 +988,7 @@ def _untag(t: str) -> Any:
 
 
 def _write_fields(
-    f: Any, fields: dict[Key, Any], str_dt: Any
+    f: Any, fields: dict[Key, Any], str_dt: Any, check: Callable[[], None] = _no_check
 ) -> tuple[dict[str, list[list[str]]], list[list[str]]]:
     """Write ``fields`` into the open segment ``f``: scalars grouped per field as one dataset
     of their kind, arrays one dataset each. Return the manifest's ``values`` (per field, the
@@ -863,6 +997,7 @@ def _write_fields(
     arrays = []
     for (owner, fname), v in fields.items():
         if isinstance(v, np.ndarray) and v.ndim > 0:
+            check()
             f.require_group("arrays").require_group(_h5name(fname)).create_dataset(
                 _h5name(owner), data=v
             )

@@ -145,16 +145,16 @@ class HybridStore(SQLiteStore):
         if not arrays:
             return {}
         if self.arrays == "hdf5":
-            import h5py
+            from diffract.store._hdf5 import create_h5
 
             final = self.arrays_dir / f"{seq:012d}.h5"
             tmp = self.arrays_dir / f".tmp-{seq:012d}-{os.getpid()}.h5"
             try:
-                with h5py.File(tmp, "w") as f:
+                # through create_h5: a full disk is an OSError, never a crash in HDF5
+                with create_h5(tmp) as (f, check):
                     for i, arr in enumerate(arrays.values()):
+                        check()
                         f.create_dataset(str(i), data=arr)
-                with open(tmp, "rb+") as fh:
-                    os.fsync(fh.fileno())
                 os.replace(tmp, final)
                 fsync_dir(self.arrays_dir)
             except BaseException:

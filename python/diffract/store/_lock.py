@@ -1,4 +1,5 @@
-"""One writer per store: an ``flock`` on a lock file that holds the writer's pid."""
+"""One writer per store: an ``flock`` on a lock file that holds the writer's pid; and the
+errors a failed write is reported as (a full disk, read-only media)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,52 @@ from diffract._errors import StoreError, StoreLockedError
 #: the lock over from an older one (a re-run notebook cell ``session = Session()``)
 _HELD: dict[str, weakref.ref] = {}
 _HELD_GUARD = threading.Lock()
+
+
+#: the errno values of a write that failed for want of room, and what each is called
+DISK_FULL = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file size limit exceeded",
+}
+
+
+def disk_full_error(where: str, exc: OSError) -> StoreError:
+    """The error a write of the store ``where`` that failed for want of room (``exc``, one
+    of :data:`DISK_FULL`) is raised as: a :class:`StoreError` (an ``OSError``) with
+    ``exc``'s errno, that names the problem without the library's internals."""
+    reason = DISK_FULL.get(exc.errno or 0, "no space left on device")
+    err = StoreError(
+        f"{reason} while writing {where}: this write was not stored; what the store "
+        "committed before is intact (free some space and write again)"
+    )
+    err.errno = exc.errno or errno.ENOSPC  # (no strerror: str() stays the message above)
+    return err
+
+
+def read_only_error(where: str, exc: OSError | None = None) -> StoreError:
+    """The error a writer of the store ``where`` gets when it lives on read-only media (or a
+    folder this user may not write): a :class:`StoreError` with errno ``EROFS``/``EACCES``."""
+    code = exc.errno if exc is not None and exc.errno else errno.EROFS
+    what = "on read-only media" if code == errno.EROFS else "in a folder this user cannot write"
+    if os.path.exists(where):
+        err = StoreError(f"store at {where} is {what}; open it with readonly=True to read it")
+    else:
+        err = StoreError(f"cannot create a store at {where}: it is {what} (choose another path=)")
+    err.errno = code
+    return err
+
+
+def named_write_error(where: str, exc: BaseException) -> BaseException:
+    """``exc`` (raised while writing the store ``where``) as the error to report: a full disk
+    and read-only media are named (see :func:`disk_full_error`, :func:`read_only_error`);
+    anything else is returned as it is."""
+    if isinstance(exc, OSError) and not isinstance(exc, StoreError):
+        if exc.errno in DISK_FULL:
+            return disk_full_error(where, exc)
+        if exc.errno == errno.EROFS:
+            return read_only_error(where, exc)
+    return exc
 
 
 def _unlock(fd: int) -> None:
@@ -68,7 +115,12 @@ class WriterLock:
             return
         if self._take_over():
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise read_only_error(self.store_name, exc) from None
+            raise
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -79,16 +131,17 @@ class WriterLock:
                     os.close(fd)
                     raise
                 if time.monotonic() >= deadline:
-                    holder = self._holder(fd)
+                    holder = _describe_holder(fd)
                     os.close(fd)
                     raise StoreLockedError(
-                        f"store {self.store_name} is open for writing by another process (pid {holder}); "
-                        "close that session, wait (lock_timeout=seconds), or open this one with "
-                        "readonly=True"
+                        f"store {self.store_name} is open for writing by another process "
+                        f"({holder}); close that session, wait (lock_timeout=seconds), or open "
+                        "this one with readonly=True"
                     ) from None
                 time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        with contextlib.suppress(OSError):  # who holds it, for the error another writer gets
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {_start_time(os.getpid())}\n".encode(), 0)
         self._own(fd)
 
     def _own(self, fd: int) -> None:
@@ -117,12 +170,17 @@ class WriterLock:
         self._own(fd)
         return True
 
-    @staticmethod
-    def _holder(fd: int) -> str:
-        try:
-            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        except OSError:
-            return "unknown"
+    def _forget_in_child(self) -> None:
+        """In a forked child: drop the inherited descriptor without unlocking (an ``flock``
+        belongs to the open file, shared with the parent: unlocking it here would unlock the
+        parent, and keeping it open would keep the store locked after the parent exits)."""
+        fd, self._fd = self._fd, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -134,6 +192,100 @@ class WriterLock:
                 self._finalizer()  # unlocks and closes once
                 self._finalizer = None
             self._fd = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked child holds no writer lock: the descriptors it inherited are closed (see
+    :meth:`WriterLock._forget_in_child`); to write, the child opens the store itself."""
+    global _HELD_GUARD
+    _HELD_GUARD = threading.Lock()  # another thread may have held it at the fork
+    held = [ref() for ref in _HELD.values()]
+    _HELD.clear()
+    for lock in held:
+        if lock is not None:
+            lock._forget_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _start_time(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``; "" where there
+    is none): a pid with another start time is another process that reuses the number."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode(errors="replace")
+        return stat[stat.rindex(")") + 2 :].split()[19]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def _process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            return fh.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _holds_flock(pid: int, dev: int, ino: int) -> bool:
+    """Whether process ``pid`` has the file (``dev``, ``ino``) open with an ``flock`` on it
+    (``/proc/<pid>/fdinfo`` lists the locks of each open file)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+            if st.st_ino != ino or st.st_dev != dev:
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+                if any(line.startswith("lock:") and "FLOCK" in line for line in fh):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _lock_holders(fd: int) -> list[int]:
+    """The processes that hold the ``flock`` on the file open as ``fd`` (Linux: found in
+    ``/proc``; an empty list elsewhere)."""
+    st = os.fstat(fd)
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    me = os.getpid()
+    return [p for p in pids if p != me and _holds_flock(p, st.st_dev, st.st_ino)]
+
+
+def _describe_holder(fd: int) -> str:
+    """Who holds the lock on the file open as ``fd``, for an error message: the pid the
+    writer recorded when it is still that process and holds the lock; else the processes
+    that do hold it (a child the writer forked keeps its lock after the writer exits)."""
+    try:
+        recorded = os.pread(fd, 64, 0).decode(errors="replace").split()
+    except OSError:
+        recorded = []
+    pid = int(recorded[0]) if recorded and recorded[0].isdigit() else None
+    started = recorded[1] if len(recorded) > 1 else None
+    st = os.fstat(fd)
+    alive = pid is not None and (started is None or _start_time(pid) == started)
+    if (
+        pid is not None
+        and alive
+        and (not os.path.isdir("/proc") or _holds_flock(pid, st.st_dev, st.st_ino))
+    ):
+        name = _process_name(pid)
+        return f"pid {pid}{f' ({name})' if name else ''}"
+    holders = _lock_holders(fd)
+    if holders:
+        named = ", ".join(f"pid {p}{f' ({n})' if (n := _process_name(p)) else ''}" for p in holders)
+        gone = f"; the writer that took it, pid {pid}, has exited" if pid is not None else ""
+        return f"{named}, which inherited the lock{gone}"
+    return f"pid {pid}" if pid is not None else "pid unknown"
 
 
 def fsync_dir(path: Path) -> None:

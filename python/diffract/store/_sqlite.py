@@ -14,10 +14,14 @@ removed when a writer opens the store.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import json
 import os
 import sqlite3
+import struct
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +45,7 @@ from diffract.store._codec import CodecError, decode, encode
 from diffract.store._folder import (
     is_sqlite_file,
 )
-from diffract.store._lock import WriterLock, fsync_dir
+from diffract.store._lock import WriterLock, disk_full_error, fsync_dir, read_only_error
 from diffract.store._safe import read_head, require_regular
 
 _SCHEMA = """
@@ -110,7 +114,7 @@ class SQLiteStore(PersistentStore):
                 _create_db(path, self.backend)
             if readonly:
                 self._db = sqlite3.connect(
-                    f"file:{path}?mode=ro",
+                    _readonly_uri(path),
                     uri=True,
                     timeout=30,
                     check_same_thread=False,
@@ -125,6 +129,9 @@ class SQLiteStore(PersistentStore):
             if not readonly:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
+                if _short_file(path):  # a checkpoint a full disk cut short: finish it now
+                    with contextlib.suppress(sqlite3.OperationalError):  # still no room
+                        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except BaseException as exc:
             if self._db is not None:
                 with contextlib.suppress(Exception):
@@ -302,15 +309,45 @@ class SQLiteStore(PersistentStore):
             db.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
             db.execute("UPDATE meta SET value=? WHERE key='next_vid'", (str(vid),))
             db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                named = _write_error(str(self.path), exc)
+                if named is not None:
+                    raise named from None
             raise
         self.refresh()
 
 
 #: SQLite's primary result codes that mean the file's bytes are damaged or foreign
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+#: SQLite's primary result codes of a full disk and of a file it may not write
+_SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR = 13, 8, 10
+
+
+def _write_error(where: str, exc: sqlite3.Error) -> StoreError | None:
+    """The named error of a write of the store ``where`` that SQLite refused with ``exc``
+    (None: not a full disk, read-only media or an I/O error). SQLite reports a full disk
+    as ``SQLITE_FULL``, but a write past the process's file size limit (``ulimit -f``) as a
+    plain I/O error: with a finite limit, that is what it is taken for."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == _SQLITE_FULL:
+        return disk_full_error(where, OSError(errno.ENOSPC, ""))
+    if code == _SQLITE_READONLY:
+        return read_only_error(where)
+    if code != _SQLITE_IOERR:
+        return None
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+        return disk_full_error(where, OSError(errno.EFBIG, ""))
+    err = StoreError(
+        f"I/O error while writing {where} ({exc}): this write was not stored; check the "
+        "device (a full disk or a failing one?)"
+    )
+    err.errno = errno.EIO
+    return err
 
 
 def _db_error(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
@@ -326,27 +363,52 @@ def _db_error(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     )
 
 
+def _size_claim(path: Path) -> tuple[int, int, int, bool] | None:
+    """(page size, pages the header claims, file size, whether the claim is valid) of the
+    database file ``path``; None for a file too short for a header (SQLite refuses it)."""
+    head = read_head(path, 100)
+    if head is None or len(head) < 100:
+        return None
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    # the page count is valid when its "version-valid-for" number equals the change counter
+    valid = head[24:28] == head[92:96] and pages > 0 and page >= 512
+    return page, pages, path.stat().st_size, valid
+
+
+def _short_file(path: Path) -> bool:
+    """Whether the database file ``path`` is shorter than its header says."""
+    claim = _size_claim(path)
+    if claim is None:
+        return False
+    page, pages, size, valid = claim
+    return valid and (size < page * pages or size % page != 0)
+
+
 def _check_size(path: Path) -> None:
     """Refuse a database file shorter than its header says (a truncated copy or download):
     SQLite would read it without complaint and silently lack the values of the lost pages.
 
-    The header's page count is valid when its "version-valid-for" number equals the change
-    counter. A writer's checkpoint may write page 1 before it extends the file, so a short
-    file is looked at again before it is called damaged.
+    A file is also short when a checkpoint was cut short (a full disk): it wrote page 1
+    but could not extend the file. Then the write-ahead log still holds every page the
+    file lacks, SQLite reads the store whole, and a writer's next checkpoint completes the
+    file: the store is opened (:func:`wal_covers`). A writer's checkpoint may also write
+    page 1 before it extends the file, so a short file is looked at again before it is
+    called damaged.
 
     Raises:
-        StoreCorruptError: the file is shorter than its pages, or not whole pages.
+        StoreCorruptError: the file is shorter than its pages, or not whole pages, and the
+            write-ahead log does not hold the missing ones.
     """
     for attempt in range(3):
-        head = read_head(path, 100)
-        if head is None or len(head) < 100:
+        claim = _size_claim(path)
+        if claim is None:
             return  # a file too short for a header is refused by SQLite itself
-        page = int.from_bytes(head[16:18], "big")
-        page = 65536 if page == 1 else page
-        pages = int.from_bytes(head[28:32], "big")
-        valid = head[24:28] == head[92:96] and pages > 0
-        size = path.stat().st_size
+        page, pages, size, valid = claim
         if not valid or (size >= page * pages and size % page == 0):
+            return
+        if wal_covers(path, size // page):
             return
         time.sleep(0.05 * (attempt + 1))
     raise StoreCorruptError(
@@ -354,6 +416,147 @@ def _check_size(path: Path) -> None:
         f"{page} bytes = {page * pages}); the store is damaged, nothing was changed "
         "(restore it from a whole copy)"
     )
+
+
+#: the magic numbers a write-ahead log starts with (checksums of big-endian words: odd)
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+#: frames of a write-ahead log checked at once (bounds the memory of :func:`wal_pages`)
+_WAL_CHUNK = 256
+
+
+def wal_covers(path: Path, whole_pages: int) -> bool:
+    """Whether the write-ahead log of the database ``path`` holds every page of the
+    database beyond the file's first ``whole_pages`` (its committed size, from the last
+    committed frame): SQLite then reads the database whole from the file and the log."""
+    found = wal_pages(path.with_name(path.name + "-wal"))
+    if found is None:
+        return False
+    db_pages, in_log = found
+    return all(p in in_log for p in range(whole_pages + 1, db_pages + 1))
+
+
+def wal_pages(wal: Path) -> tuple[int, set[int]] | None:
+    """(database size in pages, pages held) after the last committed transaction of the
+    write-ahead log ``wal``, read as SQLite recovers one: frames count while their salts
+    match the log's header and their checksums chain; None when the log is missing, empty,
+    not a log, or holds no committed transaction.
+
+    Checksums are summed a chunk of frames at a time with numpy (the sum of one frame is
+    linear in its words: see :func:`_wal_sums`), so a log of a gigabyte takes seconds.
+    """
+    try:
+        with open(wal, "rb") as fh:
+            head = fh.read(32)
+            if len(head) < 32:
+                return None
+            magic, _, page, _, salt1, salt2, c1, c2 = struct.unpack(">8I", head)
+            if magic not in _WAL_MAGIC or page < 512 or page > 65536 or page & (page - 1):
+                return None
+            dtype = np.dtype(">u4" if magic & 1 else "<u4")
+            if _wal_sum(np.frombuffer(head[:24], dtype), (0, 0)) != (c1, c2):
+                return None
+            state, size = (c1, c2), 0
+            held: set[int] = set()
+            pending: set[int] = set()
+            frame = 24 + page
+            while True:
+                chunk = fh.read(frame * _WAL_CHUNK)
+                n = len(chunk) // frame
+                if n == 0:
+                    break
+                raw = np.frombuffer(chunk, np.uint8, n * frame).reshape(n, frame)
+                heads = raw[:, :24].copy().view(">u4")  # pgno, commit, salts, checksums
+                words = np.concatenate([raw[:, :8], raw[:, 24:]], axis=1).copy().view(dtype)
+                sums = _wal_sums(words)
+                for i in range(n):
+                    pgno, commit, s1, s2, f1, f2 = (int(x) for x in heads[i])
+                    state = _wal_step(state, sums[i], words.shape[1] // 2)
+                    if (s1, s2) != (salt1, salt2) or state != (f1, f2):
+                        return (size, held) if size else None
+                    pending.add(pgno)
+                    if commit:
+                        size, held = commit, held | pending
+                        pending = set()
+                if n < _WAL_CHUNK:
+                    break
+    except OSError:
+        return None
+    return (size, held) if size else None
+
+
+_MASK = 0xFFFFFFFF
+
+
+def _wal_sum(words: np.ndarray, state: tuple[int, int]) -> tuple[int, int]:
+    """SQLite's WAL checksum of ``words`` (32-bit, pairs) from ``state``, word by word."""
+    s0, s1 = state
+    it = iter(words.tolist())
+    for x0 in it:
+        s0 = (s0 + x0 + s1) & _MASK
+        s1 = (s1 + next(it) + s0) & _MASK
+    return s0, s1
+
+
+@functools.cache
+def _powers(n: int) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """One checksum step on a pair of words is ``s -> M s + (x0, x0 + x1)`` (mod 2**32),
+    M = [[1, 1], [1, 2]]. Returns ``M**(n-1-j)`` for j < n as rows (a, b, c, d), and
+    ``M**n``."""
+    out = np.empty((n, 4), np.uint64)
+    a, b, c, d = 1, 0, 0, 1
+    for j in range(n - 1, -1, -1):
+        out[j] = (a, b, c, d)
+        a, b, c, d = (a + c) & _MASK, (b + d) & _MASK, (a + 2 * c) & _MASK, (b + 2 * d) & _MASK
+    return out, (a, b, c, d)
+
+
+def _wal_sums(words: np.ndarray) -> np.ndarray:
+    """Per row of ``words`` (one frame's words), its checksum from the state (0, 0): the
+    sum over its pairs j of ``M**(n-1-j) (x0, x0 + x1)`` (uint64 products and sums wrap
+    mod 2**64, which keeps them right mod 2**32)."""
+    p, _ = _powers(words.shape[1] // 2)
+    mask = np.uint64(_MASK)
+    x0 = words[:, 0::2].astype(np.uint64)
+    x01 = (x0 + words[:, 1::2].astype(np.uint64)) & mask
+    s0 = (x0 * p[:, 0] + x01 * p[:, 1]).sum(axis=1, dtype=np.uint64) & mask
+    s1 = (x0 * p[:, 2] + x01 * p[:, 3]).sum(axis=1, dtype=np.uint64) & mask
+    return np.stack([s0, s1], axis=1)
+
+
+def _wal_step(state: tuple[int, int], frame_sum: np.ndarray, n: int) -> tuple[int, int]:
+    """The checksum after a frame of ``n`` pairs whose sum from (0, 0) is ``frame_sum``,
+    continued from ``state``: ``M**n state + frame_sum``."""
+    a, b, c, d = _powers(n)[1]
+    s0, s1 = state
+    return (
+        (a * s0 + b * s1 + int(frame_sum[0])) & _MASK,
+        (c * s0 + d * s1 + int(frame_sum[1])) & _MASK,
+    )
+
+
+def _readonly_uri(path: Path) -> str:
+    """The URI a reader opens the database ``path`` with: ``mode=ro``; on read-only media
+    (a folder this process cannot write) with no write-ahead log pending, also
+    ``immutable=1``, since SQLite cannot create the log's index there and nothing can
+    change the file.
+
+    Raises:
+        StoreError: the folder is read-only and a write-ahead log with committed data is
+            there without its index (``-shm``), which SQLite cannot read there.
+    """
+    uri = "file:" + urllib.parse.quote(str(path)) + "?mode=ro"
+    if os.access(path.parent, os.W_OK):
+        return uri
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        return uri + "&immutable=1"
+    if not path.with_name(path.name + "-shm").exists():
+        raise StoreError(
+            f"{path}: on read-only media with a write-ahead log ({wal.name}) but not its index "
+            f"({path.name}-shm), which SQLite cannot read there; copy the store (with its "
+            f"{wal.name}) to writable storage and open the copy"
+        )
+    return uri
 
 
 def _check_db_file(path: Path) -> bool:

@@ -26,10 +26,12 @@ from __future__ import annotations
 import os
 import re
 import time
+import warnings
 from typing import Any, ClassVar
 
 from diffract._errors import StoreCorruptError, StoreError
 from diffract.store._base import Batch, PersistentStore, StoreState, locked
+from diffract.store._lock import DISK_FULL
 
 __all__ = ["COMPACT_EVERY", "RecordVanished", "SegmentLog", "first_missing_seq"]
 
@@ -258,7 +260,19 @@ class SegmentLog(PersistentStore):
         self._write_record(self._name(self._next_seq()), batch)
         self.refresh()
         if len(self._seen) > COMPACT_EVERY:
-            self.compact()
+            try:
+                self.compact()
+            except OSError as exc:
+                if isinstance(exc, StoreError) or exc.errno not in DISK_FULL:
+                    raise
+                # the batch is committed: a compaction that finds no room waits for the
+                # next commit (saying the commit failed would make a caller write it again)
+                warnings.warn(
+                    f"{self.path}: {DISK_FULL[exc.errno]}; the batch was committed, its "
+                    "compaction is postponed to a later commit (free some space)",
+                    ResourceWarning,
+                    stacklevel=4,
+                )
 
     @locked
     def compact(self) -> None:
