@@ -86,14 +86,17 @@ def test_singular_vector_overlaps(fs):
         {"base": base, "tuned": tuned, "same": same}, fields, reference="base"
     ).values  # (the overlaps run a float64 SVD: they take no precision option)
     t = per["tuned"]["a"]
-    ub = np.linalg.svd(base["a"], full_matrices=False)[0]
-    ut = np.linalg.svd(tuned["a"], full_matrices=False)[0]
-    ov = np.abs(ut.T @ ub)
+    # singular vectors in ascending singular-value order (Diffract's): numpy's reversed
+    ub = np.linalg.svd(base["a"], full_matrices=False)[0][:, ::-1]
+    ut = np.linalg.svd(tuned["a"], full_matrices=False)[0][:, ::-1]
+    ov = np.abs(ut.T @ ub)  # rows: this model's vectors, columns: the reference's
     np.testing.assert_allclose(t["l_overlap"], ov, atol=1e-10)
     np.testing.assert_allclose(t["l_agreement"], np.diag(ov), atol=1e-10)
-    np.testing.assert_allclose(t["max_l_agreement"], ov.max(axis=1), atol=1e-10)
+    # Diffract's max_l_agreement of the pair (reference, model): each reference vector's
+    # best match among the model's, i.e. column maxima here
+    np.testing.assert_allclose(t["max_l_agreement"], ov.max(axis=0), atol=1e-10)
     assert math.isclose(t["avg_l_agreement"], np.diag(ov).mean(), rel_tol=1e-9)
-    assert math.isclose(t["avg_max_l_agreement"], ov.max(axis=1).mean(), rel_tol=1e-9)
+    assert math.isclose(t["avg_max_l_agreement"], ov.max(axis=0).mean(), rel_tol=1e-9)
     assert t["r_overlap"].shape == (12, 12) and t["r_agreement"].shape == (12,)
     assert t["max_r_agreement"].shape == (12,)
     assert 0 < t["avg_r_agreement"] <= t["avg_max_r_agreement"] <= 1 + 1e-12
@@ -152,7 +155,8 @@ def test_model_level_aggregates(fs):
         agg["log_prod_spectral_norm"], sum(math.log10(x) for x in sn), rel_tol=1e-12
     )
     allw = np.concatenate([v.ravel() for v in base.values()])
-    assert math.isclose(agg["param_norm"], np.linalg.norm(allw), rel_tol=1e-12)
+    # Diffract's param_norm: the sum of squared norms, ||theta||^2
+    assert math.isclose(agg["param_norm"], np.linalg.norm(allw) ** 2, rel_tol=1e-12)
     for m, f in [
         ("model_pl_alpha_norm", "pl_log_alpha_norm"),
         ("model_tpl_alpha_norm", "tpl_log_alpha_norm"),

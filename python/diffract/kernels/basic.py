@@ -34,14 +34,23 @@ def lora_kept_evals(slice_info, lora_evals: str = "all") -> int | None:
     return None
 
 
-@define(outputs=("greater_dim", "lower_dim"), min_ndim=2, family="shape")
-def matrix_dims(weights):
-    """N = max(rows, cols) and M = min(rows, cols) of one matrix of the slice: the slice itself
-    when 2-D, one ``(out, in)`` kernel-position matrix when ``ndim >= 3`` (PyTorch layout).
+@define(outputs="greater_dim", min_ndim=2, family="shape")
+def greater_dim(weights):
+    """N = max(rows, cols) of one matrix of the slice: the slice itself when 2-D (Diffract's
+    ``greater_dim``, max of the shape), one ``(out, in)`` kernel-position matrix when
+    ``ndim >= 3`` (PyTorch layout).
 
-    WeightWatcher: ``N``, ``M``."""
-    rows, cols = weights.shape[0], weights.shape[1]
-    return int(max(rows, cols)), int(min(rows, cols))
+    WeightWatcher: ``N``."""
+    return int(max(weights.shape[0], weights.shape[1]))
+
+
+@define(outputs="lower_dim", min_ndim=2, family="shape")
+def lower_dim(weights):
+    """M = min(rows, cols) of one matrix of the slice (as ``greater_dim``; Diffract's
+    ``lower_dim`` for a 2-D slice).
+
+    WeightWatcher: ``M``."""
+    return int(min(weights.shape[0], weights.shape[1]))
 
 
 @define(outputs="receptive_field", min_ndim=2, family="shape")

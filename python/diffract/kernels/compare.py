@@ -40,7 +40,8 @@ def r_overlap(weights_rsvs, ref_weights_rsvs, reference=None):
 
 @define(outputs="l_agreement", level="cross", family="compare")
 def l_agreement(l_overlap, reference=None):
-    """Diagonal of l_overlap: |<u_i, u_ref_i>| for each singular index i."""
+    """Diagonal of l_overlap: |<u_i, u_ref_i>| for each singular index i, in ascending
+    singular-value order (Diffract's, as ``weights_lsvs``)."""
     return np.diagonal(np.asarray(l_overlap), axis1=-2, axis2=-1).copy()
 
 
@@ -52,14 +53,18 @@ def r_agreement(r_overlap, reference=None):
 
 @define(outputs="max_l_agreement", level="cross", family="compare")
 def max_l_agreement(l_overlap, reference=None):
-    """Row maxima of l_overlap: max_j |<u_i, u_ref_j>| (best match of each left vector)."""
-    return np.max(np.asarray(l_overlap), axis=-1)
+    """Best match of each left singular vector of the reference among this model's:
+    max_i |<u_i, u_ref_j>| for each j (column maxima of l_overlap), ascending singular-value
+    order. Diffract's ``max_l_agreement`` of a pair (first model, second), whose first model
+    is our reference (the first id, sorted, when none is given)."""
+    return np.max(np.asarray(l_overlap), axis=-2)
 
 
 @define(outputs="max_r_agreement", level="cross", family="compare")
 def max_r_agreement(r_overlap, reference=None):
-    """Row maxima of r_overlap: max_j |<v_i, v_ref_j>|."""
-    return np.max(np.asarray(r_overlap), axis=-1)
+    """Best match of each right singular vector of the reference among this model's:
+    max_i |<v_i, v_ref_j>| (column maxima of r_overlap), as ``max_l_agreement``."""
+    return np.max(np.asarray(r_overlap), axis=-2)
 
 
 @define(outputs="avg_l_agreement", level="cross", family="compare")
@@ -76,13 +81,13 @@ def avg_r_agreement(r_agreement, reference=None):
 
 @define(outputs="avg_max_l_agreement", level="cross", family="compare")
 def avg_max_l_agreement(max_l_agreement, reference=None):
-    """Mean over i of max_l_agreement: (1/k) sum_i max_j |<u_i, u_ref_j>|."""
+    """Mean of max_l_agreement: (1/k) sum_j max_i |<u_i, u_ref_j>|."""
     return float(np.mean(max_l_agreement))
 
 
 @define(outputs="avg_max_r_agreement", level="cross", family="compare")
 def avg_max_r_agreement(max_r_agreement, reference=None):
-    """Mean over i of max_r_agreement: (1/k) sum_i max_j |<v_i, v_ref_j>|."""
+    """Mean of max_r_agreement: (1/k) sum_j max_i |<v_i, v_ref_j>|."""
     return float(np.mean(max_r_agreement))
 
 

@@ -84,5 +84,6 @@ def weights_max(weights):
 def weights_l2_norm(weights):
     """Euclidean norm of all entries, sqrt(sum w^2) (equals frob_norm for matrices; defined
     for every slice, so it feeds the model-level ``param_norm``)."""
-    w = np.asarray(weights, dtype=np.float64).ravel()
-    return float(np.sqrt(np.dot(w, w)))
+    from diffract.kernels.norms import scaled_l2
+
+    return scaled_l2(weights)
