@@ -172,7 +172,8 @@ def max_kernel_min_sval(kernel_svals):
 def _eigenvalues(svals, c: float) -> np.ndarray:
     """The ESD of singular values ``svals`` at scale ``c``: c * s_i^2, ascending (float64)."""
     s = np.asarray(svals, dtype=np.float64)
-    return np.sort(c * s * s)
+    with np.errstate(over="ignore", under="ignore"):  # named by _check_range
+        return np.sort(c * s * s)
 
 
 def _esd_factor(esd_scale, greater_dim, ndim):
