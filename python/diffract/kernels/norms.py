@@ -156,9 +156,9 @@ def log_prod_spectral_norm(spectral_norm):
 
 
 @define(outputs="param_norm", level="model", family="norms")
-def param_norm(weights_l2_norm):
-    """Sum of the squared norms of the model's slices, sum_l ||W_l||_F^2 = sum of w^2 over
-    every entry of every slice (any ndim): Diffract's ``param_norm`` (the *square* of the
-    parameter vector's Euclidean norm; take its square root for the norm itself)."""
-    vals = nonempty(finite_values(weights_l2_norm), "weights_l2_norm")
+def param_norm(frob_norm):
+    """Sum of the squared Frobenius norms of the model's matrix slices (ndim >= 2),
+    sum_l ||W_l||_F^2: Diffract's ``param_norm`` (the *square* of the Euclidean norm of those
+    weights; 1-D slices such as biases are not in it, as Diffract extracts matrices only)."""
+    vals = nonempty(finite_values(frob_norm), "frob_norm")
     return float(sum(v * v for v in vals))
