@@ -67,6 +67,8 @@ MODEL_FIELDS = [
     "log_prod_spectral_norm",
 ]
 CROSS_FIELDS = [
+    "l_overlap",
+    "r_overlap",
     "l_agreement",
     "r_agreement",
     "max_l_agreement",
@@ -76,6 +78,9 @@ CROSS_FIELDS = [
     "avg_max_l_agreement",
     "avg_max_r_agreement",
 ]
+
+#: the parameters whose overlap matrices are recorded
+OVERLAP_KEPT = ("lowrank", "spiked")
 
 
 def matrices() -> dict[str, np.ndarray]:
@@ -144,7 +149,10 @@ def main() -> None:
         s.compute.apply(f)
         for rec in s.results.export_aggregates(f, export_format="list"):
             assert list(rec["context_models"]) == ["m1", "m2"], rec["context_models"]
-            cross.setdefault(rec["context_params"][0], {})[f] = rec["value"]
+            name = rec["context_params"][0]
+            if f.endswith("_overlap") and name not in OVERLAP_KEPT:
+                continue  # k x k matrices: two are enough, the file stays small
+            cross.setdefault(name, {})[f] = rec["value"]
     out = {
         "diffract_version": diffract.__version__,
         "python": sys.version.split()[0],
@@ -153,7 +161,9 @@ def main() -> None:
         "model": models,
         "cross": cross,
     }
-    (GOLDEN / "diffract_fields.json").write_text(json.dumps(_plain(out), indent=1) + "\n")
+    (GOLDEN / "diffract_fields.json").write_text(
+        json.dumps(_plain(out), separators=(",", ":")) + "\n"
+    )
 
 
 if __name__ == "__main__":

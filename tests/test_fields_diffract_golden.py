@@ -97,4 +97,16 @@ def test_cross_model_fields_match_diffract(golden, session):
         got = {r["context_params"][0]: r["value"] for r in recs}
         assert set(got) == set(golden["cross"]), field
         for name, row in golden["cross"].items():
-            _close(name, field, got[name], row[field])
+            if field in row:  # the overlap matrices are recorded for two parameters
+                _close(name, field, got[name], row[field])
+    assert sum("l_overlap" in row for row in golden["cross"].values()) == 2
+
+
+def test_shape_kernels_are_listed_under_diffracts_names(session):
+    """Diffract's kernels ``greater_dim`` and ``lower_dim`` (one field each) exist by those
+    names: listed, configurable, and producing their field."""
+    kernels = session.compute.list_available_kernels()
+    assert {"greater_dim", "lower_dim", "hard_rank", "weights_rand"} <= set(kernels)
+    for name in ("greater_dim", "lower_dim"):
+        assert session.registry.kernel(name).outputs == (name,)
+    assert session.registry.kernel("matrix_rank").outputs == ("matrix_rank",)
