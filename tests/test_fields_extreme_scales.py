@@ -91,3 +91,12 @@ def test_ordinary_matrices_take_the_unscaled_path_bit_for_bit():
     s_big, _ = _linalg.matrix_svals(W * 2.0**600, "float64")
     s_ref, _ = _linalg.matrix_svals(W * 2.0 ** (600 - e), "float64")
     np.testing.assert_array_equal(s_big, np.ldexp(s_ref, e))
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e300])
+def test_device_path_scales_too(scale):
+    from diffract.kernels.device import gram_svals
+
+    got = gram_svals(_linalg.kernel_matrices(CONV * scale), "torch:cpu")
+    want = np.linalg.svd(_linalg.kernel_matrices(CONV), compute_uv=False) * scale
+    np.testing.assert_allclose(got, want, rtol=1e-9)

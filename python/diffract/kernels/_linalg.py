@@ -337,10 +337,13 @@ def matrix_svals(
 _GRAM_SAFE = (2.0**-480, 2.0**480)
 
 
-def _gram_exponent(t64: np.ndarray) -> int:
+def _gram_exponent(t64: np.ndarray, n_terms: int | None = None) -> int:
     """0 when the Gram matrix of ``t64`` is formed in float64 without over- or underflow
     (every ordinary input: the result stays bit-identical); else the binary exponent e with
     ``2^-e max|w|`` in [0.5, 1), by which the matrix is scaled (exactly) before squaring.
+
+    ``n_terms`` is the number of squares summed per Gram entry (default: the rows of the
+    tall ``t64``).
 
     Raises:
         ValueError: the weights hold a NaN or an infinity (named as such: finite weights,
@@ -350,7 +353,7 @@ def _gram_exponent(t64: np.ndarray) -> int:
     if not math.isfinite(amax):
         raise ValueError("the weights contain NaN or infinite values")
     lo, hi = _GRAM_SAFE
-    n_terms = max(t64.shape[0], 1)
+    n_terms = max(t64.shape[0] if n_terms is None else n_terms, 1)
     if amax == 0.0 or (amax >= lo and amax * math.sqrt(n_terms) <= hi):
         return 0
     return int(np.frexp(amax)[1])
