@@ -32,6 +32,7 @@ FIELDS = [
     "min_weights_sval",
     "layer_log_norm",
     "layer_log_spectral_norm",
+    "weights_std",
 ]
 
 
@@ -49,6 +50,7 @@ def test_spectral_norms_at_extreme_scales(fs, scale):
     assert r["matrix_rank"] == np.linalg.matrix_rank(W) == 24
     p = S / S.sum()
     assert math.isclose(r["effective_rank"], math.exp(-np.sum(p * np.log(p))), rel_tol=1e-6)
+    assert math.isclose(r["weights_std"], np.std(W) * scale, rel_tol=1e-12)
     want = 2 * (math.log10(np.linalg.norm(W)) + math.log10(scale))
     assert math.isclose(r["layer_log_norm"], want, rel_tol=1e-9)
 

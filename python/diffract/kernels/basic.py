@@ -94,5 +94,10 @@ def weights_mean(weights):
 @define(outputs="weights_std", min_ndim=1, family="stats")
 def weights_std(weights):
     """Population standard deviation of the entries, sqrt(mean((w - mean(w))^2)) (ddof=0),
-    accumulated in float64."""
-    return float(np.std(weights, dtype=np.float64))
+    accumulated in float64 (divided by max |w| first when the squares would leave float64's
+    range, so weights near 1e300 or 1e-300 get their true std, not inf or 0)."""
+    w = np.asarray(weights, dtype=np.float64)
+    top = float(np.max(np.abs(w))) if w.size else 0.0
+    if top == 0.0 or not np.isfinite(top) or 1e-150 < top < 1e150:
+        return float(np.std(w))
+    return float(top * np.std(w / top))
