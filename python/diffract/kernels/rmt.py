@@ -52,6 +52,7 @@ def _tw1_log_cdf():
     return log_cdf
 
 
+@functools.lru_cache(maxsize=64)
 def tw1_quantile(prob: float) -> float:
     """The ``prob`` quantile of the Tracy-Widom law TW1 (largest eigenvalue of the GOE /
     real Wishart, centred and scaled): the root of F1(s) = prob (see :func:`_tw1_log_cdf`).
