@@ -151,7 +151,8 @@ def test_safetensors_bf16_still_accepted(tmp_path):
         ("pl_alpha", "fit_evals_thresh", [1], "number"),
         ("pl_ks", "fit_evals_thresh", "abc", "number"),
         ("tpl_alpha", "fit_evals_thresh", float("nan"), "finite"),
-        ("hard_rank", "rtol", "x", "number or None"),
+        ("matrix_rank", "rtol", "x", "number or None"),
+        ("hard_rank", "rtol", "x", "a number"),
         ("pl_warning", "over_trained_alpha", "two", "number"),
         ("esd_max", "spectrum_threads", "many", "int"),
         ("esd_max", "spectrum_threads", -3, ">= 0"),
@@ -181,7 +182,7 @@ def test_good_option_values_still_accepted(ram):
     ok = [
         ("hard_rank", {"rtol": 0.01}),
         ("hard_rank", {"rtol": np.float32(0.01)}),
-        ("hard_rank", {"rtol": None}),
+        ("matrix_rank", {"rtol": None}),
         ("pl_alpha", {"fit_evals_thresh": 0}),  # int where float expected
         ("pl_alpha", {"fit_evals_thresh": np.float64(1e-6), "fit_method": "clauset"}),
         ("esd_max", {"spectrum_threads": np.int64(1)}),

@@ -78,12 +78,12 @@ def test_apply_computes_only_missing_fields(session):
     # a report counts its own run's calls; the session keeps the running total
     assert r1.kernel_calls == calls and r1.kernel_calls["weights_spectrum"] == 3
     assert r2.kernel_calls == {}
-    r3 = session.compute.apply("hard_rank", progress=False)  # from the stored spectrum
-    assert r3.kernel_calls == {"hard_rank": 3, "matrix_dims": 3}  # N (transient) again
+    r3 = session.compute.apply("matrix_rank", progress=False)  # from the stored spectrum
+    assert r3.kernel_calls == {"matrix_rank": 3, "greater_dim": 3}  # N (transient) again
     assert session.kernel_calls == {
         **calls,
-        "hard_rank": 3,
-        "matrix_dims": calls.get("matrix_dims", 0) + 3,
+        "matrix_rank": 3,
+        "greater_dim": calls.get("greater_dim", 0) + 3,
     }
 
 

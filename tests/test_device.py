@@ -44,7 +44,7 @@ def test_resolve_device():
 def test_session_fields_on_a_device_match_the_cpu_path(mlp_weights):
     from diffract import Session
 
-    fields = ("pl_alpha", "stable_rank", "spectral_norm", "hard_rank", "effective_rank")
+    fields = ("pl_alpha", "stable_rank", "spectral_norm", "matrix_rank", "effective_rank")
     out = {}
     for device in ("cpu", "torch:cpu", "jax:cpu"):
         s = Session(profile="ram")
@@ -60,7 +60,7 @@ def test_session_fields_on_a_device_match_the_cpu_path(mlp_weights):
             for f in fields:
                 if a[f] is None:
                     assert b[f] is None
-                elif f == "hard_rank":
+                elif f == "matrix_rank":
                     assert a[f] == b[f]
                 else:
                     assert b[f] == pytest.approx(a[f], rel=1e-9)

@@ -50,7 +50,7 @@ def test_listing_kernels_and_metrics(session):
     verbose = dict(zip(kernels, session.compute.list_available_kernels(verbose=True), strict=True))
     assert (
         verbose["hard_rank"]
-        == "hard_rank (weights_svals, greater_dim; rtol=None): KernelApplyLevel.PARAMETER"
+        == "hard_rank (esd; rtol=1e-05): KernelApplyLevel.PARAMETER"  # Diffract's string
     )
     assert verbose["l_overlap"].endswith(": KernelApplyLevel.CROSS_MODEL,KernelRestrictions.BINARY")
     assert verbose["log_norm"].endswith(": KernelApplyLevel.IN_MODEL")

@@ -124,7 +124,7 @@ def test_intra_pairs_equal_weightwatcher():
     top num_components of the second layer (24 of 32 for 4 -> 8: the rest are zero)."""
     gold = golden()["intra"]["rows"]
     fields = ["pl_alpha", "pl_alpha_sigma", "pl_ks", "pl_esd_xmin", "pl_num_spikes",
-              "max_weights_sval", "hard_rank", "num_evals", "greater_dim", "lower_dim"]  # fmt: skip
+              "max_weights_sval", "matrix_rank", "num_evals", "greater_dim", "lower_dim"]  # fmt: skip
     slices, _, values = _run(fields, intra=True)
     assert {n for n in slices if n.startswith("intra:")} == set(gold)  # the pairs exactly
     assert len(gold) == 4
@@ -140,9 +140,9 @@ def test_intra_pairs_equal_weightwatcher():
         assert row["D"] == pytest.approx(got["pl_ks"], rel=RTOL), name
         assert row["xmin"] == pytest.approx(c * math.sqrt(got["pl_esd_xmin"]), rel=RTOL), name
         assert row["lambda_max"] == pytest.approx(c * got["max_weights_sval"], rel=RTOL), name
-        for col, f in (("num_pl_spikes", "pl_num_spikes"), ("matrix_rank", "hard_rank"),
+        for col, f in (("num_pl_spikes", "pl_num_spikes"), ("matrix_rank", "matrix_rank"),
                        ("N", "greater_dim"), ("M", "lower_dim")):  # fmt: skip
             assert row[col] == got[f], (name, col)
-        kept = got["hard_rank"] if name == "intra:4.weight:8.weight" else got["num_evals"]
+        kept = got["matrix_rank"] if name == "intra:4.weight:8.weight" else got["num_evals"]
         assert row["num_evals"] == kept, name
     assert values["intra:4.weight:8.weight"]["num_evals"] == 32  # 8 zero singular values

@@ -86,9 +86,11 @@ def test_singular_vector_overlaps(fs):
         {"base": base, "tuned": tuned, "same": same}, fields, reference="base"
     ).values  # (the overlaps run a float64 SVD: they take no precision option)
     t = per["tuned"]["a"]
-    ub = np.linalg.svd(base["a"], full_matrices=False)[0]
-    ut = np.linalg.svd(tuned["a"], full_matrices=False)[0]
-    ov = np.abs(ut.T @ ub)
+    # singular vectors in ascending singular-value order (Diffract's): numpy's reversed
+    ub = np.linalg.svd(base["a"], full_matrices=False)[0][:, ::-1]
+    ut = np.linalg.svd(tuned["a"], full_matrices=False)[0][:, ::-1]
+    # rows: the reference's vectors (Diffract's first model of the pair), columns: the model's
+    ov = np.abs(ub.T @ ut)
     np.testing.assert_allclose(t["l_overlap"], ov, atol=1e-10)
     np.testing.assert_allclose(t["l_agreement"], np.diag(ov), atol=1e-10)
     np.testing.assert_allclose(t["max_l_agreement"], ov.max(axis=1), atol=1e-10)
@@ -151,8 +153,9 @@ def test_model_level_aggregates(fs):
     assert math.isclose(
         agg["log_prod_spectral_norm"], sum(math.log10(x) for x in sn), rel_tol=1e-12
     )
-    allw = np.concatenate([v.ravel() for v in base.values()])
-    assert math.isclose(agg["param_norm"], np.linalg.norm(allw), rel_tol=1e-12)
+    # Diffract's param_norm: the sum of the squared norms of the matrices (the bias "b" out)
+    entries = np.concatenate([v.ravel() for v in base.values() if v.ndim >= 2])
+    assert math.isclose(agg["param_norm"], np.dot(entries, entries), rel_tol=1e-12)
     for m, f in [
         ("model_pl_alpha_norm", "pl_log_alpha_norm"),
         ("model_tpl_alpha_norm", "tpl_log_alpha_norm"),

@@ -8,7 +8,7 @@ are unchanged):
 alpha=pl_alpha, xmin=pl_esd_xmin, xmax=pl_esd_xmax, D=pl_ks, sigma=pl_alpha_sigma,
 num_pl_spikes=pl_num_spikes, lambda_max=spectral_norm(WW)=esd_max, norm=esd_norm,
 log_norm=esd_log_norm, log_spectral_norm=esd_log_max, alpha_weighted=pl_alpha_weighted,
-log_alpha_norm=pl_log_alpha_norm, stable_rank=stable_rank, matrix_rank=hard_rank,
+log_alpha_norm=pl_log_alpha_norm, stable_rank=stable_rank, matrix_rank=matrix_rank,
 rank_loss=rank_loss, weak_rank_loss=weak_rank_loss, entropy=matrix_entropy,
 warning=pl_warning, num_evals=num_evals, N=greater_dim, M=lower_dim, rf=receptive_field,
 Q=aspect_ratio, sv_max=max_weights_sval (* sqrt(1/2) for Conv2d), sv_min=min_weights_sval
@@ -52,7 +52,7 @@ EXACT_MAP = {
     "num_pl_spikes": "pl_num_spikes",
     "rank_loss": "rank_loss",
     "weak_rank_loss": "weak_rank_loss",
-    "matrix_rank": "hard_rank",
+    "matrix_rank": "matrix_rank",
     "num_evals": "num_evals",
     "N": "greater_dim",
     "M": "lower_dim",

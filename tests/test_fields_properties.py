@@ -24,8 +24,9 @@ INVARIANT = [
     "greater_dim",
     "lower_dim",
     "weights_std",
-    "mp_esd_max",
 ]
+# mp_esd_max is left out: Diffract's MP fit re-estimates the bulk from the ESD of a seeded
+# permutation of the entries, and the same permutation of W and of W^T differ
 SET = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -67,7 +68,7 @@ def test_orthogonal_rotation_invariance(fs, w, seed):
     rng = np.random.default_rng(seed)
     q1 = np.linalg.qr(rng.standard_normal((w.shape[0],) * 2))[0]
     q2 = np.linalg.qr(rng.standard_normal((w.shape[1],) * 2))[0]
-    fields = [f for f in INVARIANT if f not in ("weights_std", "mp_esd_max")]
+    fields = [f for f in INVARIANT if f != "weights_std"]
     r = fs.run_fields({"a": w, "b": q1 @ w @ q2}, fields, precision="float64")
     a, b = r["a"], r["b"]
     for f in fields:
@@ -145,6 +146,6 @@ def test_conv_pools_kernel_positions(fs, o, i, kh, kw, seed):
     want = np.concatenate(
         [np.linalg.svd(w[:, :, a, b], compute_uv=False) for a in range(kh) for b in range(kw)]
     )
-    np.testing.assert_allclose(r["weights_svals"], np.sort(want)[::-1], rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(r["weights_svals"], np.sort(want), rtol=1e-7, atol=1e-12)
     assert r["num_evals"] == min(o, i) * kh * kw == r["weights_svals"].size
     assert math.isclose(r["frob_norm"], float(np.linalg.norm(w)), rel_tol=1e-9)

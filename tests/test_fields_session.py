@@ -23,7 +23,7 @@ SPECTRAL = [
     "pl_ks",
     "pl_esd_xmin",
     "pl_num_spikes",
-    "hard_rank",
+    "matrix_rank",
     "matrix_entropy",
     "stable_rank",
     "esd_log_norm",
@@ -68,7 +68,9 @@ def test_session_matches_weightwatcher_on_convnet(convnet):
         assert math.isclose(r["pl_alpha"], g["alpha"], rel_tol=1e-5), name
         assert math.isclose(r["pl_ks"], g["D"], rel_tol=1e-5), name
         assert math.isclose(r["pl_esd_xmin"] * ratio, g["xmin"], rel_tol=1e-5), name
-        assert r["pl_num_spikes"] == g["num_pl_spikes"] and r["hard_rank"] == g["matrix_rank"], name
+        assert r["pl_num_spikes"] == g["num_pl_spikes"] and r["matrix_rank"] == g["matrix_rank"], (
+            name
+        )
         assert math.isclose(r["matrix_entropy"], g["entropy"], rel_tol=1e-5), name
         assert math.isclose(r["esd_log_norm"] + math.log10(ratio), g["log_norm"], rel_tol=1e-5), (
             name

@@ -324,9 +324,44 @@ def matrix_svals(
     check_precision(precision)
     if min(a.shape) == 0:
         raise ValueError(f"empty matrix of shape {a.shape}")
-    t = _tall(a)
-    m = t.shape[1]
-    t64 = np.asarray(t, dtype=np.float64)
+    t64 = np.asarray(_tall(a), dtype=np.float64)
+    e = _gram_exponent(t64)
+    if e:  # squaring would over- or underflow: decompose 2^-e W, exactly representable
+        s, path = _matrix_svals(np.ldexp(t64, -e), precision, recheck_rtol)
+        return np.ldexp(s, e), path
+    return _matrix_svals(t64, precision, recheck_rtol)
+
+
+#: magnitudes of the entries whose Gram matrix is formed as is: above, sum w^2 may overflow
+#: (M N w^2 near 1.8e308); below, the squares lose digits to subnormals (w^2 < 2.2e-308)
+_GRAM_SAFE = (2.0**-480, 2.0**480)
+
+
+def _gram_exponent(t64: np.ndarray, n_terms: int | None = None) -> int:
+    """0 when the Gram matrix of ``t64`` is formed in float64 without over- or underflow
+    (every ordinary input: the result stays bit-identical); else the binary exponent e with
+    ``2^-e max|w|`` in [0.5, 1), by which the matrix is scaled (exactly) before squaring.
+
+    ``n_terms`` is the number of squares summed per Gram entry (default: the rows of the
+    tall ``t64``).
+
+    Raises:
+        ValueError: the weights hold a NaN or an infinity (named as such: finite weights,
+            however large, are decomposed).
+    """
+    amax = max(float(np.max(t64)), -float(np.min(t64)))  # NaN propagates; no |W| copy
+    if not math.isfinite(amax):
+        raise ValueError("the weights contain NaN or infinite values")
+    lo, hi = _GRAM_SAFE
+    n_terms = max(t64.shape[0] if n_terms is None else n_terms, 1)
+    if amax == 0.0 or (amax >= lo and amax * math.sqrt(n_terms) <= hi):
+        return 0
+    return int(np.frexp(amax)[1])
+
+
+def _matrix_svals(t64: np.ndarray, precision: str, recheck_rtol: float) -> tuple[np.ndarray, str]:
+    """:func:`matrix_svals` of a tall float64 matrix whose Gram matrix is representable."""
+    m = t64.shape[1]
     g64 = _gram(t64)
     # G_jj = sum_i W_ij^2 is NaN or Inf exactly when column j holds a NaN or an Inf (or
     # overflows): M checks instead of N x M
@@ -368,6 +403,11 @@ def slice_svals(weights: np.ndarray, precision: str = "float32", recheck_rtol: f
         if _PATH_RANK[p] > _PATH_RANK[path]:
             path = p
     return np.stack(rows), path
+
+
+def pooled_asc(kernel_svals: np.ndarray) -> np.ndarray:
+    """All kernel-position singular values pooled, ascending (Diffract's order)."""
+    return np.sort(np.asarray(kernel_svals, dtype=np.float64).ravel())
 
 
 def pooled_desc(kernel_svals: np.ndarray) -> np.ndarray:

@@ -34,14 +34,23 @@ def lora_kept_evals(slice_info, lora_evals: str = "all") -> int | None:
     return None
 
 
-@define(outputs=("greater_dim", "lower_dim"), min_ndim=2, family="shape")
-def matrix_dims(weights):
-    """N = max(rows, cols) and M = min(rows, cols) of one matrix of the slice: the slice itself
-    when 2-D, one ``(out, in)`` kernel-position matrix when ``ndim >= 3`` (PyTorch layout).
+@define(outputs="greater_dim", min_ndim=2, family="shape")
+def greater_dim(weights):
+    """N = max(rows, cols) of one matrix of the slice: the slice itself when 2-D (Diffract's
+    ``greater_dim``, max of the shape), one ``(out, in)`` kernel-position matrix when
+    ``ndim >= 3`` (PyTorch layout).
 
-    WeightWatcher: ``N``, ``M``."""
-    rows, cols = weights.shape[0], weights.shape[1]
-    return int(max(rows, cols)), int(min(rows, cols))
+    WeightWatcher: ``N``."""
+    return int(max(weights.shape[0], weights.shape[1]))
+
+
+@define(outputs="lower_dim", min_ndim=2, family="shape")
+def lower_dim(weights):
+    """M = min(rows, cols) of one matrix of the slice (as ``greater_dim``; Diffract's
+    ``lower_dim`` for a 2-D slice).
+
+    WeightWatcher: ``M``."""
+    return int(min(weights.shape[0], weights.shape[1]))
 
 
 @define(outputs="receptive_field", min_ndim=2, family="shape")
@@ -85,5 +94,10 @@ def weights_mean(weights):
 @define(outputs="weights_std", min_ndim=1, family="stats")
 def weights_std(weights):
     """Population standard deviation of the entries, sqrt(mean((w - mean(w))^2)) (ddof=0),
-    accumulated in float64."""
-    return float(np.std(weights, dtype=np.float64))
+    accumulated in float64 (divided by max |w| first when the squares would leave float64's
+    range, so weights near 1e300 or 1e-300 get their true std, not inf or 0)."""
+    w = np.asarray(weights, dtype=np.float64)
+    top = float(np.max(np.abs(w))) if w.size else 0.0
+    if top == 0.0 or not np.isfinite(top) or 1e-150 < top < 1e150:
+        return float(np.std(w))
+    return float(top * np.std(w / top))

@@ -21,26 +21,31 @@ def _same_shape(a, b, what):
 
 
 def _overlap(u, ref_u):
+    """|U_ref^T U|: rows are the reference's vectors (Diffract's first model of a pair)."""
     u, ref_u = _same_shape(u, ref_u, "singular-vector overlap")
-    return np.abs(np.swapaxes(u, -1, -2) @ ref_u)
+    return np.abs(np.swapaxes(ref_u, -1, -2) @ u)
 
 
 @define(outputs="l_overlap", level="cross", family="compare", transient=("l_overlap",))
 def l_overlap(weights_lsvs, ref_weights_lsvs, reference=None):
-    """|U^T U_ref|: absolute overlaps of the left singular vectors (k x k; per kernel position
-    for ndim >= 3). Entry (i, j) = |<u_i, u_ref_j>|. Transient unless asked for by name."""
+    """|U_ref^T U|: absolute overlaps of the left singular vectors (k x k; per kernel position
+    for ndim >= 3), in ascending singular-value order. Entry (i, j) = |<u_ref_i, u_j>|: rows
+    are the reference's vectors, as Diffract's ``l_overlap`` of a pair (first model, second)
+    whose first model is our reference (the first id, sorted, when none is given).
+    Transient unless asked for by name."""
     return _overlap(weights_lsvs, ref_weights_lsvs)
 
 
 @define(outputs="r_overlap", level="cross", family="compare", transient=("r_overlap",))
 def r_overlap(weights_rsvs, ref_weights_rsvs, reference=None):
-    """|V^T V_ref|: absolute overlaps of the right singular vectors."""
+    """|V_ref^T V|: absolute overlaps of the right singular vectors (rows: the reference's)."""
     return _overlap(weights_rsvs, ref_weights_rsvs)
 
 
 @define(outputs="l_agreement", level="cross", family="compare")
 def l_agreement(l_overlap, reference=None):
-    """Diagonal of l_overlap: |<u_i, u_ref_i>| for each singular index i."""
+    """Diagonal of l_overlap: |<u_i, u_ref_i>| for each singular index i, in ascending
+    singular-value order (Diffract's, as ``weights_lsvs``)."""
     return np.diagonal(np.asarray(l_overlap), axis1=-2, axis2=-1).copy()
 
 
@@ -52,13 +57,14 @@ def r_agreement(r_overlap, reference=None):
 
 @define(outputs="max_l_agreement", level="cross", family="compare")
 def max_l_agreement(l_overlap, reference=None):
-    """Row maxima of l_overlap: max_j |<u_i, u_ref_j>| (best match of each left vector)."""
+    """Row maxima of l_overlap: the best match of each left singular vector of the reference
+    among this model's, max_j |<u_ref_i, u_j>| (Diffract's ``max_l_agreement``)."""
     return np.max(np.asarray(l_overlap), axis=-1)
 
 
 @define(outputs="max_r_agreement", level="cross", family="compare")
 def max_r_agreement(r_overlap, reference=None):
-    """Row maxima of r_overlap: max_j |<v_i, v_ref_j>|."""
+    """Row maxima of r_overlap: max_j |<v_ref_i, v_j>|, as ``max_l_agreement``."""
     return np.max(np.asarray(r_overlap), axis=-1)
 
 
@@ -76,13 +82,13 @@ def avg_r_agreement(r_agreement, reference=None):
 
 @define(outputs="avg_max_l_agreement", level="cross", family="compare")
 def avg_max_l_agreement(max_l_agreement, reference=None):
-    """Mean over i of max_l_agreement: (1/k) sum_i max_j |<u_i, u_ref_j>|."""
+    """Mean of max_l_agreement: (1/k) sum_i max_j |<u_ref_i, u_j>|."""
     return float(np.mean(max_l_agreement))
 
 
 @define(outputs="avg_max_r_agreement", level="cross", family="compare")
 def avg_max_r_agreement(max_r_agreement, reference=None):
-    """Mean over i of max_r_agreement: (1/k) sum_i max_j |<v_i, v_ref_j>|."""
+    """Mean of max_r_agreement: (1/k) sum_i max_j |<v_ref_i, v_j>|."""
     return float(np.mean(max_r_agreement))
 
 

@@ -152,10 +152,16 @@ def _check_available(device: str) -> None:
 
 def gram_svals(kmats: np.ndarray, device: str) -> np.ndarray:
     """Descending singular values of each matrix of a ``(P, a, b)`` stack, from the float64
-    eigenvalues of the smaller Gram matrix computed on ``device``. Returns ``(P, min(a, b))``."""
+    eigenvalues of the smaller Gram matrix computed on ``device`` (a stack whose Gram matrix
+    would over- or underflow is scaled by a power of two first). Returns ``(P, min(a, b))``."""
     if kmats.ndim == 2:
         kmats = kmats[None]
     a, b = kmats.shape[-2:]
+    from diffract.kernels._linalg import _gram_exponent
+
+    e = _gram_exponent(np.asarray(kmats, dtype=np.float64), max(a, b))
+    if e:  # squaring would over- or underflow: the stack scaled exactly by 2^-e, as on the CPU
+        return np.ldexp(gram_svals(np.ldexp(np.asarray(kmats, dtype=np.float64), -e), device), e)
     lib, _, where = device.partition(":")
     if lib == "torch":
         import torch

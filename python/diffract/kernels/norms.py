@@ -9,6 +9,20 @@ import numpy as np
 from diffract.kernels.spec import define
 
 
+def scaled_l2(values) -> float:
+    """sqrt(sum v^2) in float64 without overflow or underflow of the squares: the values are
+    divided by max |v| first when squaring them would leave float64's range (ordinary
+    values are summed as they are, bit for bit)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if v.size == 0:
+        return 0.0
+    top = float(np.max(np.abs(v)))
+    if top == 0.0 or not math.isfinite(top) or 1e-150 < top < 1e150 / math.sqrt(v.size):
+        return float(np.sqrt(np.dot(v, v)))
+    u = v / top
+    return float(top * np.sqrt(np.dot(u, u)))
+
+
 def finite_values(values):
     out = []
     for v in values:
@@ -33,8 +47,7 @@ def nonempty(vals, name):
 def frob_norm(weights_svals):
     """Frobenius norm ||W||_F = sqrt(sum_i s_i^2) (over all kernel positions = sqrt of the sum
     of squared entries)."""
-    s = np.asarray(weights_svals, dtype=np.float64)
-    return float(np.sqrt(np.dot(s, s)))
+    return scaled_l2(weights_svals)
 
 
 @define(outputs="spectral_norm", family="norms")
@@ -43,7 +56,7 @@ def spectral_norm(weights_svals):
 
     WeightWatcher's ``spectral_norm`` column is lambda_max = s_max^2 (times 1/2 for Conv2d),
     i.e. ``esd_max`` with esd_scale="ww"."""
-    return float(weights_svals[0])
+    return float(np.max(weights_svals))
 
 
 @define(outputs="l2_norm", family="norms")
@@ -65,7 +78,7 @@ def stable_rank(frob_norm, spectral_norm):
     WeightWatcher: ``stable_rank`` (= norm / spectral_norm), identical."""
     if spectral_norm == 0:
         raise ValueError("stable rank is undefined for an all-zero matrix (spectral norm 0)")
-    return float(frob_norm**2 / spectral_norm**2)
+    return float((frob_norm / spectral_norm) ** 2)  # the ratio first: no overflow at 1e300
 
 
 @define(outputs="layer_log_norm", family="norms")
@@ -143,8 +156,9 @@ def log_prod_spectral_norm(spectral_norm):
 
 
 @define(outputs="param_norm", level="model", family="norms")
-def param_norm(weights_l2_norm):
-    """Euclidean norm of the whole parameter vector: sqrt(sum over all slices (any ndim) of
-    sum w^2)."""
-    vals = nonempty(finite_values(weights_l2_norm), "weights_l2_norm")
-    return float(math.sqrt(sum(v * v for v in vals)))
+def param_norm(frob_norm):
+    """Sum of the squared Frobenius norms of the model's matrix slices (ndim >= 2),
+    sum_l ||W_l||_F^2: Diffract's ``param_norm`` (the *square* of the Euclidean norm of those
+    weights; 1-D slices such as biases are not in it, as Diffract extracts matrices only)."""
+    vals = nonempty(finite_values(frob_norm), "frob_norm")
+    return float(sum(v * v for v in vals))

@@ -19,12 +19,25 @@ def _rank(s, n, rtol):
 
 
 @define(outputs="hard_rank", family="ranks", option_rules={"rtol": at_least(0)})
-def hard_rank(weights_svals, greater_dim, rtol=None):
+def hard_rank(esd, rtol=1e-5):
+    """Numerical rank from the ESD (Diffract's definition): #{i : lambda_i > rtol *
+    lambda_max}, rtol = 1e-5 by default (on eigenvalues: singular values above
+    sqrt(1e-5) = 0.32% of s_max). Pooled over kernel positions. For numpy's and
+    WeightWatcher's rank see ``matrix_rank``."""
+    lam = np.asarray(esd, dtype=np.float64)
+    if lam.size == 0:
+        return 0
+    return int(np.count_nonzero(lam > float(rtol) * float(np.max(lam))))
+
+
+@define(outputs="matrix_rank", family="ranks", option_rules={"rtol": at_least(0)})
+def matrix_rank(weights_svals, greater_dim, rtol=None):
     """Numerical rank: #{i : s_i > tol}, tol = s_max * N * eps64 (numpy.linalg.matrix_rank's
     default) or s_max * rtol when the option ``rtol`` is set. Pooled over kernel positions.
 
     WeightWatcher: ``matrix_rank`` (identical; the spectrum path falls back to a full SVD when
-    the Gram matrix cannot resolve singular values near tol)."""
+    the Gram matrix cannot resolve singular values near tol). (diffract-lab 0.1 named this
+    ``hard_rank``; ``hard_rank`` is now Diffract's, on the ESD.)"""
     return _rank(weights_svals, greater_dim, rtol)
 
 
@@ -46,20 +59,20 @@ def weak_rank_loss(esd, esd_ww_ratio, weak_rank_tol=1e-6):
 
 
 @define(outputs="matrix_entropy", family="ranks")
-def matrix_entropy(esd, hard_rank):
+def matrix_entropy(esd, matrix_rank):
     """Normalized matrix (spectral) entropy: p_i = lambda_i / sum_j lambda_j + 1e-10,
-    H = -sum_i p_i ln p_i / ln(hard_rank + 1e-10); 1 for a flat spectrum (scale-free).
+    H = -sum_i p_i ln p_i / ln(matrix_rank + 1e-10); 1 for a flat spectrum (scale-free).
     WeightWatcher: ``entropy`` (same formula and epsilon). Raises when the rank is <= 1."""
     lam = np.asarray(esd, dtype=np.float64)
     total = lam.sum()
     if total <= 0:
         raise ValueError("matrix entropy is undefined for an all-zero matrix")
-    if hard_rank <= 1:
+    if matrix_rank <= 1:
         raise ValueError(
-            f"matrix entropy needs rank >= 2 (normalizes by ln rank), rank is {hard_rank}"
+            f"matrix entropy needs rank >= 2 (normalizes by ln rank), rank is {matrix_rank}"
         )
     p = lam / total + ENTROPY_EPSILON
-    return float(-np.sum(p * np.log(p)) / np.log(hard_rank + ENTROPY_EPSILON))
+    return float(-np.sum(p * np.log(p)) / np.log(matrix_rank + ENTROPY_EPSILON))
 
 
 @define(outputs="effective_rank", family="ranks")

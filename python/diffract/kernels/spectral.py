@@ -15,6 +15,7 @@ from diffract.kernels._linalg import (
     check_precision,
     default_threads,
     kernel_matrices,
+    pooled_asc,
     pooled_desc,
     slice_svals,
     stream_parallel,
@@ -48,7 +49,8 @@ def weights_spectrum(
     """Singular values of every (kernel-position) matrix of the slice, from the eigenvalues of
     the smaller Gram matrix: s_i = sqrt(eig_i(W W^T)) (or W^T W, whichever is M x M).
 
-    * ``weights_svals``: all singular values pooled over kernel positions, descending (float64).
+    * ``weights_svals``: all singular values pooled over kernel positions, ascending (float64;
+      Diffract's order).
     * ``kernel_svals``: ``(P, M)`` array, one descending row per kernel position (transient).
     * ``spectrum_path``: how they were obtained: ``"float32"`` (float64 Gram product, float32
       eigensolver on its rounding, accepted when a calibrated per-eigenvalue error bound,
@@ -89,7 +91,7 @@ def weights_spectrum(
         else:
             ks, path = slice_svals(w, precision, recheck_rtol)
         ks = _kept(ks, gate)  # a LoRA update with lora_evals="rank": its top r only
-        return pooled_desc(ks), ks, path
+        return pooled_asc(ks), ks, path
 
     # started largest first so the pool stays busy; results in input order as they come
     order = sorted(range(len(weights)), key=lambda i: -int(np.asarray(weights[i]).size))
@@ -120,6 +122,8 @@ def _svd_vectors(weights, svd_device):
     else:
         u, _, vh = np.linalg.svd(np.asarray(mats, dtype=np.float64), full_matrices=False)
         v = np.swapaxes(vh, -1, -2)
+    # columns in ascending singular-value order (Diffract's), as weights_svals
+    u, v = u[..., ::-1], v[..., ::-1]
     if np.asarray(weights).ndim == 2:
         return u[0], v[0]
     return u, v
@@ -134,7 +138,7 @@ def _svd_vectors(weights, svd_device):
 )
 def weights_svd(weights, svd_device="cpu"):
     """Thin SVD W = U diag(s) V^T (float64): ``weights_lsvs`` = U (rows x k, columns are the
-    left singular vectors, in descending singular-value order), ``weights_rsvs`` = V
+    left singular vectors, in ascending singular-value order as ``weights_svals``, Diffract's), ``weights_rsvs`` = V
     (cols x k), k = min(rows, cols). For ``ndim >= 3`` slices, stacked per kernel position:
     ``(P, out, k)`` and ``(P, in, k)``. Both transient (never stored unless asked for by name).
     Option ``svd_device``: "cpu" (LAPACK), "cuda" (torch on the GPU) or "auto"."""
@@ -146,7 +150,7 @@ def max_weights_sval(weights_svals):
     """Largest singular value s_max (over all kernel positions).
 
     WeightWatcher ``sv_max`` = s_max * sqrt(1/2) for Conv2d (its conv2d_norm), s_max else."""
-    return float(weights_svals[0])
+    return float(np.max(weights_svals))
 
 
 @define(outputs="min_weights_sval", family="decompositions")
@@ -155,7 +159,7 @@ def min_weights_sval(weights_svals):
 
     WeightWatcher ``sv_min`` = s_min for a 2-D slice; for Conv2d it reports the *largest*
     per-position minimum (times sqrt(1/2)): see ``max_kernel_min_sval``."""
-    return float(weights_svals[-1])
+    return float(np.min(weights_svals))
 
 
 @define(outputs="max_kernel_min_sval", family="decompositions")
@@ -168,7 +172,8 @@ def max_kernel_min_sval(kernel_svals):
 def _eigenvalues(svals, c: float) -> np.ndarray:
     """The ESD of singular values ``svals`` at scale ``c``: c * s_i^2, ascending (float64)."""
     s = np.asarray(svals, dtype=np.float64)
-    return np.sort(c * s * s)
+    with np.errstate(over="ignore", under="ignore"):  # named by _check_range
+        return np.sort(c * s * s)
 
 
 def _esd_factor(esd_scale, greater_dim, ndim):
@@ -199,7 +204,25 @@ def esd(weights_svals, greater_dim, weights, esd_scale="N"):
     WeightWatcher's eigenvalues of a Conv2d layer are the pooled kernel-position spectra, as
     here."""
     c = _esd_factor(esd_scale, greater_dim, np.ndim(weights))
-    return _eigenvalues(weights_svals, c), c, ww_eval_factor(np.ndim(weights)) / c
+    lam = _eigenvalues(weights_svals, c)
+    _check_range(lam, weights_svals)
+    return lam, c, ww_eval_factor(np.ndim(weights)) / c
+
+
+def _check_range(lam: np.ndarray, svals) -> None:
+    """Raise when the eigenvalues c s^2 leave float64's range though the singular values do
+    not (weights near 1e-160 or 1e160 and beyond): naming the cause, not a zero matrix."""
+    smax = float(np.max(svals)) if np.size(svals) else 0.0
+    if lam.size and not np.isfinite(lam[-1]):
+        raise ValueError(
+            f"the ESD eigenvalues c * s^2 overflow float64 (largest singular value {smax:.3g}):"
+            " rescale the weights"
+        )
+    if lam.size and smax > 0 and lam[-1] == 0.0:
+        raise ValueError(
+            f"the ESD eigenvalues c * s^2 underflow to 0 in float64 (largest singular value "
+            f"{smax:.3g}): rescale the weights"
+        )
 
 
 @define(outputs="esd_max", family="decompositions")
@@ -223,7 +246,17 @@ RAND_SHUFFLES = ("all", "kernel")
 WW_REPLICAS = 5
 #: ... when a layer keeps fewer than this many singular values (its ``num_components``)
 WW_REPLICA_BELOW = 100
-_RAND_RULES = {"seed": at_least(0), "rand_shuffle": one_of(*RAND_SHUFFLES)}
+_RAND_RULES = {"seed": at_least(-1), "rand_shuffle": one_of(*RAND_SHUFFLES)}
+#: the default ``seed``, Diffract's (its ``weights_rand``); -1 draws unseeded
+DEFAULT_SEED = 42
+
+
+def _rng(seed, replica: int = 0) -> np.random.Generator:
+    """The generator of replica ``replica`` (0: ``weights_rand``'s, seeded by ``seed`` alone,
+    as Diffract's; k >= 1 by ``(seed, k)``); fresh entropy for seed -1."""
+    if int(seed) == -1:
+        return np.random.default_rng()
+    return np.random.default_rng(int(seed) if replica == 0 else (int(seed), replica))
 
 
 def _shuffled(w: np.ndarray, rng: np.random.Generator, rand_shuffle: str) -> np.ndarray:
@@ -232,7 +265,10 @@ def _shuffled(w: np.ndarray, rng: np.random.Generator, rand_shuffle: str) -> np.
     if rand_shuffle not in RAND_SHUFFLES:
         raise ValueError(f"rand_shuffle must be one of {RAND_SHUFFLES}, got {rand_shuffle!r}")
     if rand_shuffle == "all" or w.ndim == 2:
-        return rng.permutation(w.ravel()).reshape(w.shape)
+        # a shuffled index, as Diffract's weights_rand: the same draw for the same seed
+        index = np.arange(w.size)
+        rng.shuffle(index)
+        return w.reshape(-1)[index].reshape(w.shape)
     flat = w.reshape(w.shape[0], w.shape[1], -1).copy()
     for p in range(flat.shape[-1]):
         flat[:, :, p] = rng.permutation(flat[:, :, p].ravel()).reshape(flat.shape[:2])
@@ -246,17 +282,18 @@ def _shuffled(w: np.ndarray, rng: np.random.Generator, rand_shuffle: str) -> np.
     transient=("weights_rand",),
     option_rules=_RAND_RULES,
 )
-def weights_rand(weights, spectrum_gate, seed=0, rand_shuffle="all"):
+def weights_rand(weights, spectrum_gate, seed=DEFAULT_SEED, rand_shuffle="all"):
     """The entries of W randomly permuted (same shape): keeps the element distribution,
     destroys correlations. ``rand_shuffle="all"`` (default): one uniformly random
-    permutation of all entries; ``"kernel"`` (set by ``conventions="weightwatcher"``): the
+    permutation of all entries, drawn as Diffract's (a shuffled index of numpy's PCG64
+    seeded by ``seed``: the same permutation for the same seed); ``"kernel"`` (set by ``conventions="weightwatcher"``): the
     entries of each kernel-position matrix permuted separately, as WeightWatcher's
     ``randomize`` (the same thing for a 2-D slice). Seeded by option ``seed`` (numpy PCG64,
-    default 0), so runs are reproducible (WeightWatcher uses the unseeded global numpy
+    default 42 as Diffract's; -1 unseeded), so runs are reproducible (WeightWatcher uses the unseeded global numpy
     generator: its randomized columns agree with ours in distribution); transient (never
     stored unless asked). This is replica 0 of ``weights_rand_pool_svals``. Slices the
     ``spectrum_gate`` leaves out are not applicable."""
-    return _shuffled(np.asarray(weights), np.random.default_rng(seed), rand_shuffle)
+    return _shuffled(np.asarray(weights), _rng(seed), rand_shuffle)
 
 
 @define(
@@ -267,13 +304,13 @@ def weights_rand(weights, spectrum_gate, seed=0, rand_shuffle="all"):
 )
 def weights_rand_spectrum(weights_rand, spectrum_gate, precision="float32", recheck_rtol=1e-5):
     """Singular values of the permuted weights, computed exactly as ``weights_svals`` (pooled,
-    descending) and per kernel position (``kernel_rand_svals``, transient); options
+    ascending) and per kernel position (``kernel_rand_svals``, transient); options
     ``precision`` and ``recheck_rtol`` as for ``weights_spectrum``. For a LoRA update with
     ``lora_evals="rank"`` (the gate gives its rank r) only the top r of each position are
     kept, as WeightWatcher's ``random_eigenvalues`` keeps its ``num_components``."""
     ks, _ = slice_svals(weights_rand, precision, recheck_rtol)
     ks = _kept(ks, spectrum_gate)
-    return pooled_desc(ks), ks
+    return pooled_asc(ks), ks
 
 
 def replica_count(rand_replicas, n_comp: int) -> int:
@@ -310,7 +347,7 @@ def weights_rand_pool(
     kernel_rand_svals,
     weights,
     spectrum_gate,
-    seed=0,
+    seed=DEFAULT_SEED,
     rand_shuffle="all",
     rand_replicas: int | str = 1,
     precision="float32",
@@ -332,7 +369,7 @@ def weights_rand_pool(
     w = np.asarray(weights)
     rows = [ks]
     for k in range(1, reps):
-        wk = _shuffled(w, np.random.default_rng((int(seed), k)), rand_shuffle)
+        wk = _shuffled(w, _rng(seed, k), rand_shuffle)
         rows.append(_kept(slice_svals(wk, precision, recheck_rtol)[0], spectrum_gate))
     return pooled_desc(np.concatenate(rows))
 
@@ -352,13 +389,13 @@ def weights_rand_svd(weights_rand, svd_device="cpu"):
 @define(outputs="max_weights_rand_sval", family="decompositions")
 def max_weights_rand_sval(weights_rand_svals):
     """Largest singular value of the permuted weights."""
-    return float(weights_rand_svals[0])
+    return float(np.max(weights_rand_svals))
 
 
 @define(outputs="min_weights_rand_sval", family="decompositions")
 def min_weights_rand_sval(weights_rand_svals):
     """Smallest singular value of the permuted weights."""
-    return float(weights_rand_svals[-1])
+    return float(np.min(weights_rand_svals))
 
 
 @define(outputs="esd_rand", family="decompositions")
@@ -367,7 +404,9 @@ def esd_rand(weights_rand_svals, esd_scale_factor):
     scale c as ``esd``; the input of the distances to the ESD (``js_rand_distance``,
     ``rand_soft_rank``, ...), which WeightWatcher also takes from one replica. The MP fit
     and ``esd_rand_max`` take ``esd_rand_pool``."""
-    return _eigenvalues(weights_rand_svals, esd_scale_factor)
+    lam = _eigenvalues(weights_rand_svals, esd_scale_factor)
+    _check_range(lam, weights_rand_svals)
+    return lam
 
 
 @define(outputs="esd_rand_pool", family="decompositions")

@@ -83,6 +83,7 @@ def weights_max(weights):
 @define(outputs="weights_l2_norm", min_ndim=1, family="stats")
 def weights_l2_norm(weights):
     """Euclidean norm of all entries, sqrt(sum w^2) (equals frob_norm for matrices; defined
-    for every slice, so it feeds the model-level ``param_norm``)."""
-    w = np.asarray(weights, dtype=np.float64).ravel()
-    return float(np.sqrt(np.dot(w, w)))
+    for every slice)."""
+    from diffract.kernels.norms import scaled_l2
+
+    return scaled_l2(weights)
