@@ -25,6 +25,17 @@ out["param_norm"] = rows(session.results.export_aggregates("param_norm", export_
         "code": fields(GAUSS48, "hard_rank"),
     },
     {
+        "id": "p04.hard_rank_gauss48_seeds",
+        "what": "hard_rank of twelve 48x48 Gaussians (seeds 0-11)",
+        "code": """
+from diffract import Session
+session = Session(profile="ram")
+session.models.add({f"w{i:02d}": np.random.default_rng(i).normal(size=(48, 48)) for i in range(12)}, model_id="g")
+session.compute.apply("hard_rank")
+"""
+        + value_of("hard_rank"),
+    },
+    {
         "id": "p04.hard_rank_deficient",
         "what": "hard_rank of a 20x10 matrix of rank 3",
         "code": """

@@ -21,6 +21,17 @@ out["warned"] = r["warned"]
         "code": TWO_MODELS + 'out["apply"] = catch(session.compute.apply, "x", names=("x",))\n',
     },
     {
+        "id": "p13.apply_list_of_unknown",
+        "what": 'compute.apply(["x"]) (a list, as in the issue)',
+        "code": TWO_MODELS + 'out["apply"] = catch(session.compute.apply, ["x"])\n',
+    },
+    {
+        "id": "p13.apply_list_of_known",
+        "what": 'compute.apply(["frob_norm"]) (a list of a known name)',
+        "code": TWO_MODELS
+        + 'out["apply"] = catch(lambda: (session.compute.apply(["frob_norm"]), "ok")[1])\n',
+    },
+    {
         "id": "p13.apply_known_and_unknown",
         "what": 'compute.apply("frob_norm", "x"): raises before any work?',
         "code": TWO_MODELS

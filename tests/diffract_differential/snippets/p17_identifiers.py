@@ -26,6 +26,7 @@ SNIPPETS = [
     name_snippet("@", "at"),
     name_snippet(",", "comma"),
     name_snippet("[", "bracket"),
+    name_snippet("]", "closing_bracket"),
     name_snippet(" ", "space"),
     {
         "id": "p17.filter_comma_name",
