@@ -137,7 +137,7 @@ EXPECTED: dict[str, str] = {
     "p16.resolver": "raises-in-ours-only",  # resolver: ours {"raises": "ModuleNotFoundError"}, Diffract {"FieldSelector": true, "render_label": true, "resolve": true}
     "p16.session_context": "raises-in-ours-only",  # scope is SessionContext: ours {"raises": "ImportError"}, Diffract true
     "p16.compute_names": "differs",  # names.InconsistentWiring: ours false, Diffract true; names.InvalidConfigurationError: ours true, Diffract false; names.KernelConfig: ours false, Diffract tru...
-    "p16.exception_tree": "same",
+    "p16.exception_tree": "raises-in-ours-only",  # subclass.InconsistentWiring: ours {"raises": "AttributeError"}, Diffract true; subclass.KernelExecutionError: ours {"raises": "AttributeError"}, Diffract true
     "p16.kernel_config": "raises-in-ours-only",  # config: ours {"raises": "ImportError"}, Diffract {"rtol": 0.001}
     "p16.parameter_type_intflag": "differs",  # DENSE: ours {"raises": "TypeError"}, Diffract 1; UNKNOWN: ours {"raises": "AttributeError"}, Diffract 0; intflag: ours false, Diffract true
     "p16.parameter_type_from_string": "same",

@@ -40,12 +40,16 @@ out["names"] = catch(has)
     },
     {
         "id": "p16.exception_tree",
-        "what": "KernelExecutionError / InconsistentWiring are KernelErrors",
+        "what": "the compute errors are KernelErrors (diffract.core.compute and .exceptions)",
         "code": """
-def tree():
-    from diffract.core import compute as c
-    return {n: issubclass(getattr(c, n), c.KernelError) for n in ("KernelExecutionError", "InconsistentWiring", "InvalidConfigurationError")}
-out["subclass"] = catch(tree)
+from diffract.core import compute as c
+names = ("KernelExecutionError", "InconsistentWiring", "InconsistentWiringError",
+         "DependencyNotFoundError", "CircularDependencyError")
+out["subclass"] = {n: catch(lambda n=n: issubclass(getattr(c, n), c.KernelError)) for n in names}
+def invalid_configuration():
+    from diffract.core.compute.exceptions import InvalidConfigurationError
+    return issubclass(InvalidConfigurationError, c.KernelError)
+out["InvalidConfigurationError"] = catch(invalid_configuration)
 """,
     },
     {
