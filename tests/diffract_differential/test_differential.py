@@ -115,3 +115,41 @@ def test_the_comparison_tolerates_1e6_and_nothing_more() -> None:
         "raises-in-Diffract-only"
     )
     assert dd.status_of(dd.compare([1, 2], [2, 1])) == "differs"
+
+
+def test_results_are_canonical_across_the_two_libraries() -> None:
+    spec = importlib.util.spec_from_file_location("dd_runner", dd.RUNNER)
+    assert spec and spec.loader
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    import numpy as np
+
+    assert runner.canon(np.float32(1.5)) == 1.5
+    assert runner.canon(np.int64(3)) == 3 and isinstance(runner.canon(np.int64(3)), int)
+    assert runner.canon(float("nan")) == "NaN"
+    assert runner.canon(np.array([[1, 2], [3, 4]])) == [[1, 2], [3, 4]]
+    assert runner.canon((1, {"a": np.bool_(True)})) == [1, {"a": True}]
+    masked = runner.canon(np.ma.masked_array([1.0, 2.0], mask=[False, True]))
+    assert masked == {"masked": [1.0, 2.0], "mask": [False, True]}
+
+    class UnknownThingError(KeyError):  # ours subclass Diffract's errors and builtins
+        pass
+
+    assert runner.error_name(UnknownThingError("x")) == "KeyError"
+    assert runner.raised(ValueError("no 'x' here"), ("x", "y")) == {
+        "raises": "ValueError",
+        "names": {"x": True, "y": False},
+    }
+    rows = [
+        {"parameter_uid": "u2", "model_id": "b", "parameter_name": "w", "meta_dtype": "f4", "f": 1},
+        {"parameter_uid": "u1", "model_id": "a", "parameter_name": "w", "meta_dtype": "f4", "f": 2},
+    ]
+    assert runner.rows(rows) == [
+        {"model_id": "a", "parameter_name": "w", "f": 2},
+        {"model_id": "b", "parameter_name": "w", "f": 1},
+    ]
+    assert runner.key_order(["parameter_uid", "meta_a", "meta_b", "f"]) == [
+        "parameter_uid",
+        "meta_*",
+        "f",
+    ]
