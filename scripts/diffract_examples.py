@@ -15,8 +15,8 @@ every block that does not build its own session), and the files the examples nam
 line per block and the count; exits 1 below ``--target`` (default 62).
 
 ``--compare PYTHON`` runs the same blocks through the published Diffract too (``PYTHON`` of a
-venv with ``diffract-core[pandas,polars,flax,viz]==0.3.1``, e.g. ``.venv-diffract/bin/python``
-from ``make diffract-venv``) and lists every block that runs there but fails here (the
+venv with diffract-core 0.3.1: ``make diffract-venv``, then ``.venv-diffract/bin/pip install
+onnx pyarrow "diffract-core[viz,zarr]==0.3.1"``) and lists every block that runs there but fails here (the
 acceptance of issue 26: there must be none); it exits 1 if there is one. Diffract's venv has no
 PyTorch, ONNX or Keras (Diffract 0.3.1 needs Python >= 3.12, whose PyPI torch is the CUDA
 build): there the PyTorch models are replaced by what Diffract's torch extractors read from
