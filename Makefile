@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.diffract-installed
 
-.PHONY: install system-deps lab analyze test test-python test-js test-ui chromium js lint docs mutation clean
+.PHONY: install system-deps lab analyze test test-python test-js test-ui chromium js lint docs mutation clean diffract-venv test-diffract
 
 LAB_PORT ?= 8888
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
@@ -65,7 +65,23 @@ test: install system-deps lint test-js test-ui test-python
 # random test order (pytest-randomly), line coverage of python/diffract, and a run with any
 # skipped test fails (tests/conftest.py: only the skips listed there, with their reasons)
 test-python:
-	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q -p randomly --cov=diffract --cov-report=term:skip-covered --cov-report=xml:coverage.xml
+	KERAS_BACKEND=jax JAX_PLATFORMS=cpu $(PY) -m pytest -q -p randomly --cov=diffract --cov-report=term:skip-covered --cov-report=xml:coverage.xml --ignore=tests/diffract_differential
+
+## the published Diffract (diffract-core 0.3.1, Python >= 3.12) in its own venv, and the
+## differential suite that runs the same snippets through it and through ours (not part of
+## `make test`: building the venv takes minutes; docs/migrating-from-diffract.md, at the end)
+DIFFRACT_VENV ?= .venv-diffract
+PY312 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.12*/bin/python $(HOME)/.pyenv/versions/3.12*/bin/python) $(shell command -v python3.12))
+$(DIFFRACT_VENV)/.installed:
+	@[ -n "$(PY312)" ] || { echo "diffract-venv: no Python 3.12 (pyenv install 3.12, or PY312=/path/to/python3.12)"; exit 1; }
+	$(PY312) -m venv $(DIFFRACT_VENV)
+	$(DIFFRACT_VENV)/bin/pip install -q "diffract-core[pandas,polars,flax]==0.3.1"
+	touch $@
+
+diffract-venv: $(DIFFRACT_VENV)/.installed
+
+test-diffract: $(STAMP) diffract-venv
+	KERAS_BACKEND=jax JAX_PLATFORMS=cpu DIFFRACT_PYTHON=$(abspath $(DIFFRACT_VENV))/bin/python $(PY) -m pytest -q -p no:randomly tests/diffract_differential
 
 ## the widget modules against a mock model (node:test + jsdom)
 test-js: install
