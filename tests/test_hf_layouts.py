@@ -119,7 +119,7 @@ def test_repo_id_resolves_to_the_main_snapshot_and_values_match(cache):
 
 
 def test_revision_by_tag_and_by_commit(cache):
-    root, _, old = cache
+    _, _, old = cache
     for spec in ("Org/Tiny-LM@v0", f"Org/Tiny-LM@{OLD}"):
         ex = extract(spec)
         assert ex.source.endswith(OLD)
@@ -180,7 +180,7 @@ def test_without_huggingface_hub_the_layout_is_read_directly(cache, monkeypatch)
 
 
 def test_session_adds_a_repo_id_by_reference_and_reads_the_weights_back(cache):
-    root, new, _ = cache
+    _, new, _ = cache
     s = Session(profile="ram")
     s.models.add("Org/Tiny-LM", "tiny")
     assert s.models.info("tiny")["weights"] == "referenced"

@@ -528,7 +528,9 @@ def resolve_source(obj: Any) -> Path:
     try:
         return hf.resolve_repo_id(*repo)
     except ExtractionError as exc:
-        raise ExtractionError(f"checkpoint not found: no file or folder {path}, and {exc}") from None
+        raise ExtractionError(
+            f"checkpoint not found: no file or folder {path}, and {exc}"
+        ) from None
 
 
 def _extract_path(obj: Any) -> ModelTree:

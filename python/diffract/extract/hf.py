@@ -25,7 +25,9 @@ from diffract._errors import ExtractionError
 #: files that mark a snapshot folder holding weights, in the order looked for
 WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "config.json")
 #: a repo id: ``org/name`` (the hub's characters), optionally ``@revision``
-_REPO_ID = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)/([A-Za-z0-9][A-Za-z0-9._-]*)(?:@([^\s/]+(?:/[^\s/]+)*))?$")
+_REPO_ID = re.compile(
+    r"^([A-Za-z0-9][A-Za-z0-9._-]*)/([A-Za-z0-9][A-Za-z0-9._-]*)(?:@([^\s/]+(?:/[^\s/]+)*))?$"
+)
 
 
 def hub_cache() -> Path:
