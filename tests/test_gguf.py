@@ -344,3 +344,27 @@ def test_not_a_gguf_and_an_unknown_type_id(tmp_path, rng):
     struct.pack_into("<I", bad, _tensor_info_at(data) + 4 + 16, 999)
     path.write_bytes(bytes(bad))
     _refused(path, "unknown GGML type id 999")
+
+
+def test_dequantizing_in_row_chunks_gives_the_same_values(tmp_path, rng, monkeypatch):
+    import diffract.extract.gguf as gmod
+
+    tensors = {
+        "blk.0.ffn_gate.weight": (k_quant_blocks(rng, 8, 512, Q.Q4_K), Q.Q4_K),
+        "blk.0.ffn_down.weight": (k_quant_blocks(rng, 8, 512, Q.Q6_K), Q.Q6_K),
+    }
+    path = write_gguf(tmp_path / "k.gguf", tensors)
+    monkeypatch.setattr(gmod, "_CHUNK", 3 * 512 * 4)  # 3 rows a chunk: 3 + 3 + 2
+    ref = reference(path)
+    for leaf in extract(str(path)).leaves:
+        np.testing.assert_array_equal(leaf.array.load(), ref[leaf.meta["gguf_name"]][0])
+
+
+def test_header_metadata_keeps_scalars_and_summarizes_token_lists(tmp_path, rng):
+    from diffract.extract.gguf import read_gguf_header
+
+    header = read_gguf_header(_small(tmp_path, rng))
+    assert header.architecture == "llama"
+    assert header.metadata["llama.attention.head_count"] == N_HEAD
+    assert header.metadata["tokenizer.ggml.tokens"] == "<array of 100>"
+    assert header.metadata["general.architecture"] == "llama"

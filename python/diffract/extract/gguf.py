@@ -51,6 +51,8 @@ _STRING, _ARRAY = 8, 9
 #: arrays longer than this keep only their length in the parsed metadata (token lists)
 _KEEP_ARRAY = 64
 
+#: float32 bytes dequantized at a time: gguf.quants' temporaries stay a few times this
+_CHUNK = 16 * 2**20
 #: GGML types read natively (no dequantization): type name -> NumPy dtype
 _NATIVE = {"F32": "float32", "F16": "float16", "F64": "float64"}
 
@@ -180,6 +182,10 @@ class _Cursor:
             # each item takes at least 8 bytes (its length): a claimed count is bounded by
             # the bytes left before any item is read
             self.need(count * 8, f"{what} ({count} items)")
+            if itype == _STRING and count > _KEEP_ARRAY:  # token lists: skipped, not decoded
+                for _ in range(count):
+                    self.skip(self.unpack("<Q", f"the length of an item of {what}"), what)
+                return f"<array of {count}>"
             items = [self.value(itype, what, depth + 1) for _ in range(count)]
             return items if count <= _KEEP_ARRAY else f"<array of {count}>"
         raise GGUFError(f"{self.path}: {what} has the unknown value type {vtype} (crafted file?)")
@@ -408,7 +414,12 @@ def _loader(path: str, t: GGUFTensor, heads: int | None) -> Any:
             out = raw.view(np.dtype(_NATIVE[t.type_name]).newbyteorder("<")).reshape(t.shape)
         else:
             rows = raw.reshape(-1, t.nbytes // max(1, math.prod(t.shape[:-1])))
-            out = quants.dequantize(rows, gguf.GGMLQuantizationType(t.type_id)).reshape(t.shape)
+            qtype = gguf.GGMLQuantizationType(t.type_id)
+            out = np.empty((rows.shape[0], t.shape[-1]), dtype=np.float32)
+            step = max(1, _CHUNK // max(1, 4 * t.shape[-1]))  # dequantizer's temporaries bounded
+            for i in range(0, rows.shape[0], step):
+                out[i : i + step] = quants.dequantize(rows[i : i + step], qtype)
+            out = out.reshape(t.shape)
         return unpermute_rotary(out, heads) if heads else out
 
     return load
