@@ -506,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ds.add_argument(
         "source",
-        help="a .safetensors file or folder, a .gguf or .npz file, or a Hugging Face repo id "
+        help="a .safetensors file or folder, a .gguf file, or a Hugging Face repo id "
         "in the local cache (org/name)",
     )
     ds.add_argument("--revision", help="the repo id's branch, tag or commit (default main)")

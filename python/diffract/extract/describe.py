@@ -3,7 +3,7 @@ parameter counts per type and per layer, and what an analysis would do with each
 fields, statistics only, or skipped and why), from the headers alone.
 
 Safetensors files and folders (with their ``config.json``), Hugging Face repo ids in the
-local cache, ``.gguf`` and ``.npz`` files are described by reading their headers: no tensor's
+local cache and ``.gguf`` files are described by reading their headers: no tensor's
 data is read (nor memory-mapped), so a 2 GB folder describes in milliseconds.
 """
 
@@ -65,7 +65,7 @@ class ModelDescription:
 
     Attributes:
         source: the file or folder described (a repo id's snapshot folder).
-        format: ``"safetensors"``, ``"gguf"`` or ``"npz"``.
+        format: ``"safetensors"`` or ``"gguf"``.
         files: the files whose headers were read.
         file_bytes: their total size.
         header_bytes: the bytes read from them (headers, index and config: no tensor data).
@@ -249,7 +249,7 @@ def _header_size(path: str) -> int:
 
 def _describe_safetensors(path: Path) -> ModelDescription:
     """Safetensors file or folder: the leaves as :func:`extract` would keep them, unread."""
-    from diffract.extract import _files, _kept_leaves, model_tree
+    from diffract.extract import _kept_leaves, model_tree
     from diffract.extract.references import _folder_shard_files
 
     mt = model_tree(str(path))
@@ -260,12 +260,7 @@ def _describe_safetensors(path: Path) -> ModelDescription:
         json_bytes = sum(os.path.getsize(f) for f in extra if f.is_file())
     else:
         files, json_bytes = [str(path)], 0
-    fmt = "safetensors" if path.is_dir() or path.suffix.lower() == ".safetensors" else "npz"
-    if fmt == "npz":
-        _files.regular_file(path)
-        header_bytes = 0  # zip directory and .npy headers: a few hundred bytes per array
-    else:
-        header_bytes = json_bytes + sum(_header_size(f) for f in files)
+    header_bytes = json_bytes + sum(_header_size(f) for f in files)
     out = []
     for leaf in leaves:
         nb = math.prod(leaf.shape) * itemsize(leaf.dtype)
@@ -283,7 +278,7 @@ def _describe_safetensors(path: Path) -> ModelDescription:
             out.append(_entry(name, shape, dtype, nb, why, present=a is not None))
     return ModelDescription(
         source=str(path),
-        format=fmt,
+        format="safetensors",
         files=files,
         file_bytes=sum(os.path.getsize(f) for f in files),
         header_bytes=header_bytes,
@@ -319,7 +314,7 @@ def describe(source: str | os.PathLike[str], revision: str | None = None) -> Mod
 
     Args:
         source: a ``.safetensors`` file, a folder of them (with ``config.json``), a ``.gguf``
-            or ``.npz`` file, or a Hugging Face repo id in the local cache
+            file, or a Hugging Face repo id in the local cache
             (``"org/name"`` or ``"org/name@revision"``).
         revision: the repo id's branch, tag or commit (default ``main``).
 
@@ -342,14 +337,14 @@ def describe(source: str | os.PathLike[str], revision: str | None = None) -> Mod
     else:
         path = resolve_source(source)
     suffix = path.suffix.lower()
-    if path.is_dir() or suffix in (".safetensors", ".npz"):
+    if path.is_dir() or suffix == ".safetensors":
         desc = _describe_safetensors(path)
     elif suffix == ".gguf":
         desc = _describe_gguf(path)
     else:
         raise ExtractionError(
-            f"{path}: describe reads the headers of .safetensors files and folders, .gguf and "
-            f".npz files and cached Hugging Face repo ids, not {suffix or 'this'} files; "
+            f"{path}: describe reads the headers of .safetensors files and folders, .gguf "
+            f"files and cached Hugging Face repo ids, not {suffix or 'this'} files; "
             "add it with models.add to see its slices"
         )
     desc.tensors.sort(key=lambda t: _natural(t.name))

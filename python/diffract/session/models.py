@@ -368,7 +368,7 @@ class Models(DiffractModels):
         no tensor data is read (``diffract describe`` on the command line).
 
         Args:
-            source: a ``.safetensors`` file or folder, a ``.gguf`` or ``.npz`` file, or a
+            source: a ``.safetensors`` file or folder, a ``.gguf`` file, or a
                 Hugging Face repo id in the local cache (``"org/name"``, ``"org/name@rev"``).
             revision: the repo id's branch, tag or commit (default ``main``).
 
