@@ -203,3 +203,23 @@ def test_an_index_naming_a_shard_outside_the_folder_is_refused(tmp_path, rng):
     index.write_text(json.dumps(data))
     with pytest.raises(ExtractionError, match="lies outside"):
         extract(str(folder))
+
+
+def test_a_folder_with_one_safetensors_file_and_config(tmp_path, rng):
+    t = _tensors(rng)
+    folder = tmp_path / "single"
+    folder.mkdir()
+    save_file(t, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({**CONFIG, "tie_word_embeddings": False}))
+    ex = extract(str(folder))
+    assert ex.config["tie_word_embeddings"] is False and "lm_head.weight" not in ex.skipped
+    ref = load_file(str(folder / "model.safetensors"))
+    for leaf in ex.leaves:
+        np.testing.assert_array_equal(leaf.array.load(), ref[leaf.name])
+
+
+def test_a_config_that_is_not_json_is_a_named_error(tmp_path, rng):
+    folder = write_sharded(tmp_path / "m", _tensors(rng))
+    (folder / "config.json").write_text("{not json")
+    with pytest.raises(ExtractionError, match=r"config\.json: not a JSON config"):
+        extract(str(folder))
