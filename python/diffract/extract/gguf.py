@@ -555,6 +555,8 @@ def gguf_config(header: GGUFHeader) -> dict[str, Any]:
     for k, v in keys.items():
         if isinstance(md.get(v), int):
             out[k] = md[v]
+    if "num_attention_heads" in out:  # no head_count_kv: every head has its own K/V
+        out.setdefault("num_key_value_heads", out["num_attention_heads"])
     if "head_dim" not in out and out.get("hidden_size") and out.get("num_attention_heads"):
         out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
     return out
