@@ -420,9 +420,22 @@ def _backend_for(dst: str) -> str:
     return "hdf5"
 
 
+def cmd_describe(args: argparse.Namespace) -> int:
+    """``diffract describe``: names, shapes, dtypes, counts per type and layer, and what an
+    analysis would skip and why, read from the checkpoint's headers only."""
+    from diffract.extract.describe import describe
+
+    desc = describe(args.source, revision=args.revision)
+    if args.json:
+        print(json.dumps(desc.to_dict(), indent=1))
+    else:
+        print(desc.summary(tensors=args.tensors))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``diffract`` argument parser with its subcommands (``analyze``, ``list``, ``export``,
-    ``report``, ``fields``, ``config``, ``store copy``).
+    ``report``, ``describe``, ``fields``, ``config``, ``store copy``).
 
     Returns:
         The parser; each subcommand sets ``func`` to its handler.
@@ -491,6 +504,20 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--esds", type=int, default=12, help="ESD panels at most (default 12)")
     rp.add_argument("--workers", type=int, default=1, help="threads across slices")
     rp.set_defaults(func=cmd_report)
+
+    ds = sub.add_parser(
+        "describe",
+        help="what a checkpoint holds, from its headers only (no tensor data is read)",
+    )
+    ds.add_argument(
+        "source",
+        help="a .safetensors file or folder, a .gguf file, or a Hugging Face repo id "
+        "in the local cache (org/name)",
+    )
+    ds.add_argument("--revision", help="the repo id's branch, tag or commit (default main)")
+    ds.add_argument("--tensors", action="store_true", help="also list every tensor")
+    ds.add_argument("--json", action="store_true", help="print the description as JSON")
+    ds.set_defaults(func=cmd_describe)
 
     fl = sub.add_parser("fields", help="list every field a kernel can compute")
     fl.set_defaults(func=cmd_fields)

@@ -72,6 +72,9 @@ class ModelTree:
     #: the leaves' names in model order (a module's own order), where the extractor knows
     #: it; ``intra`` pairs consecutive layers in this order (else natural name order)
     order: list[str] = field(default_factory=list)
+    #: model-level architecture facts (a Hugging Face ``config.json``'s heads, KV heads,
+    #: head_dim, tied embeddings; a GGUF's metadata): :func:`diffract.extract.hf.read_config`
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,6 +122,7 @@ class Extracted:
         framework: the framework the model came from.
         source: a file path or a description of the object.
         file_backed: True when leaves read from a file that stays on disk.
+        config: model-level architecture facts (:attr:`ModelTree.config`).
     """
 
     leaves: list[ExtractedLeaf]
@@ -126,6 +130,7 @@ class Extracted:
     framework: str
     source: str
     file_backed: bool
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,8 @@ def model_tree(model: Any) -> ModelTree:
         raise ExtractionError(
             f"cannot read {os.fspath(model)!r}: supported checkpoint files are .safetensors "
             "(or a folder of shards with model.safetensors.index.json), .npz, .pt/.pth/.bin "
-            "(PyTorch, loaded with weights_only=True) and .onnx"
+            "(PyTorch, loaded with weights_only=True), .onnx and .gguf, and Hugging Face "
+            "repo ids in the local cache"
         )
     raise ExtractionError(
         f"cannot extract weights from an object of type {type(model).__module__}.{type(model).__qualname__}: "
@@ -394,7 +400,9 @@ def extract(
         raise ExtractionError(f"two leaves flatten to the same dotted name(s) {dup[:5]}")
     leaves.sort(key=lambda leaf: natural_key(leaf.name))
     computed = base_model is not None or bool(extra)
-    return Extracted(leaves, skipped, mt.framework, mt.source, mt.file_backed and not computed)
+    return Extracted(
+        leaves, skipped, mt.framework, mt.source, mt.file_backed and not computed, dict(mt.config)
+    )
 
 
 def _model_order(leaves: list[ExtractedLeaf], order: list[str]) -> list[ExtractedLeaf]:

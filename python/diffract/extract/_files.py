@@ -2,7 +2,10 @@
 shards with ``model.safetensors.index.json``), ``.npz`` (one array at a time), PyTorch
 ``.pt``/``.pth``/``.bin`` (``torch.load(weights_only=True, mmap=True)``: never unpickles
 arbitrary objects; a compressed data record, as re-zipping gives, is read decompressed) and
-``.onnx``. A name that means two tensors (in two shards, or two ``.npz`` members) is an error."""
+``.onnx``, ``.gguf`` (:mod:`diffract.extract.gguf`: dequantized tensor by tensor), and a
+Hugging Face repo id found in the local cache (:mod:`diffract.extract.hf`; a folder's
+``config.json`` gives the model's ``config``). A name that means two tensors (in two shards,
+or two ``.npz`` members) is an error."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from diffract._errors import ExtractionError
 from diffract.extract import Extractor, ModelTree, nest_dotted
 from diffract.extract.safetensors import safetensors_leaves
 
-SUFFIXES = (".safetensors", ".npz", ".pt", ".pth", ".bin", ".onnx")
+SUFFIXES = (".safetensors", ".npz", ".pt", ".pth", ".bin", ".onnx", ".gguf")
 
 
 def _is_path(obj: Any) -> bool:
@@ -82,15 +85,18 @@ def _shard_names(index: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def _shard_file(folder: Path, index: Path, shard: str) -> Path:
-    """The shard file ``shard`` of ``folder``, resolved: inside the folder and a regular file."""
+    """The shard file ``shard`` of ``folder``: named inside the folder (no absolute path, no
+    ``..`` out of it) and a regular file. The file in the folder may be a link elsewhere, as
+    the Hugging Face cache's snapshot files are (links to its ``blobs/``)."""
+    named = Path(os.path.normpath(folder / shard))
+    if Path(shard).is_absolute() or Path(os.path.normpath(folder)) not in named.parents:
+        raise ExtractionError(f"{index}: shard {shard!r} lies outside {folder}")
     try:
-        shard_path = (folder / shard).resolve()
+        shard_path = named.resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python < 3.13)
         raise ExtractionError(
             f"{index}: shard {shard!r} cannot be resolved (a symbolic link loop?): {exc}"
         ) from None
-    if folder.resolve() not in shard_path.parents:
-        raise ExtractionError(f"{index}: shard {shard!r} lies outside {folder}")
     return regular_file(shard_path, "shard")
 
 
@@ -487,7 +493,22 @@ def _torch_leaves(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     return leaves, skipped
 
 
-def _extract_path(obj: Any) -> ModelTree:
+def resolve_source(obj: Any) -> Path:
+    """The file or folder a path or Hugging Face repo id names: an existing path as given,
+    else a repo id (``org/name``, ``org/name@revision``) resolved in the local hub cache.
+
+    Args:
+        obj: a path, or a repo id.
+
+    Returns:
+        The existing file or folder.
+
+    Raises:
+        ExtractionError: an invalid path, a broken link, or neither a file nor a cached model
+            (saying where the cache was looked in).
+    """
+    from diffract.extract import hf
+
     path = Path(os.fspath(obj)).expanduser()
     try:
         found = path.exists()
@@ -495,15 +516,44 @@ def _extract_path(obj: Any) -> ModelTree:
         raise ExtractionError(
             f"checkpoint path {str(path)!r} is not a valid path ({exc})"
         ) from None
-    if not found:
-        if os.path.islink(path):
-            raise ExtractionError(
-                f"checkpoint {path} is a symbolic link to nothing (a broken link or a link loop)"
-            )
+    if found:
+        return path
+    if os.path.islink(path):
+        raise ExtractionError(
+            f"checkpoint {path} is a symbolic link to nothing (a broken link or a link loop)"
+        )
+    repo = hf.parse_repo_id(os.fspath(obj)) if isinstance(obj, str) else None
+    if repo is None:
         raise ExtractionError(f"checkpoint not found: {path}")
+    try:
+        return hf.resolve_repo_id(*repo)
+    except ExtractionError as exc:
+        raise ExtractionError(
+            f"checkpoint not found: no file or folder {path}, and {exc}"
+        ) from None
+
+
+def _extract_path(obj: Any) -> ModelTree:
+    from diffract.extract import hf
+
+    path = resolve_source(obj)
     skipped: dict[str, str] = {}
+    config: dict[str, Any] = {}
+    meta: dict[str, dict[str, Any]] = {}
     if path.is_dir():
         flat, skipped = _safetensors_folder(path)
+        config = hf.read_config(path)
+        names = list(flat)
+        meta = hf.attention_meta(names, config)
+        skipped.update(hf.tied_skips(names, config))
+    elif path.suffix.lower() == ".gguf":
+        from diffract.extract import gguf
+
+        regular_file(path)
+        flat, meta, skipped, header = gguf.gguf_leaves(path)
+        config = gguf.gguf_config(header)
+        for name, m in hf.attention_meta(list(flat), config).items():
+            meta.setdefault(name, {}).update(m)
     else:
         regular_file(path)  # before any open: a FIFO named model.pt would block
         suffix = path.suffix.lower()
@@ -527,6 +577,8 @@ def _extract_path(obj: Any) -> ModelTree:
         source=str(path),
         file_backed=True,
         skipped=skipped,
+        meta=meta,
+        config=config,
     )
 
 

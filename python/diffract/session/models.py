@@ -17,6 +17,7 @@ import numpy as np
 from diffract._core.arrays import LazyArray
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
 from diffract._errors import DuplicateModelError, ExtractionError, UnknownModelError
+from diffract.extract.describe import ModelDescription, describe_source
 from diffract.extract.references import external_ref, shard_stamps
 from diffract.session.checks import check_flag, check_meta, names
 from diffract.session.model_admin import DiffractModels
@@ -380,6 +381,28 @@ class Models(DiffractModels):
         self._require(model_id)
         info: dict[str, Any] = self._store.models()[model_id]
         return info
+
+    def describe(
+        self, source: str | os.PathLike[str], revision: str | None = None
+    ) -> ModelDescription:
+        """What a checkpoint holds, from its headers only: nothing is added or computed, and
+        no tensor data is read (``diffract describe`` on the command line).
+
+        Args:
+            source: a ``.safetensors`` file or folder, a ``.gguf`` file, or a
+                Hugging Face repo id in the local cache (``"org/name"``, ``"org/name@rev"``).
+            revision: the repo id's branch, tag or commit (default ``main``).
+
+        Returns:
+            Its tensors (names, shapes, dtypes, bytes, types, layers, what an analysis would
+            do with each and why), config, and counts per type, layer and status
+            (``print(d)``, ``d.to_dict()``).
+
+        Raises:
+            ExtractionError: a missing source (a repo id not in the cache says where it
+                looked), a format not described from headers, or a corrupt header.
+        """
+        return describe_source(source, revision)
 
     def slices(self) -> list[SliceInfo]:
         """The slices of this scope.
