@@ -213,6 +213,7 @@ class Models(DiffractModels):
         base_model: Any = None,
         intra: bool = False,
         pool: bool = True,
+        heads: Any = None,
     ) -> list[SliceInfo]:
         """Extract ``model``'s weight slices and store them under ``model_id``.
 
@@ -251,6 +252,10 @@ class Models(DiffractModels):
                 consecutive chained dense slices (WeightWatcher's ``intra=True``).
             pool: False also stores ``<conv>:<p>``, the out x in matrix of each kernel
                 position p of every convolution (WeightWatcher's ``pool=False``).
+            heads: also store per-head attention slices ``<block>.head<h>.q/.o``,
+                ``<block>.kv_head<g>.k/.v`` and circuits ``<block>.head<h>.qk/.ov``
+                (:mod:`diffract.extract.heads`): True (the model's config), a
+                ``HeadConfig``, or a config (``PretrainedConfig``, dict, config.json path).
 
         Returns:
             The slices stored, in extraction order.
@@ -288,6 +293,7 @@ class Models(DiffractModels):
                 "base_model": self._stored_base(base_model),
                 "intra": check_flag(intra, "intra"),
                 "pool": check_flag(pool, "pool"),
+                "heads": heads,
             },
         )
 
