@@ -201,3 +201,16 @@ def test_fields_and_store_work_on_head_slices_unchanged(gpt2):
         s_max = float(np.linalg.svd(qk, compute_uv=False)[0])
         got = s.results.get("esd_max", "h.0.attn.head2.qk", "gpt2")
         assert got == pytest.approx(s_max**2 / 768, rel=1e-5)
+
+
+def test_head_grid_pivots_heads_by_block_in_natural_order():
+    from diffract.extract.heads import head_grid
+
+    names = ["h.10.attn.head1.qk", "h.2.attn.head0.qk", "h.2.attn.head1.qk", "h.2.attn.head1.ov",
+             "h.10.attn.head0.qk", "h.2.attn.c_attn.weight", "h.2.attn.kv_head0.k"]  # fmt: skip
+    blocks, heads, grid = head_grid(names, [1.0, 2.0, 3.0, 9.0, None, 7.0, 8.0], role="qk")
+    assert blocks == ["h.2.attn", "h.10.attn"] and heads == [0, 1]
+    np.testing.assert_array_equal(grid, [[2.0, np.nan], [3.0, 1.0]])
+    assert head_grid(names, range(7), role="k")[2].tolist() == [[6.0]]
+    with pytest.raises(ValueError, match="role"):
+        head_grid(names, range(7), role="x")

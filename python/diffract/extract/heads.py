@@ -410,3 +410,44 @@ def _new_leaf(
         layout="out_in",
         meta=meta,
     )
+
+
+_HEAD_NAME = re.compile(r"^(?P<block>.+)\.(?:head|kv_head)(?P<head>\d+)\.(?P<role>q|k|v|o|qk|ov)$")
+
+
+def head_grid(names: Any, values: Any, role: str = "qk") -> tuple[list[str], list[int], np.ndarray]:
+    """A heads x blocks table of one field over the per-head slices of one ``role``: the
+    data of a heads x layers heatmap.
+
+    Args:
+        names: slice names (``<block>.head<h>.<role>`` or ``<block>.kv_head<g>.<role>``;
+            others are ignored), e.g. the ``name`` column of ``results.export_table``.
+        values: the field's value for each name (None for missing).
+        role: ``"q"``, ``"k"``, ``"v"``, ``"o"``, ``"qk"`` or ``"ov"``.
+
+    Returns:
+        The blocks (columns, in natural order: ``h.2`` before ``h.10``), the head indices
+        (rows, ascending) and the float table (NaN where a value is missing).
+
+    Raises:
+        ValueError: an unknown role, or names and values of different lengths.
+    """
+    from diffract.extract import natural_key
+
+    if role not in ("q", "k", "v", "o", "qk", "ov"):
+        raise ValueError(f"role must be one of q, k, v, o, qk, ov; got {role!r}")
+    names, values = list(names), list(values)
+    if len(names) != len(values):
+        raise ValueError(f"{len(names)} names but {len(values)} values")
+    cells: dict[tuple[str, int], float] = {}
+    for name, v in zip(names, values, strict=True):
+        m = _HEAD_NAME.match(str(name))
+        if m and m["role"] == role:
+            cells[(m["block"], int(m["head"]))] = np.nan if v is None else float(v)
+    blocks = sorted({b for b, _ in cells}, key=natural_key)
+    heads = sorted({h for _, h in cells})
+    grid = np.full((len(heads), len(blocks)), np.nan)
+    col, row = {b: j for j, b in enumerate(blocks)}, {h: i for i, h in enumerate(heads)}
+    for (b, h), v in cells.items():
+        grid[row[h], col[b]] = v
+    return blocks, heads, grid
