@@ -203,10 +203,11 @@ def alpha_sparsity_ratios(
 ) -> np.ndarray:
     """Layer-wise pruning ratios from per-layer alpha, as AlphaPruning allocates them.
 
-    AlphaPruning (Lu et al., NeurIPS 2024, Sec. 3, its ``ww_sparsity``): with s1 = 1 - eps,
-    s2 = 1 + eps, r_i = (alpha_i - alpha_min) / (alpha_max - alpha_min) (s2 - s1) + s1, then
-    s_i = eta r_i with eta = S sum_i p_i / sum_i p_i r_i, so the parameter-weighted mean
-    sparsity is S. Layers with larger alpha (less heavy-tailed, less trained) are pruned
+    AlphaPruning (Lu et al., NeurIPS 2024) allocates s_i = eta ((q_i - q_min) / (q_max -
+    q_min) (s2 - s1) + s1) from a per-matrix metric q (here alpha); its code
+    (``ww_sparsity``) takes s1 = 1 - eps, s2 = 1 + eps, r_i = (alpha_i - alpha_min) /
+    (alpha_max - alpha_min) (s2 - s1) + s1, then s_i = eta r_i with
+    eta = S sum_i p_i / sum_i p_i r_i, so the parameter-weighted mean sparsity is S. Layers with larger alpha (less heavy-tailed, less trained) are pruned
     more. The ratios span S (1 -+ eps) / c, c the weighted mean of r (1 when the alphas are
     spread symmetrically): about [S - S eps, S + S eps].
 
@@ -240,7 +241,7 @@ def alpha_lr_factors(
 ) -> np.ndarray:
     """Per-layer learning-rate factors from per-layer alpha, as TempBalance sets them.
 
-    TempBalance (Zhou et al., NeurIPS 2023, Eq. 3, its ``assign_func="tb_linear_map"``):
+    TempBalance (Zhou et al., NeurIPS 2023; its code's ``assign_func="tb_linear_map"``):
     eta_i = eta_t ((alpha_i - alpha_min) / (alpha_max - alpha_min) (s2 - s1) + s1), with
     (s1, s2) = (0.5, 1.5) its defaults (``lr_min_ratio``, ``lr_max_ratio``): layers with
     larger alpha (under-trained) get a larger learning rate. Multiply the scheduled
