@@ -214,3 +214,25 @@ def test_head_grid_pivots_heads_by_block_in_natural_order():
     assert head_grid(names, range(7), role="k")[2].tolist() == [[6.0]]
     with pytest.raises(ValueError, match="role"):
         head_grid(names, range(7), role="x")
+
+
+def test_bert_query_key_value_pair_with_attention_output_dense():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(4)
+    cfg = BertConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1,
+                     intermediate_size=32, vocab_size=16)  # fmt: skip
+    model = BertModel(cfg)
+    got = _leaves(model, heads=True)
+    att = model.encoder.layer[0].attention
+    wq, wk = _np(att.self.query.weight), _np(att.self.key.weight)
+    wv, wo = _np(att.self.value.weight), _np(att.output.dense.weight)
+    p = "encoder.layer.0.attention.self"
+    for h in range(4):
+        rows = slice(h * 16, (h + 1) * 16)
+        qk, ov = wq[rows].T @ wk[rows], wo[:, rows] @ wv[rows]
+        np.testing.assert_allclose(_arr(got[f"{p}.head{h}.qk"]), qk, rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(_arr(got[f"{p}.head{h}.ov"]), ov, rtol=1e-5, atol=1e-8)
+    assert got[f"{p}.head0.o"].meta["attention_head"]["of"][-1] == (
+        "encoder.layer.0.attention.output.dense.weight"
+    )

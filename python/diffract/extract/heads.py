@@ -34,7 +34,9 @@ Layouts recognised (the attention block's prefix is what precedes the projection
   found by its shape, as the extracted slice says out x in), q, k, v contiguous in that
   order;
 * fused ``qkv_proj`` with ``o_proj`` (Phi-3), out x in, q, k, v contiguous
-  (num_heads * d, then num_kv_heads * d twice).
+  (num_heads * d, then num_kv_heads * d twice);
+* BERT / ViT ``<attention>.self.query`` / ``.key`` / ``.value`` (ViT: ``attention.attention``)
+  with ``<attention>.output.dense``.
 
 Interleaved fused layouts (GPT-NeoX / Falcon ``query_key_value``, which put each head's q, k
 and v next to each other) are not split: their head order is the model's own code.
@@ -71,6 +73,8 @@ _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 
 #: separate projections: (q, k, v) suffixes and the output projections paired with them
 _SEPARATE = (("q_proj", "k_proj", "v_proj"), ("o_proj", "out_proj"))
+#: BERT / ViT: query, key, value; the output projection is ``<parent>.output.dense``
+_BERT: tuple[tuple[str, str, str], tuple[str, ...]] = (("query", "key", "value"), ())
 _FUSED = {"c_attn": ("c_proj",), "qkv_proj": ("o_proj",)}
 _WEIGHT = re.compile(r"^(?P<block>.+)\.(?P<proj>[A-Za-z_]+)\.(?:weight|kernel)$")
 
@@ -249,19 +253,34 @@ def _blocks(leaves: list[Any], cfg: HeadConfig) -> list[_Block]:
             by_block.setdefault(m["block"], {})[m["proj"]] = leaf
     blocks = []
     for prefix, projs in by_block.items():
-        (q, k, v), outs = _SEPARATE
-        if q in projs or k in projs or v in projs:
-            b = _Block(prefix, next(projs[p] for p in (q, k, v) if p in projs))
-            b.q, b.k, b.v = (_out_in(projs[p]) if p in projs else None for p in (q, k, v))
-            o = next((projs[p] for p in outs if p in projs), None)
-            b.o = None if o is None else _out_in(o)
-            b.names = tuple(projs[p].name for p in (q, k, v, *outs) if p in projs)
+        b = _separate_block(prefix, projs, by_block)
+        if b is not None:
             blocks.append(b)
             continue
         for fused, fused_outs in _FUSED.items():
             if fused in projs:
                 blocks.append(_fused_block(prefix, projs, fused, fused_outs, cfg))
     return blocks
+
+
+def _separate_block(
+    prefix: str, projs: dict[str, Any], by_block: dict[str, dict[str, Any]]
+) -> _Block | None:
+    """A block with separate q/k/v weights (Llama-style or BERT-style names), or None."""
+    for (q, k, v), outs in (_SEPARATE, _BERT):
+        if not (q in projs or k in projs or v in projs):
+            continue
+        b = _Block(prefix, next(projs[p] for p in (q, k, v) if p in projs))
+        b.q, b.k, b.v = (_out_in(projs[p]) if p in projs else None for p in (q, k, v))
+        if outs:
+            o = next((projs[p] for p in outs if p in projs), None)
+        else:  # BERT / ViT: <attention>.self.query ... with <attention>.output.dense
+            o = by_block.get(prefix.rpartition(".")[0] + ".output", {}).get("dense")
+        b.o = None if o is None else _out_in(o)
+        b.names = tuple(projs[p].name for p in (q, k, v) if p in projs)
+        b.names += () if o is None else (o.name,)
+        return b
+    return None
 
 
 def _fused_block(
@@ -346,7 +365,8 @@ def head_slices(leaves: list[Any], cfg: HeadConfig) -> list[Any]:
     if not blocks:
         raise ExtractionError(
             "heads: no attention weights found (q_proj/k_proj/v_proj with o_proj or "
-            "out_proj, c_attn with c_proj, or qkv_proj with o_proj)"
+            "out_proj, c_attn with c_proj, qkv_proj with o_proj, or query/key/value with "
+            "output.dense)"
         )
     out: list[Any] = []
     for b in blocks:
