@@ -236,3 +236,29 @@ def test_bert_query_key_value_pair_with_attention_output_dense():
     assert got[f"{p}.head0.o"].meta["attention_head"]["of"][-1] == (
         "encoder.layer.0.attention.output.dense.weight"
     )
+
+
+def test_gpt2_attention_forward_is_the_sum_of_its_head_circuits():
+    # transformers' own GPT2Attention (biases zeroed, eager, a causal mask) against
+    # sum_h softmax(x QK_h x^T / sqrt(d) + mask) x OV_h^T built from the slices alone
+    torch.manual_seed(5)
+    cfg = GPT2Config(n_layer=1, n_head=4, n_embd=32, vocab_size=8, n_positions=8,
+                     bos_token_id=0, eos_token_id=0, attn_implementation="eager")  # fmt: skip
+    model = GPT2Model(cfg).eval()
+    attn = model.h[0].attn
+    with torch.no_grad():
+        attn.c_attn.bias.zero_()
+        attn.c_proj.bias.zero_()
+    got = _leaves(model, heads=True)
+    x = np.random.default_rng(1).standard_normal((6, 32))
+    mask = np.triu(np.full((6, 6), -1e9), k=1)  # causal, added to the scores
+    with torch.no_grad():
+        xt, mt = torch.from_numpy(x).float()[None], torch.from_numpy(mask).float()[None, None]
+        want = _np(attn(xt, attention_mask=mt)[0][0])
+    out = np.zeros((6, 32))
+    for h in range(4):
+        scores = x @ _arr(got[f"h.0.attn.head{h}.qk"]) @ x.T / np.sqrt(8) + mask
+        a = np.exp(scores - scores.max(axis=1, keepdims=True))
+        a /= a.sum(axis=1, keepdims=True)
+        out += a @ x @ _arr(got[f"h.0.attn.head{h}.ov"]).T
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
