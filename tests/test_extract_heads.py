@@ -249,6 +249,7 @@ def test_gpt2_attention_forward_is_the_sum_of_its_head_circuits():
     with torch.no_grad():
         attn.c_attn.bias.zero_()
         attn.c_proj.bias.zero_()
+        attn.c_attn.weight[:, :64] *= 30  # q and k: scores far from 0, attention not uniform
     got = _leaves(model, heads=True)
     x = np.random.default_rng(1).standard_normal((6, 32))
     mask = np.triu(np.full((6, 6), -1e9), k=1)  # causal, added to the scores
@@ -260,5 +261,30 @@ def test_gpt2_attention_forward_is_the_sum_of_its_head_circuits():
         scores = x @ _arr(got[f"h.0.attn.head{h}.qk"]) @ x.T / np.sqrt(8) + mask
         a = np.exp(scores - scores.max(axis=1, keepdims=True))
         a /= a.sum(axis=1, keepdims=True)
+        assert a[-1].max() > 0.5  # a sharp pattern: the QK circuit matters
         out += a @ x @ _arr(got[f"h.0.attn.head{h}.ov"]).T
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_llama_gqa_attention_forward_is_the_sum_of_its_head_circuits():
+    # transformers' LlamaAttention (eager; rotary made the identity: cos = 1, sin = 0) with
+    # 8 query heads on 2 KV heads, against the head circuits alone
+    model = _llama(head_dim=32, attn_implementation="eager").eval()
+    with torch.no_grad():  # scores far from 0: attention not uniform
+        model.layers[1].self_attn.q_proj.weight *= 30
+        model.layers[1].self_attn.k_proj.weight *= 30
+    got = _leaves(model, heads=True)
+    x = np.random.default_rng(2).standard_normal((5, 128))
+    mask = np.triu(np.full((5, 5), -1e9), k=1)
+    identity = (torch.ones(1, 5, 32), torch.zeros(1, 5, 32))
+    with torch.no_grad():
+        xt, mt = torch.from_numpy(x).float()[None], torch.from_numpy(mask).float()[None, None]
+        want = _np(model.layers[1].self_attn(xt, identity, mt)[0][0])
+    out = np.zeros((5, 128))
+    for h in range(8):
+        scores = x @ _arr(got[f"layers.1.self_attn.head{h}.qk"]) @ x.T / np.sqrt(32) + mask
+        a = np.exp(scores - scores.max(axis=1, keepdims=True))
+        a /= a.sum(axis=1, keepdims=True)
+        assert a[-1].max() > 0.5  # a sharp pattern: the QK circuit matters
+        out += a @ x @ _arr(got[f"layers.1.self_attn.head{h}.ov"]).T
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
