@@ -288,3 +288,16 @@ def test_llama_gqa_attention_forward_is_the_sum_of_its_head_circuits():
         assert a[-1].max() > 0.5  # a sharp pattern: the QK circuit matters
         out += a @ x @ _arr(got[f"layers.1.self_attn.head{h}.ov"]).T
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_circuits_over_the_limit_are_an_error_unless_asked_for(gpt2, monkeypatch):
+    import diffract.extract.heads as heads_mod
+
+    # GPT-2 small, 1 layer: 2 x 12 circuits of 768 x 768 float64 = 108 MiB
+    monkeypatch.setattr(heads_mod, "CIRCUIT_LIMIT", 100 * 2**20)
+    with pytest.raises(ExtractionError, match=r"12 heads would take 0\.1 GiB.*no-circuits"):
+        extract(gpt2, heads=True)
+    got = _leaves(gpt2, heads=HeadConfig(12, circuits=True))
+    assert "h.0.attn.head11.ov" in got
+    monkeypatch.setattr(heads_mod, "CIRCUIT_LIMIT", 110 * 2**20)
+    assert "h.0.attn.head11.qk" in _leaves(gpt2, heads=True)

@@ -22,8 +22,11 @@ The circuits have rank at most d (``head_dim``), so their ESD has d_model - d ze
 eigenvalues; fits drop those (``fit_evals_thresh``). They are d_model x d_model float64
 arrays (float64 so that their rank is ``head_dim`` to rounding, as for ``intra`` products:
 4.7 MB each for GPT-2 small, 134 MB for d_model 4096, so 2 x 32 x 32 of them for a 7B
-model is far too much): pass ``circuits=False`` (or ``heads="no-circuits"``) to add the
-per-head matrices only (float32, together as large as the weights they split).
+model is far too much). By default (``circuits=None``) they are added unless they would
+take more than :data:`CIRCUIT_LIMIT` (2 GiB), which is an error saying so; pass
+``circuits=False`` (or ``heads="no-circuits"``) to add the per-head matrices only (float32,
+together as large as the weights they split), ``circuits=True`` to add them whatever their
+size.
 
 Layouts recognised (the attention block's prefix is what precedes the projection's name):
 
@@ -61,6 +64,9 @@ from diffract._core.slices import ParameterType
 from diffract._errors import ExtractionError
 from diffract.extract.lora import as_numpy
 
+#: the most bytes the QK/OV circuits may take when ``circuits`` is not given (2 GiB)
+CIRCUIT_LIMIT = 2 * 2**30
+
 #: the types of the slices this module adds
 ATTENTION_HEAD = ParameterType.from_string("attention_head")
 QK_CIRCUIT = ParameterType.from_string("qk_circuit")
@@ -87,13 +93,15 @@ class HeadConfig:
         num_heads: query heads per layer.
         num_kv_heads: key/value heads (GQA; MQA is 1); None: ``num_heads``.
         head_dim: width of a head; None: the query weight's rows / ``num_heads``.
-        circuits: also add each head's QK and OV circuits (d_model x d_model each).
+        circuits: also add each head's QK and OV circuits (d_model x d_model each): True,
+            False, or None (default: add them unless they exceed :data:`CIRCUIT_LIMIT`,
+            which is then an error).
     """
 
     num_heads: int
     num_kv_heads: int | None = None
     head_dim: int | None = None
-    circuits: bool = True
+    circuits: bool | None = None
 
     def __post_init__(self) -> None:
         for key in ("num_heads", "num_kv_heads", "head_dim"):
@@ -108,8 +116,8 @@ class HeadConfig:
                 f"heads: num_heads={self.num_heads} is not a multiple of num_kv_heads={kv} "
                 "(grouped-query attention shares each key/value head among a whole group)"
             )
-        if not isinstance(self.circuits, bool):
-            raise ExtractionError(f"heads: circuits must be a bool, got {self.circuits!r}")
+        if self.circuits is not None and not isinstance(self.circuits, bool):
+            raise ExtractionError(f"heads: circuits must be a bool or None, got {self.circuits!r}")
 
     @property
     def kv_heads(self) -> int:
@@ -117,7 +125,7 @@ class HeadConfig:
         return int(self.num_kv_heads or self.num_heads)
 
     @classmethod
-    def from_config(cls, config: Any, *, circuits: bool = True) -> HeadConfig:
+    def from_config(cls, config: Any, *, circuits: bool | None = None) -> HeadConfig:
         """The head counts of a model config.
 
         Args:
@@ -125,7 +133,7 @@ class HeadConfig:
                 (``num_attention_heads`` / ``n_head``, ``num_key_value_heads``,
                 ``head_dim`` or ``hidden_size`` / ``n_embd``), or the path of a
                 ``config.json`` (or of the folder holding it).
-            circuits: also add the QK and OV circuits.
+            circuits: also add the QK and OV circuits (see the attribute).
 
         Returns:
             The head config.
@@ -202,7 +210,7 @@ def resolve_head_config(heads: Any, model: Any = None, source: str = "") -> Head
     if isinstance(heads, HeadConfig):
         return heads
     if heads is True or heads == "no-circuits":
-        circuits = heads is True
+        circuits = None if heads is True else False
         found = getattr(model, "config", None)
         if found is not None and not isinstance(found, (str, bytes)):
             return HeadConfig.from_config(found, circuits=circuits)
@@ -356,7 +364,8 @@ def head_slices(leaves: list[Any], cfg: HeadConfig) -> list[Any]:
         cfg: the head counts.
 
     Returns:
-        The new leaves (head matrices float32, circuits float64; see the module docstring for names, types and meta).
+        The new leaves (head matrices float32, circuits float64; see the module docstring
+        for names, types and meta).
 
     Raises:
         ExtractionError: no attention weights are found, or their shapes do not fit ``cfg``.
@@ -368,10 +377,26 @@ def head_slices(leaves: list[Any], cfg: HeadConfig) -> list[Any]:
             "out_proj, c_attn with c_proj, qkv_proj with o_proj, or query/key/value with "
             "output.dense)"
         )
+    if cfg.circuits is None:
+        size = sum(2 * cfg.num_heads * 8 * _width(b) ** 2 for b in blocks)
+        if size > CIRCUIT_LIMIT:
+            raise ExtractionError(
+                f"heads: the QK and OV circuits of {len(blocks)} attention blocks x "
+                f"{cfg.num_heads} heads would take {size / 2**30:.1f} GiB (d_model x d_model "
+                'float64 each); pass heads="no-circuits" (or HeadConfig(..., circuits=False)) '
+                "for the per-head matrices only, or HeadConfig(..., circuits=True) to make them"
+            )
+        cfg = replace(cfg, circuits=True)
     out: list[Any] = []
     for b in blocks:
         out += _block_slices(b, cfg)
     return out
+
+
+def _width(b: _Block) -> int:
+    """d_model of block ``b`` (the inputs of its q/k/v weights)."""
+    m = next(m for m in (b.q, b.k, b.v) if m is not None)
+    return int(m.shape[1])
 
 
 def _block_slices(b: _Block, cfg: HeadConfig) -> list[Any]:
