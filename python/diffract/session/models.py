@@ -66,7 +66,7 @@ def add_model(
         parameter_overrides: ``{name: ParameterOverrides}`` (see :mod:`.overrides`).
         custom_handlers: Diffract-style parameter handlers (see :mod:`.overrides`).
         extraction: keyword options of :func:`diffract.extract.extract` (``lora``,
-            ``lora_scaling``, ``base_model``, ``intra``, ``pool``).
+            ``lora_scaling``, ``base_model``, ``intra``, ``pool``, ``heads``).
 
     Returns:
         The slices stored.
