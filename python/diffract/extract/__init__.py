@@ -346,6 +346,7 @@ def extract(
     base_model: Any = None,
     intra: bool = False,
     pool: bool = True,
+    heads: Any = None,
 ) -> Extracted:
     """Named weight slices of ``model``: ``partition(tree, filter_spec)`` keeps leaves.
 
@@ -366,6 +367,9 @@ def extract(
             module's order for PyTorch, else in natural name order.
         pool: False adds one slice per kernel position of every convolution (WeightWatcher's
             ``pool=False``; :func:`diffract.extract.derived.kernel_position_slices`).
+        heads: also per-head attention slices and QK/OV circuits
+            (:mod:`diffract.extract.heads`): True (the model's config), a ``HeadConfig``,
+            or a config (``PretrainedConfig``, dict, ``config.json`` path).
 
     Returns:
         The kept leaves with their names, types and layouts, and the skipped ones with reasons.
@@ -393,6 +397,11 @@ def extract(
     extra = derived.intra_slices(_model_order(leaves, mt.order)) if intra else []
     if not pool:
         extra += derived.kernel_position_slices(leaves)
+    if heads is not None and heads is not False:
+        from diffract.extract import heads as heads_mod
+
+        cfg = heads_mod.resolve_head_config(heads, model, mt.source)
+        extra += heads_mod.head_slices(leaves, cfg) if cfg is not None else []
     leaves += extra
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):

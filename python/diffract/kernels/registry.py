@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     "ww",
     "mpfit",
     "diagnostics",
+    "hill",
 )
 
 

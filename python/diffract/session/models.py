@@ -67,7 +67,7 @@ def add_model(
         parameter_overrides: ``{name: ParameterOverrides}`` (see :mod:`.overrides`).
         custom_handlers: Diffract-style parameter handlers (see :mod:`.overrides`).
         extraction: keyword options of :func:`diffract.extract.extract` (``lora``,
-            ``lora_scaling``, ``base_model``, ``intra``, ``pool``).
+            ``lora_scaling``, ``base_model``, ``intra``, ``pool``, ``heads``).
 
     Returns:
         The slices stored.
@@ -234,6 +234,7 @@ class Models(DiffractModels):
         base_model: Any = None,
         intra: bool = False,
         pool: bool = True,
+        heads: Any = None,
     ) -> list[SliceInfo]:
         """Extract ``model``'s weight slices and store them under ``model_id``.
 
@@ -274,6 +275,10 @@ class Models(DiffractModels):
                 consecutive chained dense slices (WeightWatcher's ``intra=True``).
             pool: False also stores ``<conv>:<p>``, the out x in matrix of each kernel
                 position p of every convolution (WeightWatcher's ``pool=False``).
+            heads: also store per-head attention slices ``<block>.head<h>.q/.o``,
+                ``<block>.kv_head<g>.k/.v`` and circuits ``<block>.head<h>.qk/.ov``
+                (:mod:`diffract.extract.heads`): True (the model's config), a
+                ``HeadConfig``, or a config (``PretrainedConfig``, dict, config.json path).
 
         Returns:
             The slices stored, in extraction order.
@@ -310,6 +315,7 @@ class Models(DiffractModels):
                 "base_model": self._stored_base(base_model),
                 "intra": check_flag(intra, "intra"),
                 "pool": check_flag(pool, "pool"),
+                "heads": heads,
             },
         )
 
