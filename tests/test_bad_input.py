@@ -149,7 +149,7 @@ def test_safetensors_bf16_still_accepted(tmp_path):
     [
         ("pl_alpha", "fit_evals_thresh", [1], "number"),
         ("pl_ks", "fit_evals_thresh", "abc", "number"),
-        ("tpl_alpha", "fit_evals_thresh", float("nan"), "finite"),
+        ("expon_lambda", "fit_evals_thresh", float("nan"), "finite"),
         ("hard_rank", "rtol", "x", "number or None"),
         ("pl_warning", "over_trained_alpha", "two", "number"),
         ("esd_max", "spectrum_threads", "many", "int"),
