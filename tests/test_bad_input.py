@@ -150,7 +150,7 @@ def test_safetensors_bf16_still_accepted(tmp_path):
     [
         ("pl_alpha", "fit_evals_thresh", [1], "number"),
         ("pl_ks", "fit_evals_thresh", "abc", "number"),
-        ("tpl_alpha", "fit_evals_thresh", float("nan"), "finite"),
+        ("expon_lambda", "fit_evals_thresh", float("nan"), "finite"),
         ("matrix_rank", "rtol", "x", "number or None"),
         ("hard_rank", "rtol", "x", "a number"),
         ("pl_warning", "over_trained_alpha", "two", "number"),

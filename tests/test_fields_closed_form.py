@@ -444,16 +444,17 @@ def test_truncated_power_law_recovers_parameters():
     x = x[rng.random(x.size) < np.exp(-0.5 * (x - 1))][:4000]
     from diffract.kernels.fits import truncated_power_law_fit
 
-    a, lam_, _xmin, d = truncated_power_law_fit(np.sort(x), float(np.min(x)))
+    a, lam_, xmin, d = truncated_power_law_fit(np.sort(x))
     assert abs(a - 1.5) < 0.5 and abs(lam_ - 0.5) < 0.15 and d < 0.05  # alpha, lambda correlate
+    assert xmin in x and xmin < x.max()
     import warnings
 
     import powerlaw
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = powerlaw.Fit(x, xmin=float(np.min(x)), verbose=False).truncated_power_law
-    assert math.isclose(a, ref.alpha, rel_tol=2e-4) and math.isclose(lam_, ref.Lambda, rel_tol=2e-4)
+        ref = powerlaw.Fit(x, xmin=xmin, verbose=False).truncated_power_law
+    assert math.isclose(a, ref.alpha, rel_tol=2e-3) and math.isclose(lam_, ref.Lambda, rel_tol=5e-3)
 
 
 def test_tpl_and_expon_derived_fields(fs):
@@ -482,7 +483,7 @@ def test_tpl_and_expon_derived_fields(fs):
         ],
     )["w"]
     lam = r["esd"]
-    assert r["tpl_esd_xmin"] == r["pl_esd_xmin"]
+    assert r["tpl_esd_xmin"] in lam and r["tpl_esd_xmin"] < lam[-1] and r["tpl_alpha"] >= 1
     assert 0 <= r["tpl_ks"] < 1 and 0 <= r["expon_ks"] < 1 and r["expon_lambda"] > 0
     assert math.isclose(
         r["tpl_log_alpha_norm"], math.log10(np.sum(lam ** r["tpl_alpha"])), rel_tol=1e-9

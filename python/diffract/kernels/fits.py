@@ -262,85 +262,216 @@ def pl_presence(esd, pl_esd_xmin):
 
 
 # --- truncated power law ---------------------------------------------------------------------
+#
+# p(x) = x^-alpha e^(-lambda x) / Z on x >= xmin is an exponential family in (alpha, lambda)
+# with sufficient statistics (ln x, x), so its negative log-likelihood is convex in them: one
+# minimum, found by Newton's method with the exact gradient and Hessian (the model's mean and
+# covariance of (ln x, x)). The parameters are kept in the powerlaw package's range (alpha >= 1,
+# lambda >= 0), where Diffract and WeightWatcher fit them too. Integrals are in t = ln(x / xmin)
+# by composite Gauss-Legendre on [0, T], T where the integrand has fallen below e^-_TPL_SPAN.
 
+_TPL_MIN_ALPHA = 1.0
+_TPL_SPAN = 60.0
+_TPL_PANELS = 12
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+_GL16_X, _GL16_W = np.polynomial.legendre.leggauss(16)
+_TPL_BLOCK = 256  # candidate xmins fitted together (the KS step holds 64 x block x tail floats)
 
 
-def _tpl_tail_integral(alpha, mu, t0):
-    """int_{t0}^inf t^-alpha e^(-mu t) dt (t0 >= 1, mu > 0)."""
-    from scipy import integrate
-
-    # full_output: report convergence trouble in the return value instead of a warning
-    out = integrate.quad(
-        lambda t: t ** (-alpha) * math.exp(-mu * t), t0, np.inf, limit=200, full_output=1
-    )
-    return out[0]
-
-
-def _tpl_negloglik(params, logy, y, n):
-    alpha, logmu = params
-    mu = math.exp(logmu)
-    z = _tpl_tail_integral(alpha, mu, 1.0)
-    if not np.isfinite(z) or z <= 0:
-        return 1e300
-    return float(alpha * logy.sum() + mu * y.sum() + n * math.log(z))
+def _tpl_nodes(alpha: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quadrature nodes t and weights (one row per candidate) covering where
+    exp((1 - alpha) t - mu (e^t - 1)) is above e^-_TPL_SPAN (mu = lambda xmin)."""
+    with np.errstate(divide="ignore"):
+        t_alpha = np.where(alpha > _TPL_MIN_ALPHA, _TPL_SPAN / (alpha - 1.0), np.inf)
+        t_mu = np.where(mu > 0, np.log1p(_TPL_SPAN / np.maximum(mu, 1e-300)), np.inf)
+    span = np.minimum(np.minimum(t_alpha, t_mu), 700.0)  # e^t stays finite
+    edges = span[:, None] * np.linspace(0.0, 1.0, _TPL_PANELS + 1)[None, :]
+    half = (edges[:, 1:] - edges[:, :-1]) / 2.0
+    mid = (edges[:, 1:] + edges[:, :-1]) / 2.0
+    t = (mid[:, :, None] + half[:, :, None] * _GL16_X).reshape(len(alpha), -1)
+    w = (half[:, :, None] * _GL16_W).reshape(len(alpha), -1)
+    return t, w
 
 
-def _tpl_cdf(y, alpha, mu):
-    """CDF of the TPL on [1, inf) at sorted points y (y[0] = 1): segment integrals by 8-point
-    Gauss-Legendre, normalized by the full integral."""
-    z = _tpl_tail_integral(alpha, mu, 1.0)
-    a, b = y[:-1], y[1:]
-    half = (b - a) / 2.0
-    mid = (a + b) / 2.0
-    t = mid[:, None] + half[:, None] * _GL_X[None, :]
-    seg = (half[:, None] * _GL_W[None, :] * t ** (-alpha) * np.exp(-mu * t)).sum(axis=1)
-    return np.concatenate(([0.0], np.cumsum(seg))) / z
+def _tpl_log_h(t, alpha, mu):
+    """log of the integrand over e^-mu: (1 - alpha) t - mu (e^t - 1) (<= 0, 0 at t = 0)."""
+    return (1.0 - alpha)[:, None] * t - mu[:, None] * np.expm1(t)
+
+
+def _tpl_stats(alpha, mu, mean_t, mean_y):
+    """Per candidate: the mean negative log-likelihood, its gradient and Hessian in
+    (alpha, mu), for tails with mean ln y = mean_t and mean y = mean_y (y = x / xmin)."""
+    t, w = _tpl_nodes(alpha, mu)
+    h = w * np.exp(_tpl_log_h(t, alpha, mu))
+    z = h.sum(axis=1)
+    p = h / z[:, None]
+    e = np.exp(t)
+    et, ey = (p * t).sum(axis=1), (p * e).sum(axis=1)
+    vtt = (p * (t - et[:, None]) ** 2).sum(axis=1)
+    vyy = (p * (e - ey[:, None]) ** 2).sum(axis=1)
+    vty = (p * (t - et[:, None]) * (e - ey[:, None])).sum(axis=1)
+    nll = alpha * mean_t + mu * mean_y - mu + np.log(z)
+    grad = np.stack([mean_t - et, mean_y - ey], axis=1)
+    hess = np.stack([np.stack([vtt, vty], axis=1), np.stack([vty, vyy], axis=1)], axis=1)
+    return nll, grad, hess
+
+
+def _tpl_nll(alpha, mu, mean_t, mean_y):
+    t, w = _tpl_nodes(alpha, mu)
+    z = (w * np.exp(_tpl_log_h(t, alpha, mu))).sum(axis=1)
+    return alpha * mean_t + mu * mean_y - mu + np.log(z)
+
+
+def _tpl_mle(mean_t: np.ndarray, mean_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, mu) minimizing the TPL negative log-likelihood with alpha >= 1, mu >= 0, for
+    each tail summarized by mean ln y and mean y (y = x / xmin, mu = lambda xmin).
+
+    The objective is convex, so its profile over mu (alpha optimal for each mu) is convex and
+    its slope is mean y - E[y] there (the envelope theorem): on mu = 0 (a pure power law,
+    alpha = 1 + 1 / mean ln y) when that slope is >= 0 at 0, i.e. when the power law's own
+    E[y] is at most the tail's mean; otherwise the slope's root, by bisection on ln mu, with
+    alpha at each mu by Newton's method on its own convex problem (held at 1 where the
+    objective rises from there)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        a_pl = 1.0 + 1.0 / mean_t
+        pure = (a_pl > 2.0) & (mean_y >= (a_pl - 1.0) / (a_pl - 2.0))
+        alpha, mu = np.where(pure, a_pl, 1.0), np.zeros_like(mean_t)
+        rest = np.flatnonzero(~pure)
+        if rest.size:
+            alpha[rest], mu[rest] = _tpl_profile(mean_t[rest], mean_y[rest])
+    return alpha, mu
+
+
+def _tpl_alpha_at(mu, mean_t, alpha):
+    """The optimal alpha >= 1 at fixed mu (Newton on a convex function of one variable, from
+    ``alpha``), and E[y] there."""
+    alpha = alpha.copy()
+    zero = np.zeros_like(mu)
+    nll, grad, hess = _tpl_stats(alpha, mu, mean_t, zero)
+    todo = np.arange(mu.size)
+    for _ in range(50):
+        a, m, t, z = alpha[todo], mu[todo], mean_t[todo], zero[todo]
+        step = -grad[todo, 0] / hess[todo, 0, 0]
+        step = np.where((a <= _TPL_MIN_ALPHA) & (step < 0), 0.0, step)
+        new = np.maximum(a + step, _TPL_MIN_ALPHA)
+        for _ in range(30):  # halve the steps that do not decrease the objective
+            worse = ~(_tpl_nll(new, m, t, z) <= nll[todo])
+            if not worse.any():
+                break
+            new = np.where(worse, a + (new - a) / 2.0, new)
+        alpha[todo] = new
+        n2, g2, h2 = _tpl_stats(new, m, t, z)
+        nll[todo], grad[todo], hess[todo] = n2, g2, h2
+        todo = todo[np.abs(new - a) > 1e-14 * new]
+        if todo.size == 0:
+            break
+    return alpha, -grad[:, 1]
+
+
+def _tpl_profile(mean_t: np.ndarray, mean_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The profile's root in nu = ln mu for tails whose optimum has mu > 0: the slope
+    h(nu) = mean y - E[y] rises with nu; the Illinois rule (regula falsi that halves the
+    weight of an end kept twice) keeps a bracket and converges superlinearly."""
+    start = np.maximum(1.0 + 1.0 / np.maximum(mean_t, 1e-300), 1.0)
+    lo = np.full(mean_t.size, math.log(1e-300))
+    hi = np.log(1e8 / np.maximum(mean_y - 1.0, 1e-300))
+    h_lo = mean_y - _tpl_alpha_at(np.exp(lo), mean_t, start)[1]
+    alpha, ey = _tpl_alpha_at(np.exp(hi), mean_t, start)
+    h_hi = mean_y - ey
+    side = np.zeros(mean_t.size)
+    nu = hi.copy()
+    todo = np.arange(mean_t.size)
+    for _ in range(200):
+        lo_t, hi_t, hl, hh = lo[todo], hi[todo], h_lo[todo], h_hi[todo]
+        mid = np.where((hl < 0) & (hh > 0), (lo_t * hh - hi_t * hl) / (hh - hl), np.nan)
+        mid = np.where(np.isfinite(mid), mid, (lo_t + hi_t) / 2.0)
+        a, ey = _tpl_alpha_at(np.exp(mid), mean_t[todo], alpha[todo])
+        h = mean_y[todo] - ey
+        up = h >= 0  # the root is below mid
+        alpha[todo], nu[todo] = a, mid
+        hi[todo], lo[todo] = np.where(up, mid, hi_t), np.where(up, lo_t, mid)
+        # Illinois: the end kept twice in a row has its value halved
+        sd = side[todo]
+        h_lo[todo] = np.where(up, np.where(sd == 1, hl / 2.0, hl), h)
+        h_hi[todo] = np.where(up, h, np.where(sd == -1, hh / 2.0, hh))
+        side[todo] = np.where(up, 1, -1)
+        width = hi[todo] - lo[todo]
+        done = (width <= 1e-12 * np.maximum(np.abs(mid), 1.0)) | (np.abs(h) <= 1e-13 * mean_y[todo])
+        todo = todo[~done]
+        if todo.size == 0:
+            break
+    return alpha, np.exp(nu)
+
+
+def _tpl_ks_block(x: np.ndarray, lo: np.ndarray, alpha: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """powerlaw's KS distance of each candidate's fit (tail x[lo_b:] of sorted x): the largest
+    |F(v) - F_n(v)| over the tail's distinct values v, F_n(v) the share of the tail's points
+    strictly below v (powerlaw's fitting CDF renormalized at xmin). F comes from integrals
+    between consecutive points in t = ln(x / xmin), 8-point Gauss-Legendre each, over Z."""
+    n, k = x.size, lo.size
+    t_nodes, w = _tpl_nodes(alpha, mu)
+    z = (w * np.exp(_tpl_log_h(t_nodes, alpha, mu))).sum(axis=1)
+    first = lo.min()
+    t = np.log(x[None, first:] / x[lo][:, None])  # (k, n - first): negative below each xmin
+    gap_lo, gap_hi = t[:, :-1], t[:, 1:]
+    half, mid = (gap_hi - gap_lo) / 2.0, (gap_hi + gap_lo) / 2.0
+    tt = mid[..., None] + half[..., None] * _GL_X
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = np.exp((1.0 - alpha)[:, None, None] * tt - mu[:, None, None] * np.expm1(tt))
+        seg = (half[..., None] * _GL_W * f).sum(axis=2)
+    seg[gap_lo < 0] = 0.0  # gaps below the candidate's xmin
+    cdf = np.minimum(np.concatenate((np.zeros((k, 1)), np.cumsum(seg, axis=1)), 1) / z[:, None], 1)
+    # F_n: points strictly below each value, counted from the candidate's xmin, over the tail
+    below = np.searchsorted(x, x[first:], side="left")[None, :] - lo[:, None]
+    emp = below / (n - lo)[:, None]
+    diff = np.where(below >= 0, np.abs(cdf - emp), 0.0)
+    return diff.max(axis=1)
 
 
 @define(outputs=("tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks"), family="powerlaw")
-def truncated_power_law_fit(esd, pl_esd_xmin):
-    """Truncated power law p(x) ~ x^-alpha e^(-lambda x) on x >= xmin, with xmin = the power-law
-    fit's xmin (like the powerlaw package's default ``xmin_distribution='power_law'``).
-    (alpha, lambda) maximize the likelihood sum_j [-alpha ln x_j - lambda x_j] - m ln Z,
-    Z = int_xmin^inf x^-alpha e^-lambda x dx (adaptive quadrature; L-BFGS-B over alpha and
-    ln(lambda xmin), started at the power-law alpha). tpl_ks: KS distance
-    max_j |F(x_j) - j/m| between the fitted CDF (Gauss-Legendre on each gap) and the tail's
-    empirical CDF (WeightWatcher's one-sided form). tpl_lambda is in inverse ESD units.
-    Related to, not the same as, WeightWatcher's truncated-power-law fit, which calls
-    ``powerlaw.Fit(xmin_distribution='truncated_power_law')`` (xmin chosen by the truncated
-    fit's own KS distance, alpha bounded to [0, 3]); with weightwatcher 0.7.7 and powerlaw
-    2.0 that path returns alpha = -1 (failed) on the weights we tried, so there is nothing
-    to match."""
-    from scipy import optimize
-
+def truncated_power_law_fit(esd):
+    """Truncated power law p(x) ~ x^-alpha e^(-lambda x) on x >= xmin, as the powerlaw
+    package's ``Fit(esd, xmin_distribution='truncated_power_law')`` defines it (the call
+    Diffract and WeightWatcher make): for each candidate xmin (every distinct positive
+    eigenvalue but the largest), (alpha, lambda) maximize the tail's likelihood with
+    alpha >= 1 and lambda >= 0; xmin is the candidate with the smallest KS distance
+    max |F(x) - F_n(x)| (F_n over the tail, 0 at xmin). The likelihood is convex in
+    (alpha, lambda), so the optimum is unique and found to convergence (Newton's method),
+    where powerlaw's Nelder-Mead stops near it: alpha = 1 exactly when the tail is closer to
+    an exponential than any power law allows. tpl_lambda is in inverse ESD units."""
     lam = np.sort(np.asarray(esd, dtype=np.float64))
-    x = lam[lam >= pl_esd_xmin]
-    m = x.size
-    if m < 3:
-        raise ValueError(f"truncated power-law fit needs at least 3 tail eigenvalues, got {m}")
-    y = x / pl_esd_xmin
-    logy = np.log(y)
-    sl = float(logy.sum())
-    a0 = 1.0 + m / sl if sl > 0 else 2.0
-    mu0 = max(1e-6, 1.0 / max(float(y.mean()), 1.0)) * 0.1
-    best = None
-    for start in ((min(a0, 20.0), math.log(mu0)), (1.5, math.log(1.0 / float(y.mean())))):
-        res = optimize.minimize(
-            _tpl_negloglik,
-            np.array(start),
-            args=(logy, y, m),
-            method="L-BFGS-B",
-            bounds=[(-10.0, 50.0), (-30.0, 10.0)],
+    if not np.all(np.isfinite(lam)):
+        raise ValueError("the ESD contains NaN or infinite values")
+    x = lam[lam > 0]
+    if np.unique(x).size < 2:
+        raise ValueError(
+            f"truncated power-law fit needs at least 2 distinct positive eigenvalues, "
+            f"got {np.unique(x).size}"
         )
-        if best is None or res.fun < best.fun:
-            best = res
-    alpha, mu = float(best.x[0]), float(math.exp(best.x[1]))
-    if not (np.isfinite(alpha) and np.isfinite(mu)):
-        raise ValueError("truncated power-law fit did not converge")
-    cdf = _tpl_cdf(y, alpha, mu)
-    d = float(np.max(np.abs(cdf - np.arange(m) / m)))
-    return alpha, mu / float(pl_esd_xmin), float(pl_esd_xmin), d
+    return _tpl_best(x)
+
+
+def _tpl_best(x: np.ndarray) -> tuple[float, float, float, float]:
+    """The fit at every candidate xmin of sorted positive x, then the smallest KS distance."""
+    n = x.size
+    starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])[:-1]  # first index of each value
+    logx = np.log(x)
+    csum_log = np.concatenate(([0.0], np.cumsum(logx[::-1])))[::-1]  # sum of logx[i:]
+    csum_x = np.concatenate(([0.0], np.cumsum(x[::-1])))[::-1]  # sum of x[i:]
+    best: tuple[float, float, float, int] = (math.inf, 0.0, 0.0, 0)
+    for b in range(0, starts.size, _TPL_BLOCK):
+        lo = starts[b : b + _TPL_BLOCK]
+        m = n - lo
+        xmin = x[lo]
+        mean_t = csum_log[lo] / m - np.log(xmin)
+        mean_y = csum_x[lo] / m / xmin
+        alpha, mu = _tpl_mle(mean_t, mean_y)
+        ds = _tpl_ks_block(x, lo, alpha, mu)
+        j = int(np.argmin(ds))  # the first of equal distances, as powerlaw's argmin
+        if ds[j] < best[0]:
+            best = (float(ds[j]), float(alpha[j]), float(mu[j]), int(lo[j]))
+    d, alpha, mu, i = best
+    return alpha, mu / float(x[i]), float(x[i]), d
 
 
 @define(outputs="tpl_log_alpha_norm", family="powerlaw")
