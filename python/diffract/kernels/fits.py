@@ -470,8 +470,8 @@ def _tpl_best(x: np.ndarray) -> tuple[float, float, float, float]:
         j = int(np.argmin(ds))  # the first of equal distances, as powerlaw's argmin
         if ds[j] < best[0]:
             best = (float(ds[j]), float(alpha[j]), float(mu[j]), int(lo[j]))
-    d, alpha, mu, i = best
-    return alpha, mu / float(x[i]), float(x[i]), d
+    d, a_best, mu_best, i = best
+    return a_best, mu_best / float(x[i]), float(x[i]), d
 
 
 @define(outputs="tpl_log_alpha_norm", family="powerlaw")
