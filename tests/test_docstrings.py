@@ -46,6 +46,7 @@ PUBLIC = {
     "ProgressEvent",
     "Failure",
     "KernelFailureWarning",
+    "NonFiniteWeightsWarning",
     "NothingToCompareWarning",
     "MissingValuesWarning",  # an export with fields that have no value somewhere (issue 18)
     # the published Diffract's top-level names (issue 14)

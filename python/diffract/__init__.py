@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from diffract.run.report import (
         Failure as Failure,
         KernelFailureWarning as KernelFailureWarning,
+        NonFiniteWeightsWarning as NonFiniteWeightsWarning,
         NothingToCompareWarning as NothingToCompareWarning,
         ProgressEvent as ProgressEvent,
         RunReport as RunReport,
@@ -75,6 +76,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "LazyArray",
     "MissingValuesWarning",
     "ModelTree",
+    "NonFiniteWeightsWarning",
     "NothingToCompareWarning",
     "OptionValueError",
     "ParameterOverrides",
@@ -125,6 +127,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "ProgressEvent": "diffract.run.report",
     "Failure": "diffract.run.report",
     "KernelFailureWarning": "diffract.run.report",
+    "NonFiniteWeightsWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
     "MissingValuesWarning": "diffract.session.outcomes",
     "ModelTree": "diffract.extract",
