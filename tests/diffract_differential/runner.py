@@ -86,9 +86,17 @@ def error_name(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def error_names(exc: BaseException) -> list[str]:
+    """Every class of ``exc`` whose name both libraries share, most specific first: what an
+    ``except`` clause written for either library catches it as."""
+    return [c.__name__ for c in type(exc).__mro__ if c.__name__ in SHARED_ERRORS]
+
+
 def raised(exc: BaseException, names: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The canonical record of an exception."""
-    rec: dict[str, Any] = {"raises": error_name(exc)}
+    """The canonical record of an exception: ``raises`` (:func:`error_name`), ``is``
+    (:func:`error_names`; the comparison accepts ours when Diffract's ``raises`` is among
+    them) and, for each of ``names``, whether the message holds it."""
+    rec: dict[str, Any] = {"raises": error_name(exc), "is": error_names(exc)}
     if names:
         text = str(exc)
         rec["names"] = {s: s in text for s in names}
