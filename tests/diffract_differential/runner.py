@@ -9,7 +9,8 @@ library and numpy, so it runs unchanged in both. Usage::
 ``snippets.json`` is a list of ``{"id": ..., "code": ...}``. Every snippet runs in a fresh
 temporary working folder and a fresh namespace holding the helpers below; what it puts in
 ``out`` (a dict) is its result. An exception escaping the snippet is recorded as
-``{"raises": <name>}`` under ``out["__raised__"]`` beside what was recorded before it.
+``{"raises": <name>, "is": [<names>]}`` under ``out["__raised__"]`` beside what was recorded
+before it (``raised``: the most specific class name both libraries share, and all of them).
 
 Helpers in a snippet's namespace:
 
