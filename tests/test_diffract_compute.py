@@ -10,7 +10,7 @@ import pytest
 
 import diffract
 from diffract import Session
-from diffract.core.compute import InvalidConfigurationError
+from diffract.core.compute.exceptions import InvalidConfigurationError
 from diffract.core.compute.execution import (
     KernelApplyLevel,
     KernelExecutionProtocol,

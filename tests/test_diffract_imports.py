@@ -23,10 +23,16 @@ def test_core_compute_names_are_diffracts():
         "KernelExecutionError", "KernelExecutionProtocol", "KernelExecutor", "KernelRegistry",
         "KernelRestrictions", "kernel", "register_default_kernels",
     }  # fmt: skip
-    assert expected <= set(compute.__all__) and all(hasattr(compute, n) for n in expected)
+    # exactly Diffract 0.3.1's ``__all__`` (its ``*Error`` aliases are in ``.exceptions`` only)
+    assert set(compute.__all__) == expected and all(hasattr(compute, n) for n in expected)
+    assert not hasattr(compute, "InconsistentWiringError")
+    assert not hasattr(compute, "InvalidConfigurationError")
     assert issubclass(compute.KernelExecutionError, compute.KernelError)
     assert issubclass(compute.KernelError, SessionError)
-    assert compute.InconsistentWiring is compute.InconsistentWiringError
+    from diffract.core.compute import exceptions
+
+    assert compute.InconsistentWiring is exceptions.InconsistentWiringError
+    assert compute.InvalidConfiguration is exceptions.InvalidConfigurationError
     from diffract.core.compute.config import KernelConfig
     from diffract.core.compute.exceptions import InconsistentWiring, KernelExecutionError
     from diffract.core.compute.execution import KernelExecutor

@@ -9,7 +9,8 @@ library and numpy, so it runs unchanged in both. Usage::
 ``snippets.json`` is a list of ``{"id": ..., "code": ...}``. Every snippet runs in a fresh
 temporary working folder and a fresh namespace holding the helpers below; what it puts in
 ``out`` (a dict) is its result. An exception escaping the snippet is recorded as
-``{"raises": <name>}`` under ``out["__raised__"]`` beside what was recorded before it.
+``{"raises": <name>, "is": [<names>]}`` under ``out["__raised__"]`` beside what was recorded
+before it (``raised``: the most specific class name both libraries share, and all of them).
 
 Helpers in a snippet's namespace:
 
@@ -86,9 +87,17 @@ def error_name(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def error_names(exc: BaseException) -> list[str]:
+    """Every class of ``exc`` whose name both libraries share, most specific first: what an
+    ``except`` clause written for either library catches it as."""
+    return [c.__name__ for c in type(exc).__mro__ if c.__name__ in SHARED_ERRORS]
+
+
 def raised(exc: BaseException, names: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The canonical record of an exception."""
-    rec: dict[str, Any] = {"raises": error_name(exc)}
+    """The canonical record of an exception: ``raises`` (:func:`error_name`), ``is``
+    (:func:`error_names`; the comparison accepts ours when Diffract's ``raises`` is among
+    them) and, for each of ``names``, whether the message holds it."""
+    rec: dict[str, Any] = {"raises": error_name(exc), "is": error_names(exc)}
     if names:
         text = str(exc)
         rec["names"] = {s: s in text for s in names}

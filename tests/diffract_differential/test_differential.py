@@ -115,6 +115,13 @@ def test_the_comparison_tolerates_1e6_and_nothing_more() -> None:
         "raises-in-Diffract-only"
     )
     assert dd.status_of(dd.compare([1, 2], [2, 1])) == "differs"
+    # an error of ours is the same when an ``except`` written for Diffract's class catches it
+    ours = {"raises": "SessionError", "is": ["SessionError", "KeyError", "LookupError"]}
+    assert dd.compare({"r": ours}, {"r": {"raises": "KeyError", "is": ["KeyError"]}}) == []
+    assert dd.compare({"r": {"raises": "KeyError", "is": ["KeyError"]}}, {"r": ours}) != []
+    assert dd.compare({"r": ours}, {"r": {"raises": "ValueError", "is": ["ValueError"]}}) != []
+    with_names = {**ours, "names": {"x": False}}
+    assert dd.compare({"r": with_names}, {"r": {"raises": "KeyError", "names": {"x": True}}}) != []
 
 
 def test_results_are_canonical_across_the_two_libraries() -> None:
@@ -136,8 +143,10 @@ def test_results_are_canonical_across_the_two_libraries() -> None:
         pass
 
     assert runner.error_name(UnknownThingError("x")) == "KeyError"
+    assert runner.error_names(UnknownThingError("x")) == ["KeyError", "LookupError"]
     assert runner.raised(ValueError("no 'x' here"), ("x", "y")) == {
         "raises": "ValueError",
+        "is": ["ValueError"],
         "names": {"x": True, "y": False},
     }
     rows = [

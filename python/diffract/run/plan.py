@@ -369,3 +369,21 @@ def _pair(plan: Plan, store: Store, slices: list[SliceInfo], reference: str | No
     if not plan.pairs and slices:
         why = nothing_to_compare(slices, reference)
         plan.notes.append(f"cross-model field(s) {cross}: nothing computed: {why}")
+    elif left := unpaired(slices, reference, plan.pairs):
+        shown = ", ".join(f"{s.model_id}:{s.name}" for s in left[:5])
+        more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+        plan.notes.append(
+            f"cross-model field(s) {cross}: not computed for {len(left)} slice(s) that no "
+            f"other model of the selection has a same-named slice for (reference model "
+            f"{reference!r}): {shown}{more}"
+        )
+
+
+def unpaired(
+    slices: Iterable[SliceInfo], reference: str, pairs: list[tuple[SliceInfo, SliceInfo]]
+) -> list[SliceInfo]:
+    """The slices of a selection that no cross-model pair holds: a slice of another model
+    without a same-named slice in ``reference``, and a selected slice of ``reference`` whose
+    name no selected slice of another model has."""
+    paired = {s.uid for pair in pairs for s in pair}
+    return [s for s in slices if s.uid not in paired]

@@ -27,8 +27,9 @@ class NonFiniteWeightsWarning(RuntimeWarning):
 
 
 class NothingToCompareWarning(RuntimeWarning):
-    """Cross-model fields were asked for, but no slice of the selection has a counterpart
-    in the reference model to compare against (see ``RunReport.notes``)."""
+    """Cross-model fields were asked for, but some (or every) slice of the selection has no
+    same-named counterpart to compare with, so they were not computed for it (see
+    ``RunReport.notes``)."""
 
 
 @dataclass(frozen=True)

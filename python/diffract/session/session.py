@@ -159,7 +159,8 @@ class Session(Scope):
             ``profile``, and the arguments win over it. A path that does not exist is
             Diffract's case too: a :class:`MissingConfigWarning` names it and the profile
             applies.
-        container: Diffract's container; not supported (a ConfigError says what to pass).
+        container: a :func:`diffract.containers.create_main_container` container: the
+            session opens its ``config_path`` and ``profile`` (then give neither here).
         other_session: a session (or scope) merged into this one once it is open.
         registry: the kernels (default: the built-in registry).
         conventions: a kernel-option preset for every run, e.g. ``"weightwatcher"``
@@ -170,7 +171,8 @@ class Session(Scope):
             ``SessionError``, a ``KernelExecutionError``, once what succeeded is stored).
 
     Raises:
-        ConfigError: an unknown profile or backend, a bad setting, or ``path`` with "ram".
+        ConfigError: an unknown profile or backend, a bad setting, ``path`` with "ram", or a
+            ``container`` that is not ``create_main_container``'s (or given with a config).
         InvalidArgumentError: ``readonly`` is not a bool.
         StoreError: the store cannot be opened (damaged, or locked by another writer).
     """
@@ -202,11 +204,21 @@ class Session(Scope):
         #: what compute.apply does when kernels fail ("warn" or "raise"); apply's wins
         self.on_failure = check_on_failure(on_failure)
         if container is not None:
-            raise ConfigError(
-                "container= takes Diffract's dependency-injection container, which "
-                "diffract-lab does not have; pass config_path= (the same INI/YAML/JSON file) "
-                "or the settings as arguments"
-            )
+            from diffract.containers import MainContainer
+
+            if not isinstance(container, MainContainer):
+                raise ConfigError(
+                    "container= takes the container of diffract.containers."
+                    "create_main_container(config_path, profile); Diffract's other "
+                    "dependency-injection containers are not provided: pass config_path= (the "
+                    "same INI/YAML/JSON file) or the settings as arguments"
+                )
+            if config_path is not None or profile is not None:
+                raise ConfigError(
+                    "container= carries the configuration file and profile; pass them to "
+                    "create_main_container(...) or to Session(...), not to both"
+                )
+            config_path, profile = container.config_path, container.profile
         given: dict[str, Any] = {
             "path": path,
             "backend": backend,

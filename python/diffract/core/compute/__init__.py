@@ -1,13 +1,14 @@
 """``diffract.core.compute``: Diffract's compute import paths (levels, registry, executor,
-``kernel`` decorator, configuration and errors), ours underneath."""
+``kernel`` decorator, configuration and errors), ours underneath.
+
+The names are exactly Diffract 0.3.1's: its ``*Error`` spellings of ``InconsistentWiring`` and
+``InvalidConfiguration`` live in :mod:`diffract.core.compute.exceptions` only, as there."""
 
 from diffract._errors import (
     CircularDependencyError as CircularDependencyError,
     DependencyNotFoundError as DependencyNotFoundError,
     InconsistentWiring as InconsistentWiring,
-    InconsistentWiringError as InconsistentWiringError,
     InvalidConfiguration as InvalidConfiguration,
-    InvalidConfigurationError as InvalidConfigurationError,
     KernelError as KernelError,
     KernelExecutionError as KernelExecutionError,
 )
@@ -28,9 +29,7 @@ __all__ = [
     "CircularDependencyError",
     "DependencyNotFoundError",
     "InconsistentWiring",
-    "InconsistentWiringError",
     "InvalidConfiguration",
-    "InvalidConfigurationError",
     "KernelApplyLevel",
     "KernelConfig",
     "KernelError",
