@@ -163,3 +163,19 @@ def test_an_old_store_id_starting_with_re_is_matched_literally(tmp_path, monkeyp
         assert shown == ["re:.*", checkpoint_id("run", 0)]
         stored = s.models.weights("fc1.weight", model_id="re:.*")
         np.testing.assert_allclose(stored, _weights(7)["fc1.weight"], rtol=1e-6)
+
+
+def test_a_session_that_raises_on_failures_still_commits_tracked_steps():
+    """``Session(on_failure="raise")`` is for the user's own ``apply``: the tracker's worker
+    counts an analysis failure in a committed step (reported at close), it never raises it
+    and leaves the step incomplete."""
+    s = Session(profile="ram", on_failure="raise")
+    zero = {"fc1.weight": np.zeros((16, 8)), "fc2.weight": np.ones((4, 16))}
+    tr = s.track("run", ["stable_rank"])
+    tr.step(zero, step=0)
+    with pytest.warns(RuntimeWarning, match="1 failure"):  # the close reports it
+        status = tr.close()
+    assert status.committed == 1 and tr.steps() == [0]
+    assert status.failures == ((0, "1 slice failure(s) in the run"),)
+    rows = s.results.export_metrics("stable_rank", export_format="list")
+    assert [r.get("stable_rank") for r in rows if r["parameter_name"] == "fc2.weight"] == [1.0]

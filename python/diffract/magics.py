@@ -480,8 +480,7 @@ def _in_namespace(session: Any, user_ns: Mapping[str, Any]) -> bool:
 
 def _superseded(session: Any) -> bool:
     """Whether a newer session of this process took ``session``'s writer lock over."""
-    lock = getattr(session.store, "_lock", None)
-    return bool(getattr(lock, "superseded", False))
+    return bool(getattr(session.store, "superseded", False))
 
 
 def _describe(session: Any) -> str:

@@ -367,6 +367,13 @@ class Store:
             "cache": self.cache.describe(),
         }
 
+    @property
+    def superseded(self) -> bool:
+        """Whether a newer session of this process took this store's writer lock over (a
+        re-run ``session = Session(...)`` cell): this store can no longer write."""
+        lock = getattr(self, "_lock", None)  # RAM stores and readers hold no lock
+        return bool(getattr(lock, "superseded", False))
+
     # --- writes --------------------------------------------------------------------------
     @locked
     def commit(self, batch: Batch) -> None:

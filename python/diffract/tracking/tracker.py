@@ -288,8 +288,7 @@ class Tracker:
         would fail in the worker. The tracker closes (its waiting snapshots are skipped)
         and says how to resume.
         """
-        lock = getattr(self.session.store, "_lock", None)  # no lock: a RAM store
-        if lock is None or not getattr(lock, "superseded", False):
+        if not self.session.store.superseded:
             return
         self.close(drain=False)
         raise StoreError(

@@ -108,9 +108,10 @@ class Analysis:
         failures = 0
         if self.fields:
             scope = self.root.filter(model_ids=literal_ids([model_id]), **self.scope)
-            report = scope.compute.apply(
-                *self.fields, progress=False, cancel=cancel, **self.options
-            )
+            # failures are counted and reported at close, never raised here: a step whose
+            # analysis partly failed is still committed (whatever the session's on_failure)
+            options = {**self.options, "on_failure": "warn"}
+            report = scope.compute.apply(*self.fields, progress=False, cancel=cancel, **options)
             if report.cancelled:
                 raise RuntimeError(f"the analysis of step {step} was cancelled")
             failures = len(report.failures)
