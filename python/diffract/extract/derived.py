@@ -71,7 +71,7 @@ def kernel_position_slices(leaves: list[Any]) -> list[Any]:
         for p, (pos, m) in enumerate(zip(positions, mats, strict=True)):
             where = {"of": leaf.name, "index": p, "position": list(pos), "count": len(mats)}
             meta = {"kernel_position": where}
-            out.append(_new_leaf(leaf, f"{leaf.name}:{p}", m, ParameterType.CONV, meta))
+            out.append(derived_leaf(leaf, f"{leaf.name}:{p}", m, ParameterType.CONV, meta))
     return out
 
 
@@ -136,13 +136,15 @@ def intra_slices(leaves: list[Any]) -> list[Any]:
         name = f"intra:{first.name}:{second.name}"
         meta = {"intra": [first.name, second.name]}
         # float64: the product's rank is min of the factors' to float64 rounding
-        out.append(_new_leaf(second, name, x, ParameterType.DENSE, meta, np.float64))
+        out.append(derived_leaf(second, name, x, ParameterType.DENSE, meta, np.float64))
     return out
 
 
-def _new_leaf(
+def derived_leaf(
     like: Any, name: str, m: np.ndarray, ptype: ParameterType, meta: dict, dtype: Any = np.float32
 ) -> Any:
+    """A new leaf like ``like`` (its source and framework), holding the derived matrix ``m``
+    as ``dtype`` under ``name``, of type ``ptype``, in the out x in layout."""
     arr = np.ascontiguousarray(m, dtype=dtype)
     return replace(
         like,

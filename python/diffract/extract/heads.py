@@ -62,6 +62,7 @@ import numpy as np
 
 from diffract._core.slices import ParameterType
 from diffract._errors import ExtractionError
+from diffract.extract.derived import derived_leaf
 from diffract.extract.lora import as_numpy
 
 #: the most bytes the QK/OV circuits may take when ``circuits`` is not given (2 GiB)
@@ -416,7 +417,7 @@ def _block_slices(b: _Block, cfg: HeadConfig) -> list[Any]:
         meta = {"attention_head": {**base, **where}}
         # float64 circuits: their rank is head_dim to float64 rounding (as intra slices)
         dtype = np.float32 if ptype == ATTENTION_HEAD else np.float64
-        out.append(_new_leaf(b.like, f"{b.prefix}.{name}", m, ptype, meta, dtype))
+        out.append(derived_leaf(b.like, f"{b.prefix}.{name}", m, ptype, meta, dtype))
 
     for g in range(cfg.kv_heads):
         rows = slice(g * d, (g + 1) * d)
@@ -439,22 +440,6 @@ def _block_slices(b: _Block, cfg: HeadConfig) -> list[Any]:
         if b.v is not None and b.o is not None:
             add(f"head{h}.ov", b.o[:, rows] @ b.v[kv], OV_CIRCUIT, role="ov", **at)
     return out
-
-
-def _new_leaf(
-    like: Any, name: str, m: np.ndarray, ptype: ParameterType, meta: dict, dtype: Any
-) -> Any:
-    arr = np.ascontiguousarray(m, dtype=dtype)
-    return replace(
-        like,
-        name=name,
-        array=arr,
-        shape=tuple(arr.shape),
-        dtype=str(arr.dtype),
-        type=ptype,
-        layout="out_in",
-        meta=meta,
-    )
 
 
 _HEAD_NAME = re.compile(r"^(?P<block>.+)\.(?:head|kv_head)(?P<head>\d+)\.(?P<role>q|k|v|o|qk|ov)$")
