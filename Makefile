@@ -59,8 +59,9 @@ lab: install
 analyze: install
 	$(VENV)/bin/diffract analyze
 
-# pytest runs last so that its summary line closes the output
-test: install system-deps lint test-js test-ui test-python
+# pytest runs last so that its summary line closes the output; test-diffract runs the same
+# snippets through the published Diffract 0.3.1 (a Python 3.12 venv) and through ours
+test: install system-deps lint test-js test-ui test-diffract test-python
 
 # random test order (pytest-randomly), line coverage of python/diffract, and a run with any
 # skipped test fails (tests/conftest.py: only the skips listed there, with their reasons)
