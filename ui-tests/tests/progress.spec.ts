@@ -65,7 +65,7 @@ for (const [theme, width] of [
     await shot(page, `progress-live-${theme}-${width}`, w);
     await expectDone(w);
     await shot(page, `progress-done-${theme}-${width}`, w);
-    const idx = await runCode(page, 'print("stored", sum(r["slow_norm"] is not None for r in session.results.export_metrics("slow_norm", export_format="list")))');
+    const idx = await runCode(page, 'print("stored", sum(r.get("slow_norm") is not None for r in session.results.export_metrics("slow_norm", export_format="list")))');
     await expect.poll(async () => outputText(page, idx)).toContain('stored 8');
   });
 }

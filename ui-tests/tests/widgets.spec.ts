@@ -60,7 +60,7 @@ test.describe('widget kit', () => {
     const idx = await runCode(
       page,
       'rows = session.results.export_metrics("slow_norm", export_format="list")\n' +
-        'kept = sum(r["slow_norm"] is not None for r in rows)\n' +
+        'kept = sum(r.get("slow_norm") is not None for r in rows)\n' +
         'print("cancelled", run.report.cancelled, "kept", kept, "chunks", run.report.chunks, kept == run.report.chunks)'
     );
     await expect.poll(async () => outputText(page, idx)).toMatch(/cancelled True kept \d+ chunks \d+ True/);
