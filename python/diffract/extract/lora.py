@@ -40,6 +40,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,8 @@ class LoraPair:
         b: ``lora_B`` (out x r).
         scaling: PEFT's scaling of the update (``alpha / r``, ``alpha / sqrt(r)`` with rsLoRA).
         adapter: the adapter's name (None when the names carry none).
+        fan_in_fan_out: the base weight is stored (in, out), as GPT-2's ``Conv1D`` (PEFT's
+            ``fan_in_fan_out``): a merge adds the transposed update.
     """
 
     slice: str
@@ -133,6 +136,7 @@ class LoraPair:
     b: np.ndarray
     scaling: float
     adapter: str | None
+    fan_in_fan_out: bool = False
 
     @property
     def rank(self) -> int:
@@ -141,7 +145,10 @@ class LoraPair:
 
 
 def find_pairs(
-    flat: dict[str, Any], scaling: Any, source: str = "model"
+    flat: dict[str, Any],
+    scaling: Any,
+    source: str = "model",
+    fan_in_fan_out: Container[str] = frozenset(),
 ) -> tuple[dict[str, Any], list[LoraPair], dict[str, str]]:
     """Split ``flat`` into the other leaves (named as in the base model) and its LoRA pairs.
 
@@ -149,6 +156,8 @@ def find_pairs(
         flat: dotted name -> array (tensor, NumPy array or lazy checkpoint array).
         scaling: ``scaling(layer, adapter, rank) -> float``.
         source: what the leaves came from, for error messages.
+        fan_in_fan_out: the adapted layers whose base weight is stored (in, out)
+            (:attr:`LoraPair.fan_in_fan_out`).
 
     Returns:
         ``(leaves, pairs, skipped)``: the other leaves unchanged, one :class:`LoraPair` per
@@ -180,7 +189,7 @@ def find_pairs(
             )
         s = float(scaling(layer, adapter, int(a.shape[0])))
         base = f"{layer.removeprefix(_PREFIX)}.weight"
-        found.append(LoraPair(target, base, a, b, s, adapter))
+        found.append(LoraPair(target, base, a, b, s, adapter, layer in fan_in_fan_out))
     return out, found, skipped
 
 
@@ -258,6 +267,8 @@ def resolve(
                     "or use lora='update')"
                 )
             w = as_numpy(out[p.base], np.float64)
+            if p.fan_in_fan_out:  # B @ A is (out, in); the base is stored (in, out)
+                update = update.T
             if w.shape != update.shape:
                 raise ExtractionError(
                     f"lora='merged': LoRA slice {p.slice!r} has shape {update.shape} but its "
@@ -293,11 +304,14 @@ def _from_lora_module(module: Any) -> ModelTree:
         for name, m in module.named_modules()
         if isinstance(sc := getattr(m, "scaling", None), dict)
     }
+    transposed = {
+        name for name, m in module.named_modules() if getattr(m, "fan_in_fan_out", False) is True
+    }
 
     def scaling(layer: str, adapter: str | None, _rank: int) -> float:
         return float(scales.get(layer, {}).get(adapter or "default", 1.0))
 
-    leaves, pairs, skipped = find_pairs(flat, scaling, type(module).__qualname__)
+    leaves, pairs, skipped = find_pairs(flat, scaling, type(module).__qualname__, transposed)
     return ModelTree(
         tree=nest_dotted(leaves),
         types={base_name(k): v for k, v in base.types.items() if base_name(k) in leaves},

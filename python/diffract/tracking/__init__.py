@@ -8,7 +8,12 @@ the step (:mod:`diffract._core.steps`).
 
 from __future__ import annotations
 
-from diffract.tracking.adapters import LightningTracking, keras_callback, lightning_callback
+from diffract.tracking.adapters import (
+    LightningTracking,
+    hf_callback,
+    keras_callback,
+    lightning_callback,
+)
 from diffract.tracking.ids import STEP_DIGITS, checkpoint_id, parse_checkpoint_id
 from diffract.tracking.ledger import (
     DOC_KIND,
@@ -44,6 +49,7 @@ __all__ = [
     "committed_steps",
     "complete_scope",
     "drop_incomplete",
+    "hf_callback",
     "incomplete_checkpoints",
     "keras_callback",
     "lightning_callback",

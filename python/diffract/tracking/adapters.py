@@ -1,6 +1,7 @@
-"""Thin adapters for frameworks with a callback convention: Keras and Lightning-style trainers.
+"""Thin adapters for frameworks with a callback convention: Keras, Lightning-style trainers
+and Hugging Face's ``Trainer``.
 
-Both only call :meth:`Tracker.step <diffract.tracking.Tracker.step>` with the framework's
+All only call :meth:`Tracker.step <diffract.tracking.Tracker.step>` with the framework's
 count of optimizer updates as the step, snapshot the initial weights when training starts,
 and flush the tracker when it ends (the tracker stays open: close it yourself, or use it as a
 context manager around ``fit``).
@@ -114,3 +115,59 @@ def lightning_callback(tracker: Any) -> Any:
         pass
 
     return DiffractLightningTracking(tracker)
+
+
+def hf_callback(tracker: Any, *, merged: bool = False) -> Any:
+    """A ``transformers.TrainerCallback`` that tracks ``Trainer.train()``.
+
+    The step is ``state.global_step`` (optimizer updates so far, the step ``Trainer`` logs
+    and saves under; it carries over a resumed checkpoint). Training start offers the
+    initial weights, each optimizer step's end the updated ones (the tracker keeps the
+    multiples of its ``every``); training end flushes the tracker. Only the main process
+    (``state.is_world_process_zero``) offers weights, so a distributed run stores each step
+    once. A PEFT model is stored as ``models.add`` stores it: each adapted layer's scaled
+    LoRA update ``<layer>.lora`` (``scaling * B @ A``) beside the base weights, or with
+    ``merged=True`` the merged weights ``W + scaling * B @ A`` in place of the base ones.
+
+    Args:
+        tracker: a :class:`~diffract.tracking.Tracker`.
+        merged: store a PEFT model's merged weights instead of its LoRA updates.
+
+    Returns:
+        The callback, for ``Trainer(..., callbacks=[cb])`` or ``trainer.add_callback(cb)``.
+
+    Raises:
+        ImportError: transformers is not installed.
+        InvalidArgumentError: ``merged`` is not a bool.
+    """
+    from diffract._errors import InvalidArgumentError
+
+    if not isinstance(merged, bool):
+        raise InvalidArgumentError(f"merged must be a bool, got {merged!r}")
+    base: Any = importlib.import_module("transformers").TrainerCallback
+    lora = "merged" if merged else "update"
+
+    class DiffractHFTracking(base):
+        """Calls ``tracker.step(model, step=state.global_step)`` after every optimizer step."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.tracker = tracker
+            self.merged = merged
+
+        def _step(self, state: Any, model: Any) -> None:
+            if model is None or not state.is_world_process_zero:
+                return
+            self.tracker.step(model, step=int(state.global_step), lora=lora)
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._step(state, kwargs.get("model"))
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._step(state, kwargs.get("model"))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero:
+                self.tracker.flush()
+
+    return DiffractHFTracking()

@@ -42,6 +42,8 @@ class SnapshotLeaf:
     array: Any
     type: ParameterType
     layout: str
+    #: the slice's meta from the extraction (a LoRA update's rank and scaling, ...)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Snapshot:
             source=f"{self.source} (step {self.step})",
             skipped=dict(self.skipped),
             layouts={leaf.name: leaf.layout for leaf in self.leaves},
+            meta={leaf.name: dict(leaf.meta) for leaf in self.leaves if leaf.meta},
         )
 
 
@@ -97,7 +100,12 @@ def _snapshot_tree(snapshot: Snapshot) -> ModelTree:
 
 
 def take_snapshot(
-    model: Any, step: int, filter_spec: Any = None, *, non_blocking: bool = True
+    model: Any,
+    step: int,
+    filter_spec: Any = None,
+    *,
+    non_blocking: bool = True,
+    lora: str = "update",
 ) -> Snapshot:
     """Copy the weight leaves of ``model`` to host memory, named as ``models.add`` names them.
 
@@ -108,12 +116,15 @@ def take_snapshot(
         step: the training step it is.
         filter_spec: which leaves to keep (as for ``models.add``); default: float arrays.
         non_blocking: copy CUDA tensors asynchronously (the worker waits for them).
+        lora: LoRA / PEFT adapters as their scaled update ``<layer>.lora`` (``"update"``)
+            or merged into the base weight (``"merged"``), as ``models.add(lora=...)``.
 
     Returns:
         The snapshot.
 
     Raises:
-        ExtractionError: the model has no weight leaves, or is not a model object.
+        ExtractionError: the model has no weight leaves, is not a model object, or a bad
+            ``lora`` value.
     """
     from diffract._errors import ExtractionError
     from diffract.session.overrides import unwrap_model
@@ -124,7 +135,7 @@ def take_snapshot(
             "tracker.step() takes the model object being trained, not a checkpoint path "
             "(add a checkpoint file with session.models.add)"
         )
-    ex = extract(unwrap_model(model), filter_spec)
+    ex = extract(unwrap_model(model), filter_spec, lora=lora)
     if not ex.leaves:
         raise ExtractionError(
             f"no weight leaves in the model given at step {step} (skipped: "
@@ -132,7 +143,7 @@ def take_snapshot(
         )
     arrays, ready = _host_copies([leaf.array for leaf in ex.leaves], non_blocking)
     leaves = [
-        SnapshotLeaf(leaf.name, a, leaf.type, leaf.layout)
+        SnapshotLeaf(leaf.name, a, leaf.type, leaf.layout, dict(leaf.meta))
         for leaf, a in zip(ex.leaves, arrays, strict=True)
     ]
     nbytes = sum(int(a.nbytes) for a in arrays)

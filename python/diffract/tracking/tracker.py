@@ -24,6 +24,7 @@ from diffract._errors import (
     StoreError,
     StoreLockedError,
 )
+from diffract.extract.lora import check_lora_options
 from diffract.tracking.ids import STEP_DIGITS, check_run, check_step, checkpoint_id
 from diffract.tracking.ledger import committed_ids, drop_incomplete, mark_run, run_steps
 from diffract.tracking.policy import SnapshotQueue, check_policy
@@ -210,7 +211,7 @@ class Tracker:
         return resume
 
     # --- the training thread -------------------------------------------------------------
-    def step(self, model: Any, step: int | None = None) -> str | None:
+    def step(self, model: Any, step: int | None = None, *, lora: str = "update") -> str | None:
         """Offer the model's weights at training step ``step``; returns at once.
 
         Only multiples of ``every`` are snapshotted. A snapshot is a host copy taken here;
@@ -221,6 +222,9 @@ class Tracker:
                 NNX module, Keras model, ``{name: array}`` dict).
             step: the training step; default: one more than the previous call's (the first
                 call of a resumed run continues after the largest stored step).
+            lora: a PEFT / LoRA model's adapters as their scaled update ``<layer>.lora``
+                (``"update"``, default) or merged into the base weights (``"merged"``), as
+                ``models.add(lora=...)`` stores them.
 
         Returns:
             The checkpoint's model id when a snapshot was queued; None when the step is not
@@ -230,8 +234,9 @@ class Tracker:
             StoreError: the tracker is closed.
             InvalidArgumentError: a step that is not an int >= 0.
             DuplicateModelError: the step is stored and ``on_existing="error"``.
-            ExtractionError: the model has no weight leaves.
+            ExtractionError: the model has no weight leaves, or a bad ``lora`` value.
         """
+        check_lora_options(lora, "peft")
         if self._closed:
             raise StoreError(f"the tracker of run {self.run!r} is closed; make a new one")
         self._check_writer()
@@ -253,7 +258,9 @@ class Tracker:
             return None
         snap = None
         try:
-            snap = take_snapshot(model, s, self.filter_spec, non_blocking=self.non_blocking)
+            snap = take_snapshot(
+                model, s, self.filter_spec, non_blocking=self.non_blocking, lora=lora
+            )
             self._bump("snapshots")
             self._bump("snapshot_seconds", snap.seconds)
             skipped = self._queue.offer(snap)
@@ -450,6 +457,12 @@ class Tracker:
         from diffract.tracking.adapters import lightning_callback
 
         return lightning_callback(self)
+
+    def hf_callback(self, *, merged: bool = False) -> Any:
+        """A Hugging Face ``TrainerCallback`` (see :func:`diffract.tracking.hf_callback`)."""
+        from diffract.tracking.adapters import hf_callback
+
+        return hf_callback(self, merged=merged)
 
     def __repr__(self) -> str:
         return f"<diffract Tracker {self.status}>"
