@@ -66,10 +66,10 @@ def _frob(session, model_id: str) -> dict[str, float]:
     return dict(zip(rows["name"], rows["frob_norm"], strict=True))
 
 
-def _train(model, callbacks, tmp_path) -> None:
+def _train(model, callbacks, tmp_path, **options) -> None:
+    options = {"max_steps": STEPS, **options}
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path),
-        max_steps=STEPS,
         per_device_train_batch_size=2,
         learning_rate=1e-2,
         report_to=[],
@@ -77,6 +77,7 @@ def _train(model, callbacks, tmp_path) -> None:
         save_strategy="no",
         logging_strategy="no",
         disable_tqdm=True,
+        **options,
     )
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=_Tokens(), callbacks=callbacks
@@ -108,6 +109,20 @@ def test_hf_callback_stores_every_nth_optimizer_step_with_its_weights(tmp_path):
             np.testing.assert_array_equal(stored, rec.seen[step][name])
             want = np.linalg.norm(rec.seen[step][name], "fro")
             np.testing.assert_allclose(by_name[name], want, rtol=1e-6)
+
+
+def test_hf_callback_step_is_an_optimizer_update_under_gradient_accumulation(tmp_path):
+    model = _gpt2()
+    name = "transformer.h.0.mlp.c_proj.weight"
+    rec = _Recorder([name])
+    s = Session(profile="ram")
+    with s.track("accum", [], every=2, max_pending=10) as tr:
+        _train(model, [tr.hf_callback(), rec], tmp_path, max_steps=4, gradient_accumulation_steps=3)
+    # 4 updates of 3 micro-batches each: the steps count updates, not micro-batches
+    assert tr.steps() == [0, 2, 4] and sorted(rec.seen) == [0, 1, 2, 3, 4]
+    for step in tr.steps():
+        got = s.models.weights(name, model_id=checkpoint_id("accum", step))
+        np.testing.assert_array_equal(np.asarray(got, np.float64), rec.seen[step][name])
 
 
 def test_hf_callback_offers_nothing_off_the_main_process(tmp_path):
