@@ -933,12 +933,195 @@ again.close()""",
     ),
 ]
 
+# ------------------------------------------------------------------------------------------
+# llm
+# ------------------------------------------------------------------------------------------
+
+LLM = [
+    (
+        MD,
+        """# The LLM workflow: describe, add by folder, per-head alpha, alpha to pruning ratios
+
+A small walk through what LLM work with spectral analysis needs (docs/llm.md and
+docs/llm-heads.md), on a tiny Llama-shaped checkpoint so it runs in seconds:
+
+1. write a Hugging Face model folder (`config.json`, safetensors shards and their index) with
+   random weights, no download,
+2. describe it before computing anything (headers only),
+3. add it by folder with per-head attention slices (grouped-query attention: 8 query heads
+   sharing 2 key/value heads),
+4. draw a heads x layers heatmap of alpha over the QK circuits,
+5. turn per-matrix alpha into AlphaPruning's layer-wise sparsity ratios.
+
+The same calls work on a real checkpoint folder, or a repo id in the local Hugging Face cache
+(`"TinyLlama/TinyLlama-1.1B-Chat-v1.0"`). Random weights have no trained structure, so the
+alpha values here show the mechanics, not a diagnosis.""",
+    ),
+    (
+        CODE,
+        """import warnings
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+import transformers
+from safetensors.numpy import load_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from diffract import Session
+from diffract.extract.heads import head_grid
+from diffract.kernels.hill import alpha_sparsity_ratios
+
+warnings.filterwarnings("ignore")
+transformers.utils.logging.disable_progress_bar()
+
+torch.manual_seed(0)
+config = LlamaConfig(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    vocab_size=256,
+)
+folder = Path("tiny-llama")
+LlamaForCausalLM(config).save_pretrained(folder, max_shard_size="200KB")
+sorted(p.name for p in folder.iterdir())""",
+    ),
+    (
+        MD,
+        """## 1. Describe before compute
+
+`session.models.describe(...)` (and `diffract describe PATH|REPO_ID` on the command line)
+reads the safetensors headers and `config.json` only: names, shapes, dtypes, parameter counts
+per type and per layer, and what an analysis would do with each tensor (**analyzed**: a
+matrix; **stats only**: 1-D norm scales; **skipped**, with the reason). No tensor data is
+read, so it takes the same time for a 70B checkpoint.""",
+    ),
+    (
+        CODE,
+        """session = Session(profile="ram")  # in memory; Session(profile="local") keeps a store
+described = session.models.describe(folder)
+print(described)
+print(described.by_status())
+assert described.by_status() == {"analyzed": 16, "stats only": 5, "skipped": 0}""",
+    ),
+    (
+        MD,
+        """## 2. Add the folder, with per-head attention slices
+
+`models.add(folder, heads=True)` reads the head counts from `config.json` and adds, next to
+the whole matrices, one `attention_head` slice per query head (`<block>.head<h>.q`, `.o`)
+and per key/value head (`<block>.kv_head<g>.k`, `.v`), plus each head's QK and OV circuits
+(`qk_circuit`, `ov_circuit`, d_model x d_model). The folder is referenced, not copied.""",
+    ),
+    (
+        CODE,
+        """slices = session.models.add(folder, model_id="tiny-llama", heads=True)
+table = session.utils.slices_table(export_format="pandas")
+print(len(slices), "slices")
+table.groupby("type").size()""",
+    ),
+    (
+        MD,
+        """Each head slice is plain slicing of the stored weights: with grouped-query attention
+query head h uses key/value head g = h // (8 / 2). Checked here against numpy on the
+safetensors shards themselves.""",
+    ),
+    (
+        CODE,
+        """shards = {}
+for f in sorted(folder.glob("*.safetensors")):
+    shards.update(load_file(f))
+block, d = "model.layers.1.self_attn", config.hidden_size // config.num_attention_heads
+Wq, Wk = shards[block + ".q_proj.weight"], shards[block + ".k_proj.weight"]
+h, g = 5, 5 // (config.num_attention_heads // config.num_key_value_heads)
+
+q5 = session.models.weights(f"{block}.head{h}.q", "tiny-llama")
+k1 = session.models.weights(f"{block}.kv_head{g}.k", "tiny-llama")
+qk5 = session.models.weights(f"{block}.head{h}.qk", "tiny-llama")
+assert np.array_equal(q5, Wq[h * d : (h + 1) * d])
+assert np.array_equal(k1, Wk[g * d : (g + 1) * d])
+assert np.allclose(qk5, Wq[h * d : (h + 1) * d].T.astype(np.float64) @ Wk[g * d : (g + 1) * d])
+print("head", h, "uses kv head", g, "; QK circuit", qk5.shape, "of rank", np.linalg.matrix_rank(qk5))
+session.models.slice(f"{block}.head{h}.q", "tiny-llama").meta["attention_head"]""",
+    ),
+    (
+        MD,
+        """## 3. A heads x layers heatmap of alpha
+
+`hill_alpha` is the Hill estimator TempBalance, AlphaPruning and AlphaDecay use. A circuit
+has rank at most `head_dim` (8 here), so its zero eigenvalues are left out
+(`hill_filter_zeros=True`). `head_grid` pivots the per-head rows into a heads x layers
+table, drawn as a Plotly heatmap.""",
+    ),
+    (
+        CODE,
+        """qk = session.filter(param_types=["qk_circuit"])
+qk.compute.apply("hill_alpha", hill_filter_zeros=True, progress=False)
+rows = qk.results.export_table("hill_alpha", export_format="dict")
+blocks, heads, grid = head_grid(rows["name"], rows["hill_alpha"], role="qk")
+assert grid.shape == (config.num_attention_heads, config.num_hidden_layers)
+assert np.isfinite(grid).all()
+layers = [b.split(".")[2] for b in blocks]  # "model.layers.0.self_attn" -> "0"
+fig = go.Figure(
+    go.Heatmap(z=grid, x=layers, y=heads, colorscale="Viridis",
+               colorbar={"title": {"text": "hill_alpha"}})
+)
+fig.update_layout(title="QK circuits: hill_alpha, head x layer", xaxis_title="layer",
+                  yaxis_title="head", width=420, height=420)
+fig""",
+    ),
+    (
+        MD,
+        """## 4. Per-matrix alpha to AlphaPruning sparsity ratios
+
+AlphaPruning (Lu et al., NeurIPS 2024) prunes matrices with larger alpha (less heavy-tailed,
+less trained) more: r_i = (alpha_i - alpha_min) / (alpha_max - alpha_min) (2 eps) + 1 - eps,
+s_i = eta r_i, with eta chosen so that the parameter-weighted mean sparsity is the target S.
+Its LLaMA metric is `alpha_peak` (xmin at the peak of the log-ESD density); `groups=`
+averages alpha per transformer block first (its `mapping_type="block_wise"`).""",
+    ),
+    (
+        CODE,
+        """proj = session.filter(param_names=["re:model\\\\.layers\\\\.\\\\d+\\\\.(self_attn|mlp)\\\\.\\\\w+_proj\\\\.weight"])
+proj.compute.apply("alpha_peak", progress=False)
+rows = proj.results.export_table("alpha_peak", export_format="pandas")
+rows["params"] = [int(np.prod(session.models.slice(n, "tiny-llama").shape)) for n in rows["name"]]
+rows["sparsity"] = alpha_sparsity_ratios(rows["alpha_peak"], sparsity=0.7, epsilon=0.2, params=rows["params"])
+rows["block_wise"] = alpha_sparsity_ratios(
+    rows["alpha_peak"], sparsity=0.7, epsilon=0.2, params=rows["params"],
+    groups=[n.split(".")[2] for n in rows["name"]],
+)
+# the target is met as a parameter-weighted mean, and larger alpha means more pruning
+assert np.isclose(np.average(rows["sparsity"], weights=rows["params"]), 0.7)
+order = np.argsort(rows["alpha_peak"].to_numpy())
+assert np.all(np.diff(rows["sparsity"].to_numpy()[order]) >= -1e-12)
+# and it is the paper's formula, written out with numpy
+a, p = rows["alpha_peak"].to_numpy(), rows["params"].to_numpy()
+r = (a - a.min()) / (a.max() - a.min()) * (2 * 0.2) + (1 - 0.2)
+assert np.allclose(rows["sparsity"], 0.7 * p.sum() / (p * r).sum() * r)
+print("weighted mean sparsity:", round(float(np.average(rows["sparsity"], weights=rows["params"])), 6))
+rows[["name", "params", "alpha_peak", "sparsity", "block_wise"]].round(3)""",
+    ),
+    (
+        MD,
+        """`diffract.kernels.hill.alpha_lr_factors` maps the same alpha to TempBalance's
+learning-rate factors (0.5 to 1.5). On a real checkpoint the same cells apply unchanged:
+`session.models.describe("TinyLlama/TinyLlama-1.1B-Chat-v1.0")` and
+`session.models.add(...)` read a repo id from the local Hugging Face cache, never the
+network; `.gguf` files are read too (docs/llm.md).""",
+    ),
+]
+
 NOTEBOOK_CELLS = {
     "quickstart.ipynb": QUICKSTART,
     "training_evolution.ipynb": TRAINING,
     "filtering.ipynb": FILTERING,
     "compare_frameworks.ipynb": COMPARE,
     "track_training.ipynb": TRACKING,
+    "llm.ipynb": LLM,
 }
 
 

@@ -21,6 +21,7 @@ NAMES = [
     "training_evolution.ipynb",
     "filtering.ipynb",
     "compare_frameworks.ipynb",
+    "llm.ipynb",
     "track_training.ipynb",  # run by tests/test_tracking_notebook.py, with its own checks
 ]
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -109,3 +110,9 @@ def test_notebook_runs(name, tmp_path):
         assert "mlp-step-0150" in everything and "flax-mlp-step-0150" in everything
     if name == "compare_frameworks.ipynb":
         assert everything.count("identical across frameworks") == 5
+    if name == "llm.ipynb":
+        assert "'analyzed': 16, 'stats only': 5, 'skipped': 0" in everything
+        assert "head 5 uses kv head 1" in everything
+        assert "weighted mean sparsity: 0.7" in everything
+        plotly = "application/vnd.plotly.v1+json"
+        assert any(plotly in o.get("data", {}) for c in cells for o in c.outputs)  # the heatmap
