@@ -959,7 +959,8 @@ alpha values here show the mechanics, not a diagnosis.""",
     ),
     (
         CODE,
-        """import warnings
+        """import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -985,7 +986,7 @@ config = LlamaConfig(
     num_key_value_heads=2,
     vocab_size=256,
 )
-folder = Path("tiny-llama")
+folder = Path(tempfile.mkdtemp()) / "tiny-llama"  # a scratch folder, so nothing lands here
 LlamaForCausalLM(config).save_pretrained(folder, max_shard_size="200KB")
 sorted(p.name for p in folder.iterdir())""",
     ),
