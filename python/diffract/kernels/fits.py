@@ -265,8 +265,9 @@ def pl_presence(esd, pl_esd_xmin):
 #
 # p(x) = x^-alpha e^(-lambda x) / Z on x >= xmin is an exponential family in (alpha, lambda)
 # with sufficient statistics (ln x, x), so its negative log-likelihood is convex in them: one
-# minimum, found by Newton's method with the exact gradient and Hessian (the model's mean and
-# covariance of (ln x, x)). The parameters are kept in the powerlaw package's range (alpha >= 1,
+# minimum (see _tpl_mle: the KKT conditions, else the profile likelihood's root in ln lambda,
+# alpha by Newton with the exact gradient and Hessian, the model's mean and covariance of
+# (ln x, x)). The parameters are kept in the powerlaw package's range (alpha >= 1,
 # lambda >= 0), where Diffract and WeightWatcher fit them too. Integrals are in t = ln(x / xmin)
 # by composite Gauss-Legendre on [0, T], T where the integrand has fallen below e^-_TPL_SPAN.
 
@@ -275,7 +276,7 @@ _TPL_SPAN = 60.0
 _TPL_PANELS = 12
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 _GL16_X, _GL16_W = np.polynomial.legendre.leggauss(16)
-_TPL_BLOCK = 256  # candidate xmins fitted together (the KS step holds 64 x block x tail floats)
+_TPL_BLOCK = 256  # candidate xmins fitted together (the KS step holds 8 x block x tail floats)
 
 
 def _tpl_nodes(alpha: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
