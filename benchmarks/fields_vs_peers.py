@@ -564,6 +564,72 @@ def _median_runs(contenders, repeats):
     return {k: (float(np.median(w)), float(np.median(c))) for k, (w, c) in times.items()}
 
 
+def _first_call(which):
+    """In this (fresh) process: the import of the contender, then its first call on the net,
+    one BLAS and one torch thread; prints the times as JSON."""
+    import json
+
+    import torch
+
+    torch.set_num_threads(1)
+    net = crnn()
+    t0, c0 = time.perf_counter(), time.process_time()
+    if which == "weightwatcher":
+        import weightwatcher as ww
+
+        def go():
+            ww.WeightWatcher(model=net).analyze()
+    else:
+        from diffract.session import Session
+
+        def go():
+            with Session(profile="ram") as s:
+                s.models.add(net, "m")
+                s.compute.apply(*WW_FIELDS, progress=False, conventions="weightwatcher")
+                s.results.export_metrics(*WW_FIELDS, export_format="list")
+
+    from threadpoolctl import threadpool_limits
+
+    t1, c1 = time.perf_counter(), time.process_time()
+    with threadpool_limits(limits=1, user_api="blas"):
+        go()
+    t2, c2 = time.perf_counter(), time.process_time()
+    print(json.dumps({"import": [t1 - t0, c1 - c0], "first": [t2 - t1, c2 - c1]}))
+
+
+def small_models_cold(repeats):
+    """The first call in a fresh process (after the import), alternating, median of
+    ``repeats`` processes each."""
+    import json
+    import subprocess
+
+    runs: dict = {"weightwatcher": [], "ours": []}
+    for r in range(repeats):
+        for which in list(runs)[r % 2 :] + list(runs)[: r % 2]:
+            out = subprocess.run(
+                [sys.executable, __file__, "--first-call", which],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            )
+            runs[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"\n  first call in a fresh process (after the import), median of {repeats}:")
+    med = {}
+    for which, rs in runs.items():
+        imp = np.median([x["import"] for x in rs], axis=0)
+        first = np.median([x["first"] for x in rs], axis=0)
+        med[which] = first
+        print(
+            f"  {which:14s} first call wall {first[0] * 1e3:8.1f} ms   cpu {first[1] * 1e3:8.1f} ms"
+            f"   (import wall {imp[0] * 1e3:7.1f} ms)"
+        )
+    ww, ours = med["weightwatcher"], med["ours"]
+    print(
+        f"  weightwatcher / ours, first call  wall {ww[0] / ours[0]:5.2f} x   cpu {ww[1] / ours[1]:5.2f} x"
+    )
+
+
 def small_models(repeats):
     """Issue 31: a trained-looking ~9M conv + LSTM net, one BLAS thread (and one torch
     thread) for every contender: WeightWatcher ``analyze()`` against ours end to end
@@ -634,11 +700,18 @@ def main() -> None:
     ap.add_argument("--on-floor", action="store_true", help="issue 17 target 2 only")
     ap.add_argument("--exact-route", action="store_true", help="routes to the spectrum's bottom")
     ap.add_argument("--small-models", action="store_true", help="issue 31: a ~9M conv + LSTM net")
+    ap.add_argument("--first-call", choices=["weightwatcher", "ours"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.first_call:
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        _first_call(args.first_call)
+        return
     if args.small_models:
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)
         small_models(args.repeats)
+        small_models_cold(args.repeats)
         return
     if args.exact_route:
         exact_route()

@@ -179,3 +179,24 @@ print(sorted(paths), "scipy" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["['float32',", "'float64',", "'ritz']", "False"], out.stdout
+
+
+def test_cholesky_and_tridiagonal_fall_back_to_scipy(monkeypatch):
+    import scipy.linalg as sla
+
+    monkeypatch.setattr(_lapack, "_EXTRA", {})
+    monkeypatch.setattr(_lapack, "_lapacke", lambda name, argtypes: None)
+    rng = np.random.default_rng(14)
+    g = _gram(rng, 60, 30)
+    c = _lapack.cholesky_lower(g)
+    ref = sla.cho_factor(g, lower=True, check_finite=False)[0]
+    np.testing.assert_array_equal(np.tril(c), np.tril(ref))
+    b = rng.standard_normal((30, 3))
+    want = sla.cho_solve((ref, True), b, check_finite=False)
+    np.testing.assert_array_equal(_lapack.cholesky_solve(c, b), want)
+    h = g.copy()
+    h.flat[::31] -= 2 * np.linalg.eigvalsh(g)[-1]
+    assert _lapack.cholesky_lower(h) is None
+    d, e = rng.standard_normal(6), rng.standard_normal(5)
+    got = _lapack.eigvalsh_tridiagonal(d, e)
+    np.testing.assert_array_equal(got, sla.eigvalsh_tridiagonal(d, e))
