@@ -14,7 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from diffract import Session, viz, viz_esd
+from diffract import Session, viz
+from diffract.viz.kinds import esd_full as viz_esd
 from diffract.widgets import FieldPanel
 
 

@@ -155,9 +155,9 @@ def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ES
     Returns:
         HTML: two sections, each a figure or a sentence saying what is missing.
     """
-    from diffract import viz, viz_esd
+    from diffract.viz import registry
 
-    depth = viz.layers_spec(scope, alpha_field)
+    depth = registry.build(scope, "layers", alpha_field)
     if any(t["y"] for t in depth["data"]):
         alpha = _figure_div("alpha-depth", depth)
     else:
@@ -165,7 +165,7 @@ def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ES
     with_esd = [s for s in scope.models.slices() if _has_esd(scope, s.uid)]
     if with_esd:
         chosen = _spread(with_esd, max_esds)
-        grid = viz_esd.esd_grid_spec(scope, [s.uid for s in chosen])
+        grid = registry.build(scope, "esd_grid", slices=[s.uid for s in chosen])
         esd = (
             f'<p class="meta">{len(chosen)} of the {len(with_esd)} slices with a stored ESD, '
             "spread across depth.</p>" + _figure_div("esd-grid", grid)

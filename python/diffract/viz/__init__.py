@@ -34,37 +34,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffract.viz._common import HOVER as HOVER
-from diffract.viz._common import NEUTRAL_LAYOUT as NEUTRAL_LAYOUT
-from diffract.viz._common import exponent_ticks as exponent_ticks
-from diffract.viz._common import field_rows as field_rows
-from diffract.viz._common import find_slice as find_slice
-from diffract.viz.figures import compare as compare
-from diffract.viz.figures import esd as esd
-from diffract.viz.figures import esd_full as esd_full
-from diffract.viz.figures import esd_grid as esd_grid
-from diffract.viz.figures import evolution as evolution
-from diffract.viz.figures import figure as figure
-from diffract.viz.figures import heatmap as heatmap
-from diffract.viz.figures import layers as layers
-from diffract.viz.figures import scatter as scatter
-from diffract.viz.files import FORMATS as FORMATS
-from diffract.viz.files import save as save
-from diffract.viz.kinds.compare import MODES as MODES
-from diffract.viz.kinds.compare import common_slices as common_slices
-from diffract.viz.kinds.compare import compare_models as compare_models
-from diffract.viz.kinds.compare import compare_spec as compare_spec
+from diffract.viz._common import (
+    HOVER as HOVER,
+    NEUTRAL_LAYOUT as NEUTRAL_LAYOUT,
+    exponent_ticks as exponent_ticks,
+    field_rows as field_rows,
+    find_slice as find_slice,
+)
+from diffract.viz.figures import (
+    compare as compare,
+    esd as esd,
+    esd_full as esd_full,
+    esd_grid as esd_grid,
+    evolution as evolution,
+    figure as figure,
+    heatmap as heatmap,
+    layers as layers,
+    scatter as scatter,
+)
+from diffract.viz.files import FORMATS as FORMATS, save as save
+from diffract.viz.kinds.compare import (
+    MODES as MODES,
+    common_slices as common_slices,
+    compare_models as compare_models,
+    compare_spec as compare_spec,
+)
 from diffract.viz.kinds.esd import esd_spec as esd_spec
 from diffract.viz.kinds.esd_full import esd_full_spec as esd_full_spec
 from diffract.viz.kinds.esd_grid import esd_grid_spec as esd_grid_spec
-from diffract.viz.kinds.evolution import evolution_spec as evolution_spec
-from diffract.viz.kinds.evolution import pick_run as pick_run
-from diffract.viz.kinds.evolution import tracked_runs as tracked_runs
+from diffract.viz.kinds.evolution import (
+    evolution_spec as evolution_spec,
+    pick_run as pick_run,
+    tracked_runs as tracked_runs,
+)
 from diffract.viz.kinds.heatmap import heatmap_spec as heatmap_spec
 from diffract.viz.kinds.layers import layers_spec as layers_spec
 from diffract.viz.kinds.scatter import scatter_spec as scatter_spec
-from diffract.viz.table import TABLE_COLUMNS as TABLE_COLUMNS
-from diffract.viz.table import table_rows as table_rows
+from diffract.viz.table import TABLE_COLUMNS as TABLE_COLUMNS, table_rows as table_rows
 
 #: the figures ``session.viz.<name>`` binds (the rest are specs and helpers)
 __all__ = [

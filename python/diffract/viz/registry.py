@@ -158,9 +158,7 @@ KINDS: dict[str, FigureKind] = {
         ),
         FigureKind(
             "evolution",
-            lambda s, r: evolution.evolution_spec(
-                s, r.fields[0], run=r.run, reference=r.reference
-            ),
+            lambda s, r: evolution.evolution_spec(s, r.fields[0], run=r.run, reference=r.reference),
             "a tracked run: layer x step heatmap and one line per layer",
             prepare=_prepare_evolution,
         ),

@@ -116,9 +116,7 @@ def compare_spec(
             continue
         xs.append(i)
         ys.append(vb - va if mode == "difference" else vb / va)
-        custom.append(
-            [plain(name), plain(typ), f"{plain(a)}: {fmt(va)}, {plain(b)}: {fmt(vb)}"]
-        )
+        custom.append([plain(name), plain(typ), f"{plain(a)}: {fmt(va)}, {plain(b)}: {fmt(vb)}"])
     what = f"{b} - {a}" if mode == "difference" else f"{b} / {a}"
     data = []
     if xs:
