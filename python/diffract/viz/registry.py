@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz.kinds import compare, esd_full, esd_grid, evolution
+from diffract.viz.kinds import alpha_errorbars, compare, esd_full, esd_grid, evolution
 from diffract.viz.kinds.heatmap import heatmap_spec
 from diffract.viz.kinds.layers import layers_spec
 from diffract.viz.kinds.scatter import scatter_spec
@@ -174,6 +174,15 @@ KINDS: dict[str, FigureKind] = {
             "the ESD of many slices in a grid",
             fields=0,
             panel=False,
+        ),
+        FigureKind(
+            "alpha_errorbars",
+            lambda s, r: alpha_errorbars.alpha_errorbars_spec(
+                s, r.fields[0], models=r.models, reference=r.reference
+            ),
+            "a power-law alpha per layer with its standard error",
+            default_fields=("pl_alpha",),
+            report=True,
         ),
     )
 }
