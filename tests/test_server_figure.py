@@ -56,10 +56,13 @@ def stored(store, field):
 
 
 async def test_layers_figure_is_the_stored_field_with_uids(jp_fetch, store):
+    from test_widgets_wire import ts_interfaces  # the wire contract, as js/shared/wire.ts says
+
     reply = await figure(jp_fetch, kind="layers", store=".diffract", field="frob_norm")
     assert reply["kind"] == "layers" and reply["path"] == ".diffract"
+    assert set(reply) == ts_interfaces()["FigureReply"]
     fig = reply["figure"]
-    assert set(fig) == {"data", "layout"}
+    assert set(fig) == ts_interfaces()["FigureSpec"] == {"data", "layout"}
     assert [t["name"] for t in fig["data"]] == ["m1", "m2"]
     want = stored(store, "frob_norm")
     for t in fig["data"]:
