@@ -182,9 +182,13 @@ def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ES
 def _kind_section(scope: Any, kind: Any) -> str:
     """A section for a figure kind the registry marks for the report (drawn with its default
     fields), or nothing while none of its values is stored."""
+    from diffract._errors import DiffractError
     from diffract.viz import registry
 
-    spec = registry.build(scope, kind.name)
+    try:
+        spec = registry.build(scope, kind.name)
+    except DiffractError:  # e.g. a field this session's kernels do not produce
+        return ""
     if not any(t.get("y") or t.get("z") for t in spec["data"]):
         return ""
     title = html.escape(kind.title[:1].upper() + kind.title[1:])
