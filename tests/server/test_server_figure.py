@@ -56,7 +56,7 @@ def stored(store, field):
 
 
 async def test_layers_figure_is_the_stored_field_with_uids(jp_fetch, store):
-    from test_widgets_wire import ts_interfaces  # the wire contract, as js/shared/wire.ts says
+    from _ui_helpers import ts_interfaces  # the wire contract, as js/shared/wire.ts says
 
     reply = await figure(jp_fetch, kind="layers", store=".diffract", field="frob_norm")
     assert reply["kind"] == "layers" and reply["path"] == ".diffract"
