@@ -374,7 +374,9 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
                 rel = self.arg("store") or self.arg("path")
                 fields = [v.decode("utf-8") for v in self.request.query_arguments.get("field", [])]
                 models = [v.decode("utf-8") for v in self.request.query_arguments.get("model", [])]
-                params = {k: v for a, k in FIGURE_ARGS.items() if (v := self.arg(a))}
+                params: dict[str, Any] = {
+                    k: v for a, k in FIGURE_ARGS.items() if (v := self.arg(a))
+                }
             except (BadRequest, UnicodeDecodeError) as exc:
                 return self.fail(400, str(exc) if isinstance(exc, BadRequest) else "not UTF-8")
             if not kind:
