@@ -364,8 +364,9 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from diffract._core.config import resolve
+    from diffract.store import BACKENDS
 
-    print(resolve(profile=args.profile_name).as_table())
+    print(resolve(profile=args.profile_name, backends=BACKENDS).as_table())
     return 0
 
 

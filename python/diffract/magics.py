@@ -205,6 +205,7 @@ class DiffractMagics(Magics):
 
     def _cmd_open(self, args: argparse.Namespace) -> Any:
         from diffract._core.config import resolve
+        from diffract.store import BACKENDS
 
         old = self.session
         kept = (
@@ -216,7 +217,7 @@ class DiffractMagics(Magics):
         try:
             with warnings.catch_warnings():  # Session(...) below warns once, if need be
                 warnings.simplefilter("ignore")
-                cfg = resolve(profile=args.profile, path=args.path)
+                cfg = resolve(profile=args.profile, path=args.path, backends=BACKENDS)
         except Exception as exc:
             raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
         if not args.readonly:
