@@ -418,28 +418,14 @@ def _string_literal(text: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_CHECKPOINT_SUFFIXES = (
-    ".safetensors",
-    ".npz",
-    ".npy",
-    ".pt",
-    ".pth",
-    ".bin",
-    ".ckpt",
-    ".h5",
-    ".keras",
-    ".msgpack",
-    ".gguf",
-    ".onnx",
-)
-
-
 def _looks_like_path(text: str) -> bool:
+    from diffract.extract import checkpoint_suffixes  # the files models.add reads
+
     return (
         "/" in text
         or os.sep in text
         or text.startswith(("~", "."))
-        or text.lower().endswith(_CHECKPOINT_SUFFIXES)
+        or text.lower().endswith(checkpoint_suffixes())
     )
 
 

@@ -207,6 +207,14 @@ def _builtin() -> list[Extractor]:
     ]
 
 
+def checkpoint_suffixes() -> tuple[str, ...]:
+    """The suffixes of the checkpoint files ``models.add`` reads (``.safetensors``, ...), from
+    the one table of checkpoint formats (:data:`diffract.extract._files.FORMATS`)."""
+    from diffract.extract._files import SUFFIXES
+
+    return SUFFIXES
+
+
 def extractors() -> list[Extractor]:
     """The extractors in the order they are tried.
 
@@ -236,11 +244,11 @@ def model_tree(model: Any) -> ModelTree:
         if ok:
             return ex.extract(model)
     if isinstance(model, (str, os.PathLike)):
+        from diffract.extract._files import formats_text
+
         raise ExtractionError(
-            f"cannot read {os.fspath(model)!r}: supported checkpoint files are .safetensors "
-            "(or a folder of shards with model.safetensors.index.json), .npz, .pt/.pth/.bin "
-            "(PyTorch, loaded with weights_only=True), .onnx and .gguf, and Hugging Face "
-            "repo ids in the local cache"
+            f"cannot read {os.fspath(model)!r}: supported checkpoint files are "
+            f"{formats_text()}, and Hugging Face repo ids in the local cache"
         )
     raise ExtractionError(
         f"cannot extract weights from an object of type {type(model).__module__}.{type(model).__qualname__}: "
