@@ -333,16 +333,20 @@ def default_filter_spec(leaf: Any) -> bool:
 _NUM = re.compile(r"(\d+)")
 
 
-def natural_key(name: str) -> tuple[int | str, ...]:
-    """Sort key that orders ``layer.2`` before ``layer.10``.
+def natural_key(name: str, *, fold_case: bool = False) -> tuple[int | str, ...]:
+    """Sort key that orders ``layer.2`` before ``layer.10``: the one natural order of names
+    (extraction, ``describe``, head grids and the filter builder's preview all sort by it).
 
     Args:
-        name: a dotted name.
+        name: a dotted name, model id or any text.
+        fold_case: compare the text parts case-insensitively (the filter builder's columns).
 
     Returns:
-        The name split into text and integer parts.
+        The name split into text and integer parts (text first, then alternating), so any
+        two keys compare.
     """
-    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(name))
+    parts = _NUM.split(name.lower() if fold_case else name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
 
 
 def extract(

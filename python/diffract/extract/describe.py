@@ -21,6 +21,7 @@ from typing import Any
 from diffract._core.dtypes import itemsize
 from diffract._core.slices import infer_type
 from diffract._errors import ExtractionError
+from diffract.extract import natural_key
 
 #: what an analysis does with a tensor
 ANALYZED = "analyzed"  # a matrix (ndim >= 2): every field, spectra included
@@ -347,7 +348,7 @@ def describe(source: str | os.PathLike[str], revision: str | None = None) -> Mod
             "files; add it with models.add to see its slices"
         )
     desc = reader(path)
-    desc.tensors.sort(key=lambda t: _natural(t.name))
+    desc.tensors.sort(key=lambda t: natural_key(t.name))
     return desc
 
 
@@ -359,9 +360,3 @@ _HEADERS: dict[str, Callable[[Path], ModelDescription]] = {
 
 #: :func:`describe` under a name that does not shadow a ``describe`` method
 describe_source = describe
-
-
-def _natural(name: str) -> tuple[Any, ...]:
-    from diffract.extract import natural_key
-
-    return natural_key(name)
