@@ -135,7 +135,7 @@ def intra_slices(leaves: list[Any]) -> list[Any]:
             continue  # an all-zero layer: no normalized product
         x = (w0 @ w1).T / norms  # out x in of the pair, as a dense slice is stored
         name = f"intra:{first.name}:{second.name}"
-        meta = {"intra": [first.name, second.name]}
+        meta: dict[str, Any] = {"intra": [first.name, second.name]}
         if len(second.shape) == 4:  # WW scales the product as the conv it copies (conv2d_norm)
             meta["intra_ww_eval_factor"] = 0.5
         # float64: the product's rank is min of the factors' to float64 rounding

@@ -125,9 +125,9 @@ def reuse_mismatches(
                 n = len(store.present([(o, f) for o in owners])) if variants else 0
                 count = max(count, n)
                 for o in sorted(names) if n else ():
-                    was = sorted({repr(v[o]) for v in variants if o in v and v[o] != now[o]})
-                    if was:
-                        differ.setdefault((o, " or ".join(was), repr(now[o])), []).append(f)
+                    old = sorted({repr(v[o]) for v in variants if o in v and v[o] != now[o]})
+                    if old:
+                        differ.setdefault((o, " or ".join(old), repr(now[o])), []).append(f)
             for (o, was, asked), fs in differ.items():
                 lines.append(
                     f"{', '.join(fs)} of model {model!r} ({count} stored value"

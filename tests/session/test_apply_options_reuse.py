@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -18,9 +19,15 @@ import pytest
 
 from diffract import KernelFailureWarning, ReusedOptionsWarning, Session
 from diffract._errors import KernelExecutionError
-from test_ww_conventions import extras
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
+
+
+def extras(which: str) -> dict:
+    """WeightWatcher 0.7.7's runs on the golden model ``which`` (benchmarks/make_golden.py)."""
+    return json.loads((GOLDEN / f"ww_extras_{which}.json").read_text())
+
+
 WW = {"conventions": "weightwatcher", "progress": False}
 
 

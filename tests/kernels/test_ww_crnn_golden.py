@@ -19,7 +19,7 @@ from diffract import FieldNotComputedError, Session
 from test_fields_golden import EXACT_MAP, FLOAT_MAP
 from test_ww_conventions import LAYER_FIELDS, RTOL, SUMMARY_MAP, compare_rows
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 #: WeightWatcher 0.7.7's clip_xmax sigma on the 9-eigenvalue conv is -1/sqrt(7) (a negative
 #: standard error: its clipped refit's sigma on a tail of 9 - 2 points), not a fit's sigma;
 #: every other column of that row is compared
@@ -84,7 +84,7 @@ def test_the_torch_module_gives_the_same_skip_set():
     torch = pytest.importorskip("torch")
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from make_golden_crnn import crnn
 
     net = crnn()
