@@ -474,6 +474,10 @@ def chunk_batch(
                             report.note_not_applicable(s.model_id, s.name, s.uid, v.reason)
                     elif error:
                         report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
+                    elif isinstance(v, Failed) and o in state.averaged:
+                        # not asked for, but a requested model-level field averages over it
+                        error = f"{v.message} (left out of {', '.join(state.averaged[o])})"
+                        report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
                     continue
                 batch.fields[(s.uid, o)] = normalise(v)
     report.failures[:] = _dedupe(report.failures)
