@@ -639,8 +639,9 @@ def small_models(repeats):
     """Issue 31: a trained-looking ~9M conv + LSTM net, one BLAS thread (and one torch
     thread) for every contender: WeightWatcher ``analyze()`` against ours end to end
     (Session, add the module, ``compute.apply`` of WeightWatcher's columns with
-    ``conventions="weightwatcher"``, export); ours with its default 2 spectrum workers and
-    with ``spectrum_threads=1`` (one thread in all)."""
+    ``conventions="weightwatcher"``, which skips the LSTM as WeightWatcher does, export);
+    ours with its default 2 spectrum workers and with ``spectrum_threads=1`` (one thread in
+    all)."""
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -650,16 +651,10 @@ def small_models(repeats):
     net = crnn()
     n_params = sum(p.numel() for p in net.parameters())
 
-    from diffract.extract import default_filter_spec as kept
-
-    # WeightWatcher skips nn.LSTM; until conventions="weightwatcher" does (issue 31 point 1),
-    # this filter gives ours the same layer set
-    no_lstm = {"features": kept, "rnn": False, "head": kept}
-
-    def ours(filter_spec=None, **opts):
+    def ours(**opts):
         def go():
             with Session(profile="ram") as s:
-                s.models.add(net, "m", filter_spec)
+                s.models.add(net, "m")
                 rep = s.compute.apply(
                     *WW_FIELDS, progress=False, conventions="weightwatcher", **opts
                 )
@@ -672,8 +667,6 @@ def small_models(repeats):
         "weightwatcher": lambda: run_ww(net),
         "ours (2 workers)": ours(),
         "ours (1 thread)": ours(spectrum_threads=1),
-        "ours, WW's layers (2 workers)": ours(no_lstm),
-        "ours, WW's layers (1 thread)": ours(no_lstm, spectrum_threads=1),
     }
     import scipy.linalg  # noqa: F401  (loaded before the limit, so its own BLAS is limited too)
 
