@@ -27,6 +27,7 @@ from diffract.session.results import Results
 from diffract.session.selection import Accessor, Selection, SessionLike
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
+from diffract.session.weightwatcher import WeightWatcher
 from diffract.store import Store
 
 
@@ -79,6 +80,8 @@ class Scope(Selection):
     viz = Accessor(Viz)
     #: the slice table, the filter as JSON, the filter builder
     utils = Accessor(Utils)
+    #: WeightWatcher's analyze() / get_summary() / describe() tables, with its keywords
+    weightwatcher = Accessor(WeightWatcher)
 
     def __init__(self, session: SessionLike, chain: FilterChain) -> None:
         super().__init__(session, chain)

