@@ -107,9 +107,10 @@ DESCRIBE_COLUMNS = {
 }
 #: keywords WeightWatcher takes that have another home here: keyword -> what to use instead
 INSTEAD: dict[str, str] = {
-    "plot": "figures are Plotly objects of session.viz: session.viz.esd(...) for the ESD "
-    "and its power-law fit (after compute.apply('esd', 'pl_alpha', "
-    "conventions='weightwatcher')); fig.show() or fig.write_image(path)",
+    "plot": "figures are Plotly objects of session.viz: session.viz.esd('<slice name>') for "
+    "a layer's ESD and its power-law fit, session.viz.esd_grid() for every layer (after "
+    "compute.apply('esd', 'pl_alpha', conventions='weightwatcher')); fig.show() or "
+    "fig.write_image(path)",
     "savefig": "save a session.viz figure with fig.write_image(path) or fig.write_html(path)",
     "deltas": "WeightWatcher only plots them: compute.apply('esd_deltas', "
     "'level_spacing_ratio') stores the level spacings and their ratio",
@@ -298,12 +299,21 @@ class WeightWatcher(Namespace):
         shapes only (nothing spectral is computed).
 
         Args:
-            layers, min_evals, max_evals, max_N, pool, intra, peft: as :meth:`analyze`.
+            layers: layer ids or names, as :meth:`analyze`.
+            min_evals: skip layers with fewer eigenvalues (M * rf).
+            max_evals: skip layers with more eigenvalues.
+            max_N: skip layers whose larger side exceeds it.
+            pool: False: the kernel positions of convolutions, as :meth:`analyze`.
+            intra: True: the products of consecutive layers, as :meth:`analyze`.
+            peft: True: the LoRA adapter updates only, as :meth:`analyze`.
             **other: WeightWatcher's other keywords: an error saying what to use instead.
 
         Returns:
             A DataFrame with WeightWatcher's describe() columns (``layer_id``, ``name``,
             ``M``, ``N``, ``Q``, ``layer_type``, ``longname``, ``num_evals``, ``rf``).
+
+        Raises:
+            InvalidArgumentError: as :meth:`analyze`.
         """
         import pandas as pd
 
