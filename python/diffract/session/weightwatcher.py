@@ -400,13 +400,13 @@ class WeightWatcher(Namespace):
 
         from diffract.run.report import KernelFailureWarning
         from diffract.session.outcomes import MissingValuesWarning
-        from diffract.session.session import Session
 
         values: dict[str, dict[str, Any]] = {s.uid: {} for s in rows}
         failed: dict[str, set[str]] = {}
         if not rows:
             return values, failed
-        with Session(profile="ram", registry=self._session.registry) as tmp:
+        session_type: Any = type(self._session)  # a Session (not imported: no cycle)
+        with session_type(profile="ram", registry=self._session.registry) as tmp:
             tmp.utils.merge_other_session(self._scope, fields=[])
             scope = tmp.filter(model_ids=[model_id], param_ids=[s.uid for s in rows])
             with warnings.catch_warnings():
@@ -417,10 +417,10 @@ class WeightWatcher(Namespace):
                 report = scope.compute.apply(
                     *fields, progress=False, conventions="weightwatcher", **options
                 )
-            for f in report.failures:
-                uid = next((s.uid for s in rows if s.name == f.name), None)
+            for failure in report.failures:
+                uid = next((s.uid for s in rows if s.name == failure.name), None)
                 if uid is not None:
-                    failed.setdefault(uid, set()).add(f.field)
+                    failed.setdefault(uid, set()).add(failure.field)
             store = tmp.store
             for s in rows:
                 for f in fields:
@@ -522,27 +522,26 @@ def _select_layers(
     rows: list[SliceInfo], ids: dict[str, int], layers: Sequence[int | str] | int | str
 ) -> list[SliceInfo]:
     """WeightWatcher's ``layers=`` filter: ids (all > 0 keep, all < 0 skip) or names."""
-    if isinstance(layers, (int, str)) and not isinstance(layers, bool):
-        layers = [layers]
-    layers = list(layers)
-    if not layers:
+    wanted: list[Any] = [layers] if isinstance(layers, (int, str)) else list(layers)
+    if not wanted:
         return rows
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in layers):
+    numbers = [int(x) for x in wanted if isinstance(x, int) and not isinstance(x, bool)]
+    if len(numbers) == len(wanted):
         known = sorted({ids[s.name] for s in rows})
-        if all(x >= 0 for x in layers):
-            unknown = [x for x in layers if x not in known]
+        if all(x >= 0 for x in numbers):
+            unknown = [x for x in numbers if x not in known]
             if unknown:
                 raise InvalidArgumentError(
                     f"analyze(): layers {unknown} are no layer ids of this model; its ids: {known}"
                 )
-            return [s for s in rows if ids[s.name] in layers]
-        if all(x < 0 for x in layers):
-            return [s for s in rows if -ids[s.name] not in layers]
+            return [s for s in rows if ids[s.name] in numbers]
+        if all(x < 0 for x in numbers):
+            return [s for s in rows if -ids[s.name] not in numbers]
         raise InvalidArgumentError(
             "analyze(): layers= takes ids to keep (all > 0) or to skip (all < 0), not both"
         )
-    if all(isinstance(x, str) for x in layers):
-        names = set(layers)
+    if all(isinstance(x, str) for x in wanted):
+        names = set(wanted)
         kept = [s for s in rows if names & {s.name, _name(s), _longname(s)}]
         if not kept:
             raise InvalidArgumentError(
@@ -551,7 +550,7 @@ def _select_layers(
             )
         return kept
     raise InvalidArgumentError(
-        f"analyze(): layers= takes integer layer ids or names, got {layers!r}"
+        f"analyze(): layers= takes integer layer ids or names, got {wanted!r}"
     )
 
 
