@@ -156,6 +156,35 @@ def test_convnet_table_equals_weightwatcher(kind, kwargs):
         assert set(ours["layer_id"]) <= {1, 3, 5, 9, 11}
 
 
+def _analyze_added(**add_and_kwargs):
+    with Session(profile="ram") as s:
+        s.models.add(our_model("convnet", "module"), model_id="c", **add_and_kwargs)
+        return s.weightwatcher.analyze(**add_and_kwargs)
+
+
+def test_pool_false_table_equals_weightwatcher():
+    """One row per kernel position (WeightWatcher's sqrt(P / 2) scale of each position's
+    matrix, its rf = P, its weak_rank_loss on the scaled eigenvalues) and the dense layers."""
+    theirs = weightwatcher("convnet", "module", pool=False)
+    ours = _analyze_added(pool=False)
+    assert len(ours) == 9 + 4 + 2  # 0.weight's 16 x 3 positions: num_evals 3 < 8
+    assert list(ours["slice_id"]) == [*range(9), *range(4), 0, 0]
+    assert_same_table("convnet", ours, theirs)
+
+
+def test_intra_rows_are_weightwatchers_and_alpha_is_its_relation():
+    theirs = weightwatcher("convnet", "module", intra=True, sparsify=False)
+    ours = _analyze_added(intra=True)
+    fitted = {"alpha", "alpha_weighted", "entropy", "lambda_max", "log_alpha_norm", "log_norm",
+              "log_spectral_norm", "norm", "rf", "sigma", "spectral_norm", "stable_rank",
+              "sv_max", "sv_min", "warning", "weak_rank_loss", "xmax", "xmin", "num_evals",
+              "rank_loss"}  # fmt: skip
+    assert_same_table("convnet", ours, theirs, skip=fitted)
+    assert list(ours["name"]) == ["1 X 3 ", "3 X 5 ", "5 X 9 ", "9 X 11 "]
+    ww_alpha = [row[theirs["columns"].index("alpha")] for row in theirs["rows"]]
+    np.testing.assert_allclose(2 * ours["alpha"] - 1, ww_alpha, rtol=1e-6)
+
+
 def test_randomized_columns_are_weightwatchers():
     """randomize=True: the same columns and rows; the permutation-free values equal
     (WeightWatcher permutes unseeded, so the randomized spectra are compared in

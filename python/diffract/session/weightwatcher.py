@@ -204,8 +204,12 @@ class WeightWatcher(Namespace):
                 base_model=...)`` (its slices are the differences).
             pool: False: one row per kernel position of each convolution; the model must be
                 stored with ``models.add(model, pool=False)``.
-            intra: True: the products of consecutive layers; the model must be stored with
-                ``models.add(model, intra=True)``.
+            intra: True: the products X of consecutive layers; the model must be stored with
+                ``models.add(model, intra=True)``. Rows, ids, names, types, N, M,
+                matrix_rank and D are WeightWatcher's; the fitted values (and rank_loss) are
+                ours (the ESD of X's squared singular values), where WeightWatcher fits the
+                singular values themselves: its alpha is 2 alpha - 1 of ours, its sigma
+                2 sigma, its xmin sqrt(xmin).
             plot: False only: figures come from ``session.viz`` (True says which).
             savefig: ignored unless set with ``plot`` (WeightWatcher saves plotted figures
                 only); a folder with ``plot`` is an error saying what to use.
@@ -247,13 +251,18 @@ class WeightWatcher(Namespace):
             if on:
                 columns.update(OPTION_COLUMNS[key])
         fields = sorted({*columns.values(), "esd", "esd_ww_ratio"})
-        values, failed = self._compute(model_id, rows, fields, options)
-        records = []
-        for s in sorted(rows, key=lambda s: (ids[s.name], s.index)):
-            v = values[s.uid]
-            if "esd_max" not in v:
-                continue  # WeightWatcher's guards or layer selection leave it out
-            records.append(_row(s, ids, v, columns, failed.get(s.uid, set()), pool, intra))
+        values = self._compute(model_id, rows, fields, options)
+        module = _from_module(slices)
+        # WeightWatcher's guards and layer selection leave out the slices without a spectrum
+        kept = [s for s in sorted(rows, key=lambda s: (ids[s.name], s.index))
+                if "esd_max" in values[s.uid]]  # fmt: skip
+        records = [_row(s, ids, values[s.uid], columns, module) for s in kept]
+        types = {s.name: _layer_type(s, module) for s in slices}
+        for r, s in zip(records, kept, strict=True):
+            if not pool:
+                r.setdefault("slice_id", 0)  # WeightWatcher's id of an unsliced layer
+            if intra:  # a product is typed as its second layer, WeightWatcher's
+                r["layer_type"] = types.get(s.meta["intra"][1], "dense")
         lead = ["layer_id", "name"]
         rest = sorted({c for r in records for c in r} - set(lead))
         details = pd.DataFrame.from_records(records, columns=[*lead, *rest])
@@ -333,15 +342,16 @@ class WeightWatcher(Namespace):
             except SliceNotApplicable:
                 continue
             kept.append(s)
-        values, _ = self._compute(
+        values = self._compute(
             model_id, kept, sorted(DESCRIBE_COLUMNS.values()), {}, precision=False
         )
+        module = _from_module(slices)
         records = []
         for s in sorted(kept, key=lambda s: (ids[s.name], s.index)):
             v = values[s.uid]
-            rec: dict[str, Any] = {"layer_id": ids[s.name], "name": _name(s)}
+            rec: dict[str, Any] = {"layer_id": ids[s.name], "name": _name(s, module)}
             rec.update({c: v.get(f) for c, f in DESCRIBE_COLUMNS.items()})
-            rec.update(layer_type=_layer_type(s), longname=_longname(s))
+            rec.update(layer_type=_layer_type(s, module), longname=_longname(s))
             records.append(rec)
         cols = ["layer_id", "name", "M", "N", "Q", "layer_type", "longname", "num_evals", "rf"]
         return pd.DataFrame.from_records(records, columns=cols)
@@ -393,18 +403,17 @@ class WeightWatcher(Namespace):
         fields: list[str],
         options: dict[str, Any],
         precision: bool = True,
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]]]:
-        """``fields`` of ``rows`` computed afresh in a private in-memory session, and the
-        fields that failed per slice uid."""
+    ) -> dict[str, dict[str, Any]]:
+        """``fields`` of ``rows`` computed afresh in a private in-memory session (a failed or
+        not applicable value is absent)."""
         import warnings
 
         from diffract.run.report import KernelFailureWarning
         from diffract.session.outcomes import MissingValuesWarning
 
         values: dict[str, dict[str, Any]] = {s.uid: {} for s in rows}
-        failed: dict[str, set[str]] = {}
         if not rows:
-            return values, failed
+            return values
         session_type: Any = type(self._session)  # a Session (not imported: no cycle)
         with session_type(profile="ram", registry=self._session.registry) as tmp:
             tmp.utils.merge_other_session(self._scope, fields=[])
@@ -414,19 +423,13 @@ class WeightWatcher(Namespace):
                 warnings.simplefilter("ignore", KernelFailureWarning)
                 if precision:  # WeightWatcher's float64 spectra
                     options = {**options, "precision": "float64"}
-                report = scope.compute.apply(
-                    *fields, progress=False, conventions="weightwatcher", **options
-                )
-            for failure in report.failures:
-                uid = next((s.uid for s in rows if s.name == failure.name), None)
-                if uid is not None:
-                    failed.setdefault(uid, set()).add(failure.field)
+                scope.compute.apply(*fields, progress=False, conventions="weightwatcher", **options)
             store = tmp.store
             for s in rows:
                 for f in fields:
                     if store.has((s.uid, f)):
                         values[s.uid][f] = store.get((s.uid, f))
-        return values, failed
+        return values
 
 
 #: every keyword analyze() takes (for the unknown-keyword message)
@@ -452,31 +455,38 @@ COLUMN_KEYWORDS = (
 
 
 def _longname(s: SliceInfo) -> str:
-    """WeightWatcher's ``longname``: the module path (the slice name less ``.weight``)."""
+    """WeightWatcher's ``longname``: the module path (the slice name less ``.weight``); a
+    kernel position's is its layer's, an intra product's its second layer's."""
     pos = s.meta.get("kernel_position")
-    name = pos["of"] if pos else s.name
+    name = pos["of"] if pos else s.meta["intra"][1] if "intra" in s.meta else s.name
     for suffix in (".weight", ".kernel"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
 
 
-def _name(s: SliceInfo) -> str:
+def _name(s: SliceInfo, module: bool) -> str:
     """WeightWatcher's ``name``: a module's attribute name (PyTorch modules), or the whole
     path (state dicts, as its ``PyStateDictLayer``)."""
     longname = _longname(s)
-    return longname.rsplit(".", 1)[-1] if "ww_layer_id" in s.meta else longname
+    return longname.rsplit(".", 1)[-1] if module else longname
 
 
-def _layer_type(s: SliceInfo) -> str:
+def _layer_type(s: SliceInfo, module: bool) -> str:
     """WeightWatcher's ``layer_type`` string of a slice: by module type, or for a state
     dict by the tensor's number of dimensions (an embedding reads "dense" there)."""
-    ndim = 2 if "kernel_position" in s.meta else len(s.shape)
     if s.type == ParameterType.CONV:
-        return "conv2d" if "kernel_position" in s.meta or ndim >= 4 else "conv1d"
-    if s.type == ParameterType.EMBEDDING and "ww_layer_id" in s.meta:
+        return "conv2d" if "kernel_position" in s.meta or len(s.shape) >= 4 else "conv1d"
+    if s.type == ParameterType.EMBEDDING and module:
         return "embedding"
     return "dense"
+
+
+def _from_module(slices: Iterable[SliceInfo]) -> bool:
+    """Whether the model was added as a PyTorch module (its slices carry WeightWatcher's
+    layer ids), which WeightWatcher names and types by module, not by tensor."""
+    plain = [s for s in slices if "kernel_position" not in s.meta and "intra" not in s.meta]
+    return bool(plain) and all("ww_layer_id" in s.meta for s in plain)
 
 
 def layer_ids(slices: Iterable[SliceInfo]) -> dict[str, int]:
@@ -560,30 +570,64 @@ def _plain(v: Any) -> Any:
     return v
 
 
+#: WeightWatcher's columns that scale with the eigenvalues, the singular values, or are
+#: log10 of them (with alpha log10 for the alpha-weighted ones)
+_EIGEN = ("xmin", "xmax", "lambda_max", "spectral_norm", "norm")
+_SVALS = ("sv_max", "sv_min")
+_LOGS = ("log_norm", "log_spectral_norm")
+_ALPHA_LOGS = ("alpha_weighted", "log_alpha_norm")
+#: WeightWatcher's weak_rank_loss tolerance (its ``tolerance``) on its eigenvalues
+_WEAK_RANK_TOL = 1e-6
+
+
+def _position_scale(row: dict[str, Any], v: dict[str, Any], pos: dict[str, Any]) -> None:
+    """A kernel-position row (``pool=False``) in WeightWatcher's scale: its conv2d_norm scales
+    each position's matrix by sqrt(P / 2), P kernel positions (tests/test_extract_derived_ww.py);
+    its ``rf`` is the layer's P, and ``weak_rank_loss`` counts the scaled eigenvalues."""
+    c = pos["count"] / 2
+    alpha = v.get("pl_alpha", -1.0)
+    for col in _EIGEN:
+        if isinstance(row.get(col), float):
+            row[col] *= c
+    for col in _SVALS:
+        row[col] *= math.sqrt(c)
+    for col in _LOGS:
+        row[col] += math.log10(c)
+    for col in _ALPHA_LOGS:
+        row[col] += alpha * math.log10(c)
+    row["rf"] = int(pos["count"])
+    lam = np.asarray(v["esd"], dtype=np.float64) * float(v.get("esd_ww_ratio", 1.0)) * c
+    row["weak_rank_loss"] = int(np.count_nonzero(lam < _WEAK_RANK_TOL))
+
+
 def _row(
     s: SliceInfo,
     ids: dict[str, int],
     v: dict[str, Any],
     columns: dict[str, str],
-    failed: set[str],
-    pool: bool,
-    intra: bool,
+    module: bool,
 ) -> dict[str, Any]:
     """One details row in WeightWatcher's terms (its failed-fit values where the fit failed)."""
-    row: dict[str, Any] = {"layer_id": ids[s.name], "name": _name(s), "longname": _longname(s)}
-    if intra:
+    row: dict[str, Any] = {
+        "layer_id": ids[s.name],
+        "name": _name(s, module),
+        "longname": _longname(s),
+    }
+    if "intra" in s.meta:
         a, b = s.meta["intra"]
-        row["name"] = f"{ids.get(a, 0)} X {ids.get(b, 0)}"
+        row["name"] = f"{ids.get(a, 0)} X {ids.get(b, 0)} "  # WeightWatcher's, its space too
         row["Xflag"] = True
-    if not pool and "kernel_position" in s.meta:
-        row["slice_id"] = int(s.meta["kernel_position"]["index"])
-    row.update(layer_type=_layer_type(s), has_esd=True, status="success")
+    pos = s.meta.get("kernel_position")
+    if pos:
+        row["slice_id"] = int(pos["index"])
+    row.update(layer_type=_layer_type(s, module), has_esd=True, status="success")
     for col, f in columns.items():
         row[col] = _plain(v.get(f, math.nan))
     if len(s.shape) >= 4 and s.type == ParameterType.CONV:
-        for col in ("sv_max", "sv_min"):
+        for col in _SVALS:
             row[col] = row[col] * math.sqrt(0.5)  # WeightWatcher's conv2d_norm
-    if "pl_alpha" not in v:  # the power-law fit failed: WeightWatcher's row for that
+    failed = "pl_alpha" not in v
+    if failed:  # the power-law fit failed: WeightWatcher's row for that
         lam = np.asarray(v["esd"], dtype=np.float64) * float(v.get("esd_ww_ratio", 1.0))
         lam = lam[lam > 0]
         row.update(status="failed", alpha=-1.0, D=-1.0, sigma=-1.0, xmin=-1.0, xmax=None)
@@ -592,4 +636,8 @@ def _row(
         row["log_alpha_norm"] = math.log10(float(np.sum(lam**-1.0)))
         if "raw_alpha" in columns:
             row.update(raw_alpha=-1.0, num_fingers=0)
+    if pos:
+        _position_scale(row, v, pos)
+        if failed:
+            row["xmin"] = -1.0
     return row
