@@ -552,7 +552,8 @@ def _select_layers(
         )
     if all(isinstance(x, str) for x in wanted):
         names = set(wanted)
-        kept = [s for s in rows if names & {s.name, _name(s), _longname(s)}]
+        module = _from_module(rows)
+        kept = [s for s in rows if names & {s.name, _name(s, module), _longname(s)}]
         if not kept:
             raise InvalidArgumentError(
                 f"analyze(): layers {sorted(names)} name no layer of this model; names are "
@@ -582,7 +583,7 @@ _WEAK_RANK_TOL = 1e-6
 
 def _position_scale(row: dict[str, Any], v: dict[str, Any], pos: dict[str, Any]) -> None:
     """A kernel-position row (``pool=False``) in WeightWatcher's scale: its conv2d_norm scales
-    each position's matrix by sqrt(P / 2), P kernel positions (tests/test_extract_derived_ww.py);
+    each position's matrix by sqrt(P / 2), P kernel positions (tests/kernels/test_extract_derived_ww.py);
     its ``rf`` is the layer's P, and ``weak_rank_loss`` counts the scaled eigenvalues."""
     c = pos["count"] / 2
     alpha = v.get("pl_alpha", -1.0)

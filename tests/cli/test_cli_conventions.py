@@ -16,7 +16,7 @@ from diffract._core.config import CONVENTION_NAMES, resolve
 from diffract.cli import main
 from diffract.kernels.conventions import CONVENTIONS
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 WW = json.loads((GOLDEN / "ww_extras_convnet.json").read_text())["default"]
 
 

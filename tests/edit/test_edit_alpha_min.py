@@ -14,8 +14,8 @@ import pytest
 
 import diffract
 
-GOLDEN = Path(__file__).parent / "golden"
-ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).parents[1] / "golden"
+ROOT = Path(__file__).resolve().parents[2]
 
 _WW_SCRIPT = """
 import sys, io, contextlib, logging

@@ -3,7 +3,7 @@ its keywords. WeightWatcher itself runs in a child process (so that its import c
 this process's logging) on the same model, and the two tables must have the same column names
 in the same order, the same rows (layer ids, names) in the same order, and every shared value
 within 1e-6 (strings and counts exactly). The one documented difference: WeightWatcher swaps N
-and M of the 2x2 convolution (tests/test_fields_golden.py::test_ww_nm_swap_quirk_is_documented).
+and M of the 2x2 convolution (tests/kernels/test_fields_golden.py::test_ww_nm_swap_quirk_is_documented).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 
 from diffract import InvalidArgumentError, Session
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 #: (model, row longname) -> the columns WeightWatcher's N/M swap changes (its MP fit of that
-#: layer runs at the swapped Q: tests/test_ww_mpfit.py reproduces it at WW's Q)
+#: layer runs at the swapped Q: tests/kernels/test_ww_mpfit.py reproduces it at WW's Q)
 QUIRKS = {("convnet", "4"): {"N", "M", "Q", "sigma_mp", "bulk_max", "bulk_min", "mp_softrank"}}
 
 _WW_SCRIPT = """
@@ -188,7 +188,7 @@ def test_intra_rows_are_weightwatchers_and_alpha_is_its_relation():
 def test_randomized_columns_are_weightwatchers():
     """randomize=True: the same columns and rows; the permutation-free values equal
     (WeightWatcher permutes unseeded, so the randomized spectra are compared in
-    tests/test_ww_mpfit.py in distribution)."""
+    tests/kernels/test_ww_mpfit.py in distribution)."""
     theirs = weightwatcher("convnet", "module", randomize=True)
     ours, _ = analyze("convnet", "module", randomize=True)
     random = {c for c in theirs["columns"] if c.startswith(("rand_", "ww_", "max_rand"))}
