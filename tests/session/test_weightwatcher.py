@@ -263,3 +263,37 @@ def test_one_model_at_a_time_and_the_store_is_left_alone():
         np.testing.assert_allclose(b["lambda_max"], 4 * a["lambda_max"], rtol=1e-9)
         np.testing.assert_allclose(b["alpha"], a["alpha"], rtol=1e-9)
         assert s.results.fields() == []  # computed in private: nothing stored here
+
+
+@pytest.mark.slow
+def test_peft_table_equals_weightwatchers_golden():
+    """analyze(peft=True) on a PEFT LoRA MiniLM stored with lora_scaling="none" (WeightWatcher's
+    plain B @ A): its rows are the adapters and every shared column equals WeightWatcher's
+    analyze(peft=True) (tests/golden/ww_peft_minilm.json, rows keyed by name there)."""
+    sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+    from test_peft_golden import golden, models, ww_name
+
+    gold = golden()["peft"]
+    pm, _ = models()
+    with Session(profile="ram") as s:
+        s.models.add(pm, "ft", lora_scaling="none")
+        ours = s.weightwatcher.analyze(peft=True)
+        summary = s.weightwatcher.get_summary()
+    assert sorted(ours["longname"]) == sorted(ww_name(r["longname"]) for r in gold["rows"].values())
+    skip = {"layer_id", "name", "longname"}  # WeightWatcher's ids and names of the PEFT wrappers
+    bad = []
+    for _, mine in ours.iterrows():
+        want = gold["rows"][mine["longname"]]
+        for c, exp in want.items():
+            if c in skip:
+                continue
+            got = mine[c]
+            if isinstance(exp, float):
+                ok = math.isclose(float(got), exp, rel_tol=1e-6, abs_tol=1e-12)
+            else:
+                ok = got == exp
+            if not ok:
+                bad.append(f"{mine['longname']} {c}: WW {exp!r} ours {got!r}")
+    assert not bad, "\n".join(bad)
+    for k, v in gold["summary"].items():
+        assert summary[k] == pytest.approx(v, rel=1e-6), k

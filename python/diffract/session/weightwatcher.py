@@ -261,6 +261,8 @@ class WeightWatcher(Namespace):
         for r, s in zip(records, kept, strict=True):
             if not pool:
                 r.setdefault("slice_id", 0)  # WeightWatcher's id of an unsliced layer
+            if peft:
+                r["peft"] = True  # WeightWatcher's column of an adapter row
             if intra:  # a product is typed as its second layer, WeightWatcher's
                 r["layer_type"] = types.get(s.meta["intra"][1], "dense")
         lead = ["layer_id", "name"]
