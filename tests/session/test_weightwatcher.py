@@ -297,3 +297,26 @@ def test_peft_table_equals_weightwatchers_golden():
     assert not bad, "\n".join(bad)
     for k, v in gold["summary"].items():
         assert summary[k] == pytest.approx(v, rel=1e-6), k
+
+
+@pytest.mark.parametrize(
+    "keyword,hint",
+    [
+        ("randomize", r"randomize= -> fields esd_rand_max"),
+        ("mp_fit", r"mp_fit= -> fields mp_fit_sigma"),
+        ("ERG", r"ERG= -> fields detx_num_spikes"),
+        ("plot", r"plot= -> figures of session\.viz"),
+        ("layers", r"layers= -> session\.filter\(param_names="),
+    ],
+)
+def test_apply_names_what_replaces_a_weightwatcher_keyword(keyword, hint):
+    from diffract import UnknownOptionError
+
+    with Session(profile="ram") as s:
+        s.models.add({"w": np.random.default_rng(0).standard_normal((30, 20))}, model_id="m")
+        with pytest.raises(UnknownOptionError, match=hint) as err:
+            s.compute.apply("pl_alpha", progress=False, **{keyword: True})
+        assert "session.weightwatcher.analyze(...)" in str(err.value)
+        with pytest.raises(UnknownOptionError) as err:  # no hint for other names
+            s.compute.apply("pl_alpha", progress=False, colour=True)
+        assert "WeightWatcher" not in str(err.value)
