@@ -339,8 +339,14 @@ class WeightWatcher(Namespace):
         kept = []
         for s in rows:
             try:
-                spectrum_gate(np.broadcast_to(np.float32(0), s.shape), s, min_evals, max_evals,
-                              max_N, selection)  # fmt: skip
+                spectrum_gate(
+                    np.broadcast_to(np.float32(0), s.shape),  # the gate reads the shape only
+                    s,
+                    min_evals=min_evals,
+                    max_evals=max_evals,
+                    max_N=max_N,
+                    layer_selection=selection,
+                )
             except SliceNotApplicable:
                 continue
             kept.append(s)
