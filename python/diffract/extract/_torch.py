@@ -269,12 +269,16 @@ def _from_state_dict(state: dict) -> ModelTree:
     kept, skipped = split_state_dict(state)
     for name, v in kept.items():
         check_not_meta(name, v, "state_dict ")
+    # WeightWatcher's layer_id of a state dict's tensor: 1, 2, ... over its ".weight" keys
+    weights = [k for k in kept if k.endswith(".weight")]
+    meta = {k: {"ww_state_dict_id": i} for i, k in enumerate(weights, start=1)}
     return ModelTree(
         tree=nest_dotted(kept),
         framework="torch",
         source="state_dict",
         skipped=skipped,
         order=list(kept),
+        meta=meta,
     )
 
 

@@ -501,13 +501,23 @@ def layer_ids(slices: Iterable[SliceInfo]) -> dict[str, int]:
     """WeightWatcher's ``layer_id`` of each slice name: for a PyTorch module, its module's
     position in ``named_modules()`` (slice meta ``"ww_layer_id"``, the root module is 0);
     else WeightWatcher's numbering of a state dict (1, 2, ... over the ``.weight`` tensors in
-    model order; where no name ends in ``.weight``, over every slice). Kernel-position and
+    the dict's order, slice meta ``"ww_state_dict_id"``; for a dict of arrays or a file, in
+    name order; where no name ends in ``.weight``, over every slice). Kernel-position and
     intra slices take their layer's id."""
     slices = sorted(slices, key=lambda s: s.index)
     plain = [s for s in slices if "kernel_position" not in s.meta and "intra" not in s.meta]
     ids: dict[str, int] = {}
     if plain and all("ww_layer_id" in s.meta for s in plain):
         ids = {s.name: int(s.meta["ww_layer_id"]) for s in plain}
+    elif any("ww_state_dict_id" in s.meta for s in plain):  # a PyTorch state dict, its order
+        ids = {
+            s.name: int(s.meta["ww_state_dict_id"]) for s in plain if "ww_state_dict_id" in s.meta
+        }
+        n = max(ids.values())
+        for s in plain:
+            if s.name not in ids:
+                n += 1
+                ids[s.name] = n
     else:
         counted = [s for s in plain if s.name.endswith(".weight")] or plain
         ids = {s.name: i for i, s in enumerate(counted, start=1)}
