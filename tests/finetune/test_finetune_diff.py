@@ -210,3 +210,23 @@ def test_session_results_diff_and_panel(tmp_path) -> None:
     bars = next(tr for tr in spec["data"] if tr.get("name") == "relative change")
     got = dict(zip(bars["x"], bars["y"], strict=True))
     assert got["l1.weight"] == pytest.approx(res.table.loc["l1.weight", "rel_change"])
+
+
+def test_diff_panel_kind_in_field_panel_and_session_viz() -> None:
+    """The ``diff`` kind as a notebook panel and as ``session.viz.diff``: the same bars."""
+    from diffract.widgets import FieldPanel
+
+    base, tuned, _ = _models()
+    s = diffract.Session(profile="ram")
+    s.models.add(base, "base")
+    s.models.add(tuned, "tuned")
+    res = s.results.diff("base", "tuned")
+    p = FieldPanel(s, kind="diff", models=["base", "tuned"], live=False)
+    bars = p.figure.data[0]
+    assert bars.name == "relative change" and p.models == ["base", "tuned"]
+    got = dict(zip(bars.x, bars.y, strict=True))
+    for name in LAYERS:
+        assert got[name] == pytest.approx(res.table.loc[name, "rel_change"])
+    assert "fine-tune diff" in p.status.value
+    fig = s.viz.diff(models=["base", "tuned"])
+    assert list(fig.data[0].x) == list(bars.x)
