@@ -230,3 +230,60 @@ def test_diff_panel_kind_in_field_panel_and_session_viz() -> None:
     assert "fine-tune diff" in p.status.value
     fig = s.viz.diff(models=["base", "tuned"])
     assert list(fig.data[0].x) == list(bars.x)
+
+
+def test_peft_adapter_folder_onto_base(tmp_path) -> None:
+    """A PEFT adapter folder alone: its update scaling * B @ A (alpha / r = 2) is added onto
+    the base's weight; the layer is low-rank with the adapter's rank, and the relative change
+    is ||2 B A|| / ||W||."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(7)
+    w1, w2 = rng.standard_normal((64, 96)), rng.standard_normal((32, 64))
+    base = {"l1.weight": w1.astype(np.float32), "l2.weight": w2.astype(np.float32)}
+    a = rng.standard_normal((4, 96)).astype(np.float32)
+    b = rng.standard_normal((64, 4)).astype(np.float32)
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    save_file(
+        {"base_model.model.l1.lora_A.weight": a, "base_model.model.l1.lora_B.weight": b},
+        str(folder / "adapter_model.safetensors"),
+    )
+    (folder / "adapter_config.json").write_text(
+        json.dumps({"r": 4, "lora_alpha": 8, "peft_type": "LORA", "target_modules": ["l1"]})
+    )
+    res = diffract.diff(base, str(folder))
+    row = res.table.loc["l1.weight"]
+    upd = 2.0 * b.astype(np.float64) @ a.astype(np.float64)
+    assert row["signal_rank"] == 4 and row["update_kind"] == "low-rank"
+    assert row["rel_change"] == pytest.approx(
+        np.linalg.norm(upd) / np.linalg.norm(base["l1.weight"].astype(np.float64)), rel=1e-9
+    )
+    assert res.summary["lora_rank"] == 4
+
+
+def test_peft_module_merged() -> None:
+    """A PyTorch module with LoRA factors (PEFT's layout) is compared merged: W + B @ A."""
+    torch = pytest.importorskip("torch")
+
+    class Lora(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.base_layer = torch.nn.Linear(96, 64, bias=False)
+            self.lora_A = torch.nn.ModuleDict({"default": torch.nn.Linear(96, 3, bias=False)})
+            self.lora_B = torch.nn.ModuleDict({"default": torch.nn.Linear(3, 64, bias=False)})
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1 = Lora()
+
+    torch.manual_seed(0)
+    net = Net()
+    w = net.l1.base_layer.weight.detach().numpy().astype(np.float64)
+    res = diffract.diff({"l1.weight": w}, net)
+    row = res.table.loc["l1.weight"]
+    a = net.l1.lora_A["default"].weight.detach().numpy().astype(np.float64)
+    b = net.l1.lora_B["default"].weight.detach().numpy().astype(np.float64)
+    assert row["signal_rank"] == 3 and row["low_rank"]
+    assert row["update_norm"] == pytest.approx(np.linalg.norm(b @ a), rel=1e-5)

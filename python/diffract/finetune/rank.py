@@ -16,6 +16,7 @@ calls it low-rank (LoRA-like), full-rank, noise or unchanged.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -50,10 +51,32 @@ def stable_rank(s: np.ndarray) -> float:
     return float((s * s).sum() / (top * top)) if top > 0 else 0.0
 
 
-def numerical_zero(s: np.ndarray, shape: tuple[int, int]) -> float:
-    """Singular values at or below this are zero (NumPy's ``matrix_rank`` tolerance)."""
+#: machine epsilon per weight dtype (by name): the precision the weights were stored with
+_EPS = {"float64": 2.0**-52, "double": 2.0**-52, "bfloat16": 2.0**-7, "float16": 2.0**-10}
+
+
+def dtype_eps(*dtypes: Any) -> float:
+    """The coarsest machine epsilon of ``dtypes`` (names or NumPy dtypes): float32's for an
+    unknown or integer dtype, float8's 2^-3 (e4m3) for any ``float8``."""
+    out = 0.0
+    for d in dtypes:
+        name = str(getattr(d, "name", d)).lower().removeprefix("torch.")
+        eps = 2.0**-3 if name.startswith("float8") else _EPS.get(name, 2.0**-23)
+        out = max(out, eps)
+    return out
+
+
+def numerical_zero(
+    s: np.ndarray, shape: tuple[int, int], eps: float = 0.0, rms: float = 0.0
+) -> float:
+    """Singular values at or below this are zero: NumPy's ``matrix_rank`` tolerance, and the
+    largest singular value the rounding of weights of precision ``eps`` and root-mean-square
+    ``rms`` can make, ``eps * rms * (sqrt(m) + sqrt(n))`` (rounding errors are at most
+    ``eps * |w|`` per entry, so about i.i.d. with std under ``eps * rms``: the MP edge of that)."""
     top = float(np.max(s)) if np.size(s) else 0.0
-    return top * max(shape) * float(np.finfo(np.float64).eps)
+    m, n = shape
+    numeric = top * max(shape) * float(np.finfo(np.float64).eps)
+    return max(numeric, eps * rms * (math.sqrt(m) + math.sqrt(n)))
 
 
 def update_kind(

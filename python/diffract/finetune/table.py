@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._errors import InvalidArgumentError
+from diffract._errors import ExtractionError, InvalidArgumentError
 from diffract.extract import Extracted, extract, natural_key
 from diffract.extract.lora import as_numpy
 from diffract.finetune import overlap, rank, spectrum
@@ -70,6 +70,7 @@ def layer_diff(
     min_change: float = MIN_CHANGE,
     low_rank_fraction: float = rank.LOW_RANK_FRACTION,
     bulk_ks_max: float = rank.BULK_KS_MAX,
+    precision: float | None = None,
 ) -> dict[str, Any]:
     """The diff fields of one weight matrix (see the module docstring).
 
@@ -80,10 +81,15 @@ def layer_diff(
         min_change: a relative change at most this is ``unchanged``.
         low_rank_fraction: the low-rank rule's largest signal rank, as a share of min(m, n).
         bulk_ks_max: the low-rank rule's largest KS distance of the bulk to the MP law.
+        precision: the machine epsilon the weights were stored with (their rounding is not
+            an update direction: :func:`diffract.finetune.rank.numerical_zero`); default:
+            the coarser of the two arrays' dtypes.
 
     Returns:
         The fields, by name (``name``, ``shape`` and ``change_rank`` are left to the caller).
     """
+    if precision is None:
+        precision = rank.dtype_eps(np.asarray(base).dtype, np.asarray(tuned).dtype)
     wb = np.asarray(base, dtype=np.float64)
     wt = np.asarray(tuned, dtype=np.float64)
     if wb.shape != wt.shape or wb.ndim != 2:
@@ -92,7 +98,7 @@ def layer_diff(
     shape = (int(d.shape[0]), int(d.shape[1]))
     nb, nt, nd = (float(np.linalg.norm(x)) for x in (wb, wt, d))
     s = np.linalg.svd(d, compute_uv=False)
-    zero = rank.numerical_zero(s, shape)
+    zero = rank.numerical_zero(s, shape, precision, max(nb, nt) / math.sqrt(d.size))
     sigma, spikes = 0.0, s > zero
     if nd > 0:  # Gavish & Donoho's median estimate, then once more without the spikes
         sigma = spectrum.noise_sigma(s, shape)
@@ -222,7 +228,8 @@ class DiffResult:
         }
 
 
-Pair = tuple[str, Any, Any, str]  # (name, base array, tuned array, layout)
+#: (name, base array, tuned array, layout, machine epsilon of the stored weights or None)
+Pair = tuple[str, Any, Any, str, float | None]
 
 
 def diff_pairs(
@@ -236,8 +243,9 @@ def diff_pairs(
     low_rank_fraction: float = rank.LOW_RANK_FRACTION,
     bulk_ks_max: float = rank.BULK_KS_MAX,
 ) -> DiffResult:
-    """The diff of matched layers ``(name, base array, tuned array, layout)``: matrices and
-    convolution kernels are compared; 1-D slices (biases, norms) are listed as skipped."""
+    """The diff of matched layers ``(name, base array, tuned array, layout, eps)`` (eps: the
+    stored weights' machine epsilon, None: from the arrays' dtypes): matrices and convolution
+    kernels are compared; 1-D slices (biases, norms) are listed as skipped."""
     opts = {
         "k": k,
         "min_change": min_change,
@@ -245,7 +253,7 @@ def diff_pairs(
         "bulk_ks_max": bulk_ks_max,
     }
     rows, skip = [], dict(skipped or {})
-    for name, wb, wt, layout in pairs:
+    for name, wb, wt, layout, eps in pairs:
         a, b = np.asarray(wb), np.asarray(wt)
         if a.ndim < 2:
             skip[name] = "not a matrix (1-D): no spectrum"
@@ -254,9 +262,8 @@ def diff_pairs(
             skip[name] = f"shapes differ: base {a.shape}, tuned {b.shape}"
             continue
         ma, mb = _as_matrix(a, layout), _as_matrix(b, layout)
-        rows.append(
-            {"name": name, "shape": "x".join(map(str, a.shape)), **layer_diff(ma, mb, **opts)}
-        )
+        fields = layer_diff(ma, mb, precision=eps, **opts)
+        rows.append({"name": name, "shape": "x".join(map(str, a.shape)), **fields})
     order = sorted(
         range(len(rows)), key=lambda i: (-rows[i]["rel_change"], natural_key(rows[i]["name"]))
     )
@@ -269,6 +276,40 @@ def _extracted(model: Any, lora: str, filter_spec: Any) -> Extracted:
     if isinstance(model, Extracted):
         return model
     return extract(model, filter_spec, lora=lora)
+
+
+def _tuned(model: Any, lora: str, filter_spec: Any) -> Extracted:
+    """The tuned model's leaves; a PEFT adapter alone (no base weights to merge into) is read
+    as its updates ``<layer>.lora``, which :func:`diff` adds onto the base."""
+    try:
+        return _extracted(model, lora, filter_spec)
+    except ExtractionError as exc:
+        if lora != "merged" or "has no base weight" not in str(exc):
+            raise
+    return extract(model, filter_spec, lora="update")
+
+
+def _pair(leaf: Any, by_name: dict[str, Any]) -> tuple[str, np.ndarray, np.ndarray] | str:
+    """``(name, W_b, W_t)`` of a tuned leaf, or why it has no partner in the base. A LoRA
+    update ``<layer>.lora`` is paired with the base's ``<layer>.weight``: W_t = W_b + update."""
+    update = "lora" in leaf.meta and leaf.meta["lora"].get("mode") == "update"
+    name = leaf.name.removesuffix(".lora") + ".weight" if update else leaf.name
+    other = by_name.get(name)
+    if update and not leaf.name.endswith(".lora"):
+        return "a second LoRA adapter of its layer: compare one adapter at a time"
+    if other is None:
+        return "not in the base model" + (f" (no {name!r} to add the update to)" if update else "")
+    wb = as_numpy(other.array, np.float64)
+    wt = as_numpy(leaf.array, np.float64)
+    if other.layout != leaf.layout and wb.ndim == 2 and not update:
+        wb = wb.T
+    if update:
+        if wt.shape != wb.shape and wt.T.shape == wb.shape:
+            wt = wt.T  # fan_in_fan_out: the update is (out, in), the base (in, out)
+        if wt.shape != wb.shape:
+            return f"LoRA update of shape {wt.shape}, base weight {wb.shape}"
+        wt = wb + wt
+    return name, wb, wt
 
 
 def diff(
@@ -287,8 +328,9 @@ def diff(
     Args:
         base: the base model (a model object, state dict, checkpoint path or folder, or an
             :class:`~diffract.extract.Extracted`).
-        tuned: the fine-tuned model, the same ways; a PEFT (LoRA) model or adapter folder is
-            compared with its adapters merged (``lora="merged"``: W + B @ A).
+        tuned: the fine-tuned model, the same ways; a PEFT (LoRA) model is compared with its
+            adapters merged (``lora="merged"``: W + scaling B @ A), a PEFT adapter folder
+            alone by adding its updates onto the base's weights.
         filter_spec: which leaves to compare (as :func:`diffract.extract.extract`).
         lora: how LoRA adapters are read (``"merged"``, default; ``"update"`` names them
             ``<layer>.lora`` and leaves them unmatched).
@@ -304,18 +346,17 @@ def diff(
         ExtractionError: a model cannot be read.
         InvalidArgumentError: no layer of the tuned model is in the base.
     """
-    eb, et = _extracted(base, lora, filter_spec), _extracted(tuned, lora, filter_spec)
+    eb, et = _extracted(base, lora, filter_spec), _tuned(tuned, lora, filter_spec)
     by_name = {leaf.name: leaf for leaf in eb.leaves}
     pairs, skipped = [], {}
     for leaf in et.leaves:
-        other = by_name.get(leaf.name)
-        if other is None:
-            skipped[leaf.name] = "not in the base model"
+        got = _pair(leaf, by_name)
+        if isinstance(got, str):
+            skipped[leaf.name] = got
             continue
-        wb = as_numpy(other.array, np.float64)
-        if other.layout != leaf.layout and wb.ndim == 2:
-            wb = wb.T
-        pairs.append((leaf.name, wb, as_numpy(leaf.array, np.float64), leaf.layout))
+        name, wb, wt = got
+        other = by_name[name]
+        pairs.append((name, wb, wt, other.layout, rank.dtype_eps(other.dtype, leaf.dtype)))
     if not pairs:
         raise InvalidArgumentError(
             "diff: no layer of the tuned model has a same-named layer in the base model"
@@ -356,7 +397,8 @@ def diff_stored(scope: Any, base_id: str, tuned_id: str, **options: Any) -> Diff
         if b is None:
             skipped[s.name] = "not in the base model"
             continue
-        pairs.append((s.name, weights(b), weights(s), s.meta.get("layout", "out_in")))
+        layout = s.meta.get("layout", "out_in")
+        pairs.append((s.name, weights(b), weights(s), layout, rank.dtype_eps(b.dtype, s.dtype)))
     if not pairs:
         raise InvalidArgumentError(
             f"diff: no slice of {tuned_id!r} has a same-named one in {base_id!r}"
