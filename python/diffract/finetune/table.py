@@ -252,7 +252,8 @@ def diff_pairs(
         "low_rank_fraction": low_rank_fraction,
         "bulk_ks_max": bulk_ks_max,
     }
-    rows, skip = [], dict(skipped or {})
+    rows: list[dict[str, Any]] = []
+    skip = dict(skipped or {})
     for name, wb, wt, layout, eps in pairs:
         a, b = np.asarray(wb), np.asarray(wt)
         if a.ndim < 2:
@@ -261,8 +262,17 @@ def diff_pairs(
         if a.shape != b.shape:
             skip[name] = f"shapes differ: base {a.shape}, tuned {b.shape}"
             continue
-        ma, mb = _as_matrix(a, layout), _as_matrix(b, layout)
-        fields = layer_diff(ma, mb, precision=eps, **opts)
+        if eps is None:
+            eps = rank.dtype_eps(a.dtype, b.dtype)
+        fields = layer_diff(
+            _as_matrix(a, layout),
+            _as_matrix(b, layout),
+            k=k,
+            min_change=min_change,
+            low_rank_fraction=low_rank_fraction,
+            bulk_ks_max=bulk_ks_max,
+            precision=eps,
+        )
         rows.append({"name": name, "shape": "x".join(map(str, a.shape)), **fields})
     order = sorted(
         range(len(rows)), key=lambda i: (-rows[i]["rel_change"], natural_key(rows[i]["name"]))
