@@ -208,7 +208,7 @@ class DiffResult:
         if s["changed"]:
             lines.append(
                 f"{100 * s['signal_share']:.1f}% of the update's energy is above the "
-                "Marchenko-Pastur edge (signal), the rest is noise-like."
+                "Marchenko-Pastur edge of a random matrix of its layer's shape (signal); the rest lies within that noise bulk."
             )
         if s["lora_rank"] is not None:
             lines.append(f"Low-rank layers have a median signal rank of {s['lora_rank']}.")

@@ -28,6 +28,12 @@ _HOVER = (
 )
 
 
+def _label(r: dict[str, Any]) -> str:
+    """The text over a bar: the kind, with the signal rank where it says something."""
+    kind = r["update_kind"]
+    return f"{kind} r={r['signal_rank']}" if kind in ("low-rank", "full-rank") else kind
+
+
 def diff_figure(result: Any, title: str | None = None) -> dict[str, Any]:
     """The spec of a :class:`~diffract.finetune.DiffResult` (the CLI's report draws it too).
 
@@ -46,6 +52,9 @@ def diff_figure(result: Any, title: str | None = None) -> dict[str, Any]:
         "x": names,
         "y": [r["rel_change"] for r in rows],
         "marker": {"color": [KIND_COLOURS[r["update_kind"]] for r in rows]},
+        "text": [_label(r) for r in rows],
+        "textposition": "outside",
+        "cliponaxis": False,
         "customdata": [
             [
                 r["update_kind"],
@@ -78,14 +87,19 @@ def diff_figure(result: Any, title: str | None = None) -> dict[str, Any]:
     }
     lay = layout(
         title or f"{result.tuned} vs {result.base}: what changed per layer",
-        "layer",
+        "layer (bar colour and label: the update's kind and signal rank)",
         "||W_t - W_b|| / ||W_b||",
+        margin={"l": 60, "r": 70, "t": 50, "b": 50},
         yaxis2={
+            **AXIS,
             "title": {"text": "share (0-1)"},
             "overlaying": "y",
             "side": "right",
             "range": [0, 1.05],
-            **AXIS,
+            "tickmode": "linear",
+            "tick0": 0,
+            "dtick": 0.2,
+            "showgrid": False,
         },
     )
     return {"data": [bars, share, kept], "layout": lay}
