@@ -287,3 +287,20 @@ def test_peft_module_merged() -> None:
     b = net.l1.lora_B["default"].weight.detach().numpy().astype(np.float64)
     assert row["signal_rank"] == 3 and row["low_rank"]
     assert row["update_norm"] == pytest.approx(np.linalg.norm(b @ a), rel=1e-5)
+
+
+def test_subspace_overlap_closed_form_and_lanczos_path() -> None:
+    """span(e1, e2) against span(cos t e1 + sin t e3, e2): principal angles t and 0, so the
+    mean squared cosine is (cos^2 t + 1) / 2; the Lanczos top-k equals the full SVD's."""
+    from diffract.finetune import overlap
+
+    t = 0.7
+    a = np.eye(5)[:, :2]
+    b = np.stack([np.cos(t) * np.eye(5)[0] + np.sin(t) * np.eye(5)[2], np.eye(5)[1]], axis=1)
+    assert overlap.subspace_overlap(a, b) == pytest.approx((math.cos(t) ** 2 + 1) / 2)
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((600, 900)) + np.outer(rng.standard_normal(600), np.ones(900)) / 10
+    u, vt = overlap.top_singular_vectors(w, 10)  # svds: min(shape) > 256, 4k < 600
+    uf, _, vtf = np.linalg.svd(w, full_matrices=False)
+    assert overlap.subspace_overlap(u, uf[:, :10]) == pytest.approx(1.0, abs=1e-8)
+    assert overlap.subspace_overlap(vt.T, vtf[:10].T) == pytest.approx(1.0, abs=1e-8)

@@ -24,6 +24,21 @@ def subspace_overlap(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a.T @ b) ** 2 / k)
 
 
+def top_singular_vectors(w: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top-``k`` left and right singular vectors of ``w``, ``(U_k, V_k^T)``: a full SVD
+    for small matrices, Lanczos (SciPy's ``svds``, deterministic start) when k is small
+    against min(m, n), which is what keeps an LLM layer at seconds instead of a minute."""
+    k = max(1, min(k, min(w.shape)))
+    if min(w.shape) <= 256 or 4 * k >= min(w.shape):
+        u, _, vt = np.linalg.svd(w, full_matrices=False)
+        return u[:, :k], vt[:k]
+    from scipy.sparse.linalg import svds
+
+    u, s, vt = svds(w, k=k, v0=np.ones(min(w.shape)), which="LM")
+    order = np.argsort(s)[::-1]
+    return u[:, order], vt[order]
+
+
 def top_subspace_overlap(
     u_b: np.ndarray, vt_b: np.ndarray, u_t: np.ndarray, vt_t: np.ndarray, k: int = TOP_K
 ) -> tuple[float, float]:

@@ -123,8 +123,8 @@ def layer_diff(
         low_rank_fraction=low_rank_fraction,
         bulk_ks_max=bulk_ks_max,
     )
-    ub, _, vtb = np.linalg.svd(wb, full_matrices=False)
-    ut, _, vtt = np.linalg.svd(wt, full_matrices=False)
+    ub, vtb = overlap.top_singular_vectors(wb, k)
+    ut, vtt = overlap.top_singular_vectors(wt, k)
     left, right = overlap.top_subspace_overlap(ub, vtb, ut, vtt, k)
     return {
         "rel_change": rel,
