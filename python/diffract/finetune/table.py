@@ -17,7 +17,7 @@ D = W_t - W_b (a convolution kernel taken as a matrix of its output channels by 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,7 +253,7 @@ def diff_pairs(
         "bulk_ks_max": bulk_ks_max,
     }
     rows: list[dict[str, Any]] = []
-    skip = dict(skipped or {})
+    skip = skipped if skipped is not None else {}  # a lazy ``pairs`` may add to it
     for name, wb, wt, layout, eps in pairs:
         a, b = np.asarray(wb), np.asarray(wt)
         if a.ndim < 2:
@@ -299,27 +299,31 @@ def _tuned(model: Any, lora: str, filter_spec: Any) -> Extracted:
     return extract(model, filter_spec, lora="update")
 
 
-def _pair(leaf: Any, by_name: dict[str, Any]) -> tuple[str, np.ndarray, np.ndarray] | str:
-    """``(name, W_b, W_t)`` of a tuned leaf, or why it has no partner in the base. A LoRA
-    update ``<layer>.lora`` is paired with the base's ``<layer>.weight``: W_t = W_b + update."""
+def _partner(leaf: Any, by_name: dict[str, Any]) -> str | None:
+    """The base leaf name a tuned leaf is compared with (None: why is set by the caller). A
+    LoRA update ``<layer>.lora`` goes with the base's ``<layer>.weight``."""
+    if "lora" in leaf.meta and leaf.meta["lora"].get("mode") == "update":
+        if not leaf.name.endswith(".lora"):
+            return None
+        return leaf.name.removesuffix(".lora") + ".weight"
+    return leaf.name
+
+
+def _load(leaf: Any, other: Any) -> tuple[np.ndarray, np.ndarray] | str:
+    """``(W_b, W_t)`` read now (one layer in memory at a time), or why they do not pair. A LoRA
+    update is added onto the base weight: W_t = W_b + update."""
     update = "lora" in leaf.meta and leaf.meta["lora"].get("mode") == "update"
-    name = leaf.name.removesuffix(".lora") + ".weight" if update else leaf.name
-    other = by_name.get(name)
-    if update and not leaf.name.endswith(".lora"):
-        return "a second LoRA adapter of its layer: compare one adapter at a time"
-    if other is None:
-        return "not in the base model" + (f" (no {name!r} to add the update to)" if update else "")
     wb = as_numpy(other.array, np.float64)
     wt = as_numpy(leaf.array, np.float64)
-    if other.layout != leaf.layout and wb.ndim == 2 and not update:
-        wb = wb.T
-    if update:
-        if wt.shape != wb.shape and wt.T.shape == wb.shape:
-            wt = wt.T  # fan_in_fan_out: the update is (out, in), the base (in, out)
-        if wt.shape != wb.shape:
-            return f"LoRA update of shape {wt.shape}, base weight {wb.shape}"
-        wt = wb + wt
-    return name, wb, wt
+    if not update:
+        if other.layout != leaf.layout and wb.ndim == 2:
+            wb = wb.T
+        return wb, wt
+    if wt.shape != wb.shape and wt.T.shape == wb.shape:
+        wt = wt.T  # fan_in_fan_out: the update is (out, in), the base (in, out)
+    if wt.shape != wb.shape:
+        return f"LoRA update of shape {wt.shape}, base weight {wb.shape}"
+    return wb, wb + wt
 
 
 def diff(
@@ -358,21 +362,33 @@ def diff(
     """
     eb, et = _extracted(base, lora, filter_spec), _tuned(tuned, lora, filter_spec)
     by_name = {leaf.name: leaf for leaf in eb.leaves}
-    pairs, skipped = [], {}
+    matched, skipped = [], {}
     for leaf in et.leaves:
-        got = _pair(leaf, by_name)
-        if isinstance(got, str):
-            skipped[leaf.name] = got
-            continue
-        name, wb, wt = got
-        other = by_name[name]
-        pairs.append((name, wb, wt, other.layout, rank.dtype_eps(other.dtype, leaf.dtype)))
-    if not pairs:
+        name = _partner(leaf, by_name)
+        if name is None:
+            skipped[leaf.name] = "a second LoRA adapter of its layer: compare one at a time"
+        elif name not in by_name:
+            skipped[leaf.name] = "not in the base model" + (
+                f" (no {name!r} to add the update to)" if name != leaf.name else ""
+            )
+        else:
+            matched.append((leaf, by_name[name]))
+    if not matched:
         raise InvalidArgumentError(
             "diff: no layer of the tuned model has a same-named layer in the base model"
         )
+
+    def pairs() -> Iterator[Pair]:
+        for leaf, other in matched:
+            got = _load(leaf, other)
+            if isinstance(got, str):
+                skipped[leaf.name] = got
+                continue
+            eps = rank.dtype_eps(other.dtype, leaf.dtype)
+            yield other.name, got[0], got[1], other.layout, eps
+
     return diff_pairs(
-        pairs,
+        pairs(),
         base=str(eb.source or eb.framework),
         tuned=str(et.source or et.framework),
         skipped=skipped,
@@ -400,17 +416,21 @@ def diff_stored(scope: Any, base_id: str, tuned_id: str, **options: Any) -> Diff
     slices = scope.models.slices()
     base = {s.name: s for s in slices if s.model_id == base_id}
     tuned = [s for s in slices if s.model_id == tuned_id]
-    weights: Callable[[Any], Any] = lambda s: scope.models.weights(s.uid)  # noqa: E731
-    pairs, skipped = [], {}
+    matched, skipped = [], {}
     for s in tuned:
-        b = base.get(s.name)
-        if b is None:
+        if s.name in base:
+            matched.append((base[s.name], s))
+        else:
             skipped[s.name] = "not in the base model"
-            continue
-        layout = s.meta.get("layout", "out_in")
-        pairs.append((s.name, weights(b), weights(s), layout, rank.dtype_eps(b.dtype, s.dtype)))
-    if not pairs:
+    if not matched:
         raise InvalidArgumentError(
             f"diff: no slice of {tuned_id!r} has a same-named one in {base_id!r}"
         )
-    return diff_pairs(pairs, base=base_id, tuned=tuned_id, skipped=skipped, **options)
+
+    def pairs() -> Iterator[Pair]:  # one layer in memory at a time
+        for b, s in matched:
+            wb, wt = scope.models.weights(b.uid), scope.models.weights(s.uid)
+            eps = rank.dtype_eps(b.dtype, s.dtype)
+            yield s.name, wb, wt, s.meta.get("layout", "out_in"), eps
+
+    return diff_pairs(pairs(), base=base_id, tuned=tuned_id, skipped=skipped, **options)
