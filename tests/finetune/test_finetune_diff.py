@@ -165,7 +165,7 @@ def test_mp_median_matches_gavish_donoho() -> None:
     assert np.median(s**2 / 600) == pytest.approx(spectrum.mp_median(0.5), rel=0.02)
 
 
-def test_cli_diff_writes_html_with_figure_data(tmp_path) -> None:
+def test_cli_diff_writes_html_with_figure_data(tmp_path, capsys) -> None:
     from diffract.cli import main
 
     base, tuned, _ = _models()
@@ -195,6 +195,12 @@ def test_cli_diff_writes_html_with_figure_data(tmp_path) -> None:
     for name in LAYERS:
         assert ys["relative change"][name] == pytest.approx(res.table.loc[name, "rel_change"])
     assert "low-rank" in text and "l1.weight" in text
+    capsys.readouterr()
+    assert main(["diff", str(pb), str(pt), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in data["rows"]}
+    assert {n: by_name[n]["signal_rank"] for n in LAYERS} == {n: v[2] for n, v in LAYERS.items()}
+    assert data["summary"]["low_rank"] == 4 and "l0.bias" in data["skipped"]
 
 
 def test_session_results_diff_and_panel(tmp_path) -> None:
