@@ -450,14 +450,14 @@ def _open_session(args: argparse.Namespace) -> Any:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         session = Session(args.profile, path=args.path, readonly=args.readonly)
-    for w in caught:
-        text = str(w.message)
-        if "takes the writer lock over" in text:
-            text = (
-                f"another session of this kernel had {_describe(session)} open for writing; "
-                "the new session took its writer lock over, so the earlier one can only read "
-                "now (close sessions you replace)"
-            )
+    notes = [str(w.message) for w in caught]
+    if getattr(session.store, "took_over", False):
+        notes.append(
+            f"another session of this kernel had {_describe(session)} open for writing; "
+            "the new session took its writer lock over, so the earlier one can only read "
+            "now (close sessions you replace)"
+        )
+    for text in notes:
         print(f"%diffract open: note: {text}", file=sys.stderr)
     return session
 
