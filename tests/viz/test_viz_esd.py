@@ -146,3 +146,28 @@ def test_numerical_zero_eigenvalues_do_not_squash_the_spectrum():
         assert real.min() * 0.5 <= min(xs) and max(xs) <= real.max() * 2
         assert f"{zeros} eigenvalue(s) ≈ 0 not drawn" in fig.layout.title.text
     s.close()
+
+
+def test_the_grid_has_one_legend_axis_titles_and_the_same_colours_in_every_panel(session):
+    fig = session.viz.esd_grid(cols=2)  # 4 panels, 2 x 2
+    assert fig.layout.showlegend is not False
+    shown = [t.name for t in fig.data if t.showlegend is not False]
+    kinds = {t.meta for t in fig.data}
+    assert len(shown) == len(set(shown)) == len(kinds)  # one entry per kind of trace
+    assert {"ESD", "power-law fit", "xmin of the fit"} <= set(shown)
+    for kind in kinds:  # the same colour in every panel
+        colours = {
+            (t.line.color if t.mode == "lines" else t.marker.color)
+            for t in fig.data
+            if t.meta == kind
+        }
+        assert len(colours) == 1 and None not in colours, (kind, colours)
+    # the fit keeps its panel's own alpha in its hover text
+    alpha = session.results.get("pl_alpha", "a.weight", "m0")
+    fit = [t for t in fig.data if t.meta == "pl_fit" and t.xaxis == "x"]
+    assert f"α={alpha:.3g}" in fit[0].hovertext
+    # the bottom row's x axes and the left column's y axes are titled
+    lay = fig.layout
+    assert lay.xaxis3.title.text == lay.xaxis4.title.text == "eigenvalue"
+    assert lay.yaxis.title.text == lay.yaxis3.title.text == "density"
+    assert lay.xaxis.title.text is None and lay.yaxis2.title.text is None

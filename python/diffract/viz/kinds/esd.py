@@ -114,6 +114,7 @@ def esd_spec(
                     "y": ys.tolist(),
                     "hoverinfo": "name",
                     "line": {"dash": "dash"},
+                    "meta": "pl_fit",
                 }
             )
             title += f" (α={alpha:.3g})"
