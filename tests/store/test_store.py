@@ -107,8 +107,9 @@ def test_second_writer_gets_a_clear_error_and_readers_still_read(tmp_path, mlp_w
     # after the writer closed, a new writer may open it
     with Session(profile="local", path=tmp_path / "st") as again:
         assert again.models.ids() == ["m"]
-    with Session(profile="local", path=tmp_path / "st"), pytest.warns(UserWarning, match="over"):
-        Session(profile="local", path=tmp_path / "st")  # same process: takes the lock over
+    with Session(profile="local", path=tmp_path / "st"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # same process: takes the lock over, silently
+        assert Session(profile="local", path=tmp_path / "st").store.took_over
 
 
 def test_readonly_session_refuses_writes(tmp_path, mlp_weights):
