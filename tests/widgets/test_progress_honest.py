@@ -101,7 +101,7 @@ def test_a_long_run_counts_agree_and_the_bar_follows_the_work():
     assert w.status == "done" and w.fraction == 1.0 and w.values_done == w.values_total == total
     snap = w.snapshot_html()
     assert "running" not in snap and "80 of 80 requested values" in snap
-    assert "w29_slow_a, w29_slow_b on 40 slice(s)" in snap and "width:100.0%" in snap
+    assert "w29_slow_a, w29_slow_b on 40 slices" in snap and "width:100.0%" in snap
 
 
 def test_a_cancelled_run_reads_cancelled_with_what_was_kept(monkeypatch):
@@ -141,7 +141,7 @@ def test_a_cancelled_run_reads_cancelled_with_what_was_kept(monkeypatch):
     # the displayed output was replaced by the final state (what a saved notebook keeps)
     assert len(shown) == 2 and "running" in shown[0]
     final = shown[-1]
-    assert "cancelled (finished values kept)" in final and "running" not in final
+    assert "cancelled: finished values kept" in final and "running" not in final
     assert f"{kept} of {2 * SLICES} requested values" in final
     assert "width:100.0%" not in final and "#9e9e9e" in final  # grey, not a full orange bar
     # the values kept are stored, the rest is computed by the next run

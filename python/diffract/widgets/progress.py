@@ -323,9 +323,10 @@ class ProgressWidget(anywidget.AnyWidget):
         }
 
     def request_text(self) -> str:
-        """What was asked for: ``"alpha, stable_rank on 200 slices"``."""
+        """What was asked for: ``"alpha, stable_rank on 200 slices"`` (as the live view)."""
         names = ", ".join(self.fields) if len(self.fields) <= 4 else f"{len(self.fields)} fields"
-        return f"{names} on {self.slices_total} slice(s)" if self.slices_total else names
+        n = self.slices_total
+        return f"{names} on {n} slice{'s' * (n != 1)}" if n else names
 
     def counter_text(self) -> str:
         """The one counter: requested values made of those planned (slices when the engine
@@ -334,67 +335,112 @@ class ProgressWidget(anywidget.AnyWidget):
             return f"{self.values_done} of {self.values_total} requested values"
         return f"{self.slices_done} of {self.slices_total} slices"
 
+    #: the states a run ends in: its displays become the static final picture
+    FINAL = ("done", "cancelled", "error")
+
     def snapshot_html(self) -> str:
-        """A static HTML picture of the run's progress (a bar and its counts), for notebooks
-        viewed without a running kernel; once the run has ended it shows the final state.
+        """A static HTML picture of the run's progress: what it was asked, a bar, the one
+        counter, times, the outcome, the failures and the details, with the class names of
+        the live view. Shown where no widget model is around (saved notebooks, nbconvert,
+        GitHub); once the run has ended it is the final state, and it replaces the live view.
 
         Returns:
-            HTML with the request, status, bar, counts, times and failures.
+            HTML with the request, status, bar, counts, times, outcome and failures.
         """
+        esc = html.escape
         label = {
             "waiting": "waiting",
             "running": "running",
             "cancelling": "cancelling",
-            "cancelled": "cancelled (finished values kept)",
+            "cancelled": "cancelled: finished values kept",
             "done": "done",
             "error": "failed",
-        }.get(self.status, self.status)
-        colour = {
-            "done": "#2e7d32",
-            "cancelled": "#9e9e9e",
-            "error": "#c62828",
-        }.get(self.status, "#1976d2")
-        pct = 100.0 * self.fraction
-        eta = ""
+        }.get(self.status, self.status)  # the live view's labels
+        colour = {"done": "#2e7d32", "cancelled": "#9e9e9e", "error": "#c62828"}.get(
+            self.status, "#1976d2"
+        )
+        pct = 100.0 if self.status == "done" else 100.0 * self.fraction
+        left = ""
         if self.status == "running" and self.eta_low is not None and self.eta_high is not None:
-            eta = f" · {_fmt_range(self.eta_low, self.eta_high)} left"
-        fails = f" · {self.failures} failed" if self.failures else ""
+            left = f" · left <b class='diffract-eta'>{_fmt_range(self.eta_low, self.eta_high)}</b>"
         bar = (
-            "<div style='height:8px;background:rgba(127,127,127,.25);border-radius:4px;"
-            "margin:4px 0;max-width:480px'>"
-            f"<div class='diffract-snapshot-bar' data-status='{html.escape(self.status)}' "
-            f"style='height:8px;width:{pct:.1f}%;background:{colour};border-radius:4px'></div></div>"
+            f"<div role='progressbar' aria-valuemin='0' aria-valuemax='100' aria-valuenow='{pct:.0f}'"
+            f" aria-valuetext='{esc(self.counter_text(), quote=True)}'"
+            " style='height:8px;background:rgba(127,127,127,.25);border-radius:4px;margin:4px 0;max-width:480px'>"
+            f"<div class='diffract-snapshot-bar' style='height:8px;width:{pct:.1f}%;background:{colour};"
+            "border-radius:4px'></div></div>"
+        )
+        counts = (
+            f"<div><b class='diffract-counter'>{esc(self.counter_text())}</b>"
+            f" · elapsed <b class='diffract-elapsed'>{_fmt_seconds(self.elapsed)}</b>{left}"
+            f" · failures <b class='diffract-failures'>{self.failures}</b></div>"
+        )
+        outcome = f"<div class='diffract-outcome'>{esc(self.outcome)}</div>" if self.outcome else ""
+        failures = ""
+        if self.failure_list:
+            rows = "".join(
+                f"<tr class='diffract-failure'><td>{esc(f['model_id'])}:{esc(f['slice'])}</td>"
+                f"<td>{esc(_kernel_of(f))}</td><td>{esc(f['error'])}</td></tr>"
+                for f in self.failure_list
+            )
+            n = self.failures
+            failures = (
+                f"<details class='diffract-failure-list'><summary>{n} failure{'s' * (n != 1)}</summary>"
+                f"<table style='text-align:left'>{rows}</table></details>"
+            )
+        detail = (
+            "<details class='diffract-detail'><summary>details</summary>"
+            f"slices complete <b class='diffract-slices'>{self.slices_done}/{self.slices_total}</b>"
+            f" · kernel steps <b class='diffract-kernel-calls'>{self.kernel_calls}</b>"
+            f" · chunks <b class='diffract-chunks'>{self.chunks_done}/{self.chunks_total}</b>"
+            + (f" · {esc(self.detail)}" if self.detail and self.status not in self.FINAL else "")
+            + "</details>"
         )
         return (
-            f"<div class='diffract-snapshot diffract-progress-snapshot' style='{_SNAP_STYLE}'>"
-            f"<b>diffract {html.escape(self.request_text())}</b>: {html.escape(label)}"
-            f"{bar}{html.escape(self.counter_text())} · elapsed {_fmt_seconds(self.elapsed)}{eta}{fails}"
-            + (f"<div>{html.escape(self.outcome)}</div>" if self.outcome else "")
-            + "</div>"
+            f"<div class='diffract-snapshot diffract-progress-snapshot diffract-progress'"
+            f" data-status='{esc(self.status)}' style='{_SNAP_STYLE}'>"
+            f"<div><b class='diffract-progress-title'>{esc(self.request_text())}</b>"
+            f" · <span class='diffract-progress-status'>{esc(label)}</span></div>"
+            f"{bar}{counts}{outcome}{failures}{detail}</div>"
         )
 
+    def _final_bundle(self) -> dict[str, str]:
+        """The static final picture alone: a finished run has nothing left to follow, and a
+        widget view would read "model not found" in a new kernel, and nothing in nbconvert."""
+        return {"text/html": self.snapshot_html(), "text/plain": self.outcome or self.status}
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        if self.status in self.FINAL:
+            return self._final_bundle()
         return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
 
     def _ipython_display_(self, **kwargs: Any) -> None:
-        """Display with a handle, so that :meth:`finish` can replace the static snapshot
-        (what a saved notebook and nbconvert keep) with the final state."""
+        """Display with a handle, so that :meth:`finish` can replace the output (the live
+        view and the static snapshot a saved notebook and nbconvert keep) with the final
+        state."""
         from IPython.display import display
 
         bundle = self._repr_mimebundle_()
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
         handle = display(data, metadata=meta, raw=True, display_id=True)
-        if handle is not None:
+        if handle is not None and self.status not in self.FINAL:
             self._handles.append(handle)
 
     def _update_displays(self) -> None:
-        if not self._handles:
+        handles, self._handles = self._handles, []
+        if not handles:
             return
-        bundle = self._repr_mimebundle_()
-        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-        for handle in self._handles:
+        data = self._final_bundle()
+        for handle in handles:
             with contextlib.suppress(Exception):  # no kernel around any more: nothing to update
-                handle.update(data, metadata=meta, raw=True)
+                handle.update(data, raw=True)
+
+
+def _kernel_of(f: dict[str, str]) -> str:
+    """A failure's kernel column, as the live view shows it: ``"kernel (field)"``."""
+    return (
+        f"{f['kernel']} ({f['field']})" if f["kernel"] and f["kernel"] != f["field"] else f["field"]
+    )
 
 
 def _fmt_seconds(sec: float) -> str:
