@@ -174,13 +174,14 @@ class ProgressWidget(anywidget.AnyWidget):
                     self.field = ev.field
                 if ev.param:
                     self.param = ev.param
-                self.eta = self._smoothed_eta(float(ev.elapsed))
+                eta = self._smoothed_eta(float(ev.elapsed))
+                self.eta = eta
                 if ev.slices_total:
                     self._advance(self.slices_done / ev.slices_total)
                 # slices are all the engine tells here: a wide range, once some are done
-                known = self.eta is not None and self.fraction >= ETA_MIN_SHARE
-                self.eta_low = self.eta * SLICE_ETA_RANGE[0] if known else None
-                self.eta_high = self.eta * SLICE_ETA_RANGE[1] if known else None
+                known = eta is not None and self.fraction >= ETA_MIN_SHARE
+                self.eta_low = eta * SLICE_ETA_RANGE[0] if eta is not None and known else None
+                self.eta_high = eta * SLICE_ETA_RANGE[1] if eta is not None and known else None
                 self.detail = f"chunk {ev.chunks_done}/{ev.chunks_total}" if ev.chunks_total else ""
         if ev.stage in ("commit", "chunk", "done"):
             notify_panels()
