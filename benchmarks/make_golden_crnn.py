@@ -10,7 +10,7 @@ synthetic sequences (well under a minute on one CPU thread). Writes tests/golden
 * ww_extras_crnn.json - WeightWatcher 0.7.7 on the module, per run (``default``,
   ``clip_xmax``: fix_fingers="clip_xmax", ``diagnostics``: detX=True with vectors=True; each
   after ``np.random.seed(0)``) every analyze() column per layer and get_summary(), keyed by
-  our slice names; and ``state_dict_layers``: the layers WeightWatcher analyzes when given the
+  our slice names, with WW's row and column order (``row_order``, ``columns``); and ``state_dict_layers``: the layers WeightWatcher analyzes when given the
   state dict instead (the same set: it skips ``nn.LSTM``/``nn.GRU`` either way).
 """
 
@@ -108,7 +108,13 @@ def ww_runs(net, name_of):
             for _, r in details.iterrows()
         }
         summary = {k: _plain(v) for k, v in watcher.get_summary(details).items()}
-        out[run] = {"kwargs": kwargs, "rows": rows, "summary": summary}
+        out[run] = {
+            "kwargs": kwargs,
+            "rows": rows,
+            "row_order": list(rows),  # WW's row order (the JSON keys are sorted)
+            "columns": [str(c) for c in details.columns],  # WW's column order
+            "summary": summary,
+        }
     return out
 
 

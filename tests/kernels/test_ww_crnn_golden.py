@@ -56,6 +56,8 @@ def test_the_golden_has_recurrent_layers_that_weightwatcher_skips():
     rows = gold()["default"]["rows"]
     assert gold()["state_dict_layers"] == sorted(rows)
     assert not any("weight_" in name for name in rows)
+    # WW's rows come in model order (the state dict's), for tables in its row order
+    assert gold()["default"]["row_order"] == [k for k in weights() if k in rows]
 
 
 @pytest.mark.parametrize("run_name", ["default", "clip_xmax"])
