@@ -108,6 +108,7 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 def cmd_analyze(args: argparse.Namespace) -> int:
     from diffract._core.config import check_workers
     from diffract.kernels.registry import default_registry
+    from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
 
     path = Path(args.path) if args.path else demo_model_path()
     model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
@@ -135,8 +136,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             scope = scope.filter(param_names=args.names)
         if args.types:
             scope = scope.filter(param_types=args.types)
+        diag = () if args.no_diagnosis else diagnosis_fields(traps=args.traps)
         report = scope.compute.apply(
-            *fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers
+            *fields,
+            *(f for f in diag if f not in fields),
+            progress=not args.quiet and sys.stderr.isatty(),
+            workers=args.workers,
         )
         print(str(report), file=sys.stderr)
         rows = scope.results.export_table(*fields, export_format="list")
@@ -145,6 +150,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for r in rows:
             r["shape"] = "x".join(str(d) for d in session.store.slice(r["uid"]).shape)
         print(format_table(rows, ["name", "type", "shape", *fields]))
+        if diag:
+            print("\n" + "\n".join(diagnosis_lines(scope) or ["diagnosis: nothing to diagnose"]))
         where = session.store.path or "memory"
         print(f"\n{len(rows)} layers; fields stored in {where}", file=sys.stderr)
     return 0
@@ -475,6 +482,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="also list slices where no field applies (biases, norms)"
     )
     a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.add_argument(
+        "--no-diagnosis", action="store_true", help="skip the diagnosis (docs/diagnosis.md)"
+    )
+    a.add_argument(
+        "--traps",
+        action="store_true",
+        help="also check correlation traps (a randomized ESD: a second SVD of every slice)",
+    )
     store_args(a)
     a.set_defaults(func=cmd_analyze)
 

@@ -14,6 +14,7 @@ from diffract.tracking.adapters import (
     keras_callback,
     lightning_callback,
 )
+from diffract.tracking.alerts import DiagnosisWarning, RuleEvent
 from diffract.tracking.ids import STEP_DIGITS, checkpoint_id, parse_checkpoint_id
 from diffract.tracking.ledger import (
     DOC_KIND,
@@ -33,6 +34,8 @@ from diffract.tracking.status import TrackerStatus
 from diffract.tracking.tracker import Tracker
 
 __all__ = [
+    "DiagnosisWarning",
+    "RuleEvent",
     "DOC_KIND",
     "POLICIES",
     "RUN_KIND",
