@@ -133,9 +133,8 @@ class DiffractMagics(Magics):
             raise UsageError(f"%diffract: {exc}") from None
         if args.cmd is None:
             raise UsageError(
-                "%diffract needs a subcommand: open, use, add, compute, show, diagnose, filter, runs, "
-                "export
-                "(see %diffract?)"
+                "%diffract needs a subcommand: open, use, add, compute, show, diagnose, filter, "
+                "runs, export (see %diffract?)"
             )
         if args.cmd == "add":
             args.raw_expr = _raw_add_expr(line)

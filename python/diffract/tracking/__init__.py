@@ -34,13 +34,13 @@ from diffract.tracking.status import TrackerStatus
 from diffract.tracking.tracker import Tracker
 
 __all__ = [
-    "DiagnosisWarning",
-    "RuleEvent",
     "DOC_KIND",
     "POLICIES",
     "RUN_KIND",
     "STEP_DIGITS",
+    "DiagnosisWarning",
     "LightningTracking",
+    "RuleEvent",
     "RunSteps",
     "Snapshot",
     "SnapshotQueue",
