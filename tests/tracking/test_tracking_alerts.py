@@ -33,13 +33,16 @@ def test_crossing_fires_once_with_the_step():
     events: list[RuleEvent] = []
     session = Session(profile="ram")
     alphas = [3.5, 3.5, 1.5, 1.5, 1.5]
-    with pytest.warns(DiagnosisWarning, match=r"step 2: fc.weight is over-trained \(alpha"):
-        with session.track(
+    match = r"step 2: fc.weight is over-trained \(alpha"
+    with (
+        pytest.warns(DiagnosisWarning, match=match),
+        session.track(
             "run", alerts=["over_trained"], on_alert=events.append, policy="block"
-        ) as tracker:
-            for step, weights in enumerate(_run(alphas)):
-                tracker.step(weights, step=step)
-                tracker.flush()  # training waits, so no step is thinned out
+        ) as tracker,
+    ):
+        for step, weights in enumerate(_run(alphas)):
+            tracker.step(weights, step=step)
+            tracker.flush()  # training waits, so no step is thinned out
     assert [(e.step, e.name, e.rule) for e in events] == [(2, "fc.weight", "over_trained")]
     ev = events[0]
     alpha = session.filter(model_ids=[ev.model_id]).results.export_table(
