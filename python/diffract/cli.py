@@ -136,7 +136,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             scope = scope.filter(param_names=args.names)
         if args.types:
             scope = scope.filter(param_types=args.types)
-        diag = () if args.no_diagnosis else diagnosis_fields(traps=args.traps)
+        wanted = args.diagnose or args.traps or not (args.fields or args.no_diagnosis)
+        diag = diagnosis_fields(traps=args.traps) if wanted else ()
         report = scope.compute.apply(
             *fields,
             *(f for f in diag if f not in fields),
@@ -288,6 +289,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from diffract.report import build_html
     from diffract.session import Session
     from diffract.store import atomic_write_text
+    from diffract.viz.kinds.diagnosis import diagnosis_fields
 
     if args.esds < 1:
         raise DiffractError(f"--esds must be a positive number, got {args.esds}")
@@ -320,7 +322,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         with Session(profile="ram") as session:
             slices = session.models.add(str(path), model_id=model_id)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
-            report = session.compute.apply(*fields, progress=False, workers=args.workers)
+            diag = [f for f in diagnosis_fields(traps=False) if f not in fields]
+            report = session.compute.apply(*fields, *diag, progress=False, workers=args.workers)
             print(str(report), file=sys.stderr)
             rows = _report_rows(session, fields)
             summary = f"{model_id}: {report} (analyzed in memory; nothing stored)"
@@ -483,8 +486,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument(
-        "--no-diagnosis", action="store_true", help="skip the diagnosis (docs/diagnosis.md)"
+        "--diagnose",
+        action="store_true",
+        help="print the diagnosis (docs/diagnosis.md) also with --fields (default: without)",
     )
+    a.add_argument("--no-diagnosis", action="store_true", help="skip the diagnosis")
     a.add_argument(
         "--traps",
         action="store_true",

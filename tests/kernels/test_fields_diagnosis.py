@@ -62,6 +62,24 @@ def _fired(row):
     }
 
 
+def test_the_diagnosis_fields():
+    assert diagnosis_fields(traps=True) == (
+        "diag_over_trained",
+        "diag_under_trained",
+        "diag_unreliable_fit",
+        "diag_trap",
+        "diag_rank_collapse",
+        "diag_over_trained_reason",
+        "diag_under_trained_reason",
+        "diag_unreliable_fit_reason",
+        "diag_trap_reason",
+        "diag_rank_collapse_reason",
+        "model_diag_num_outliers",
+        "model_diag_outliers",
+    )
+    assert "diag_trap" not in diagnosis_fields(traps=False)
+
+
 def test_thresholds_are_weightwatchers():
     from weightwatcher import constants
 

@@ -1,0 +1,46 @@
+"""The HTML report opens with the diagnosis; the ``diagnosis`` figure kind through the
+registry (as panels and the server route get it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diffract import Session
+from diffract.cli import main
+from diffract.viz import diagnosis_fields, registry
+
+
+def _weights():
+    rng = np.random.default_rng(5)
+    lam = (1.0 - rng.uniform(size=60)) ** (-1.0 / 0.5)
+    u, _ = np.linalg.qr(rng.normal(size=(200, 60)))
+    v, _ = np.linalg.qr(rng.normal(size=(60, 60)))
+    return {
+        "heavy.weight": ((u * np.sqrt(lam)) @ v.T).astype(np.float32),
+        "gauss.weight": rng.normal(size=(200, 60)).astype(np.float32),
+    }
+
+
+def test_report_starts_with_the_diagnosis(in_tmp):
+    np.savez("m.npz", **_weights())
+    assert main(["report", "m.npz", "-o", "r.html"]) == 0
+    text = (in_tmp / "r.html").read_text()
+    assert text.index("<h2>Diagnosis</h2>") < text.index("<h2>Per-layer table")
+    assert "<b>over-trained</b> (alpha " in text
+    assert 'id="figure-diagnosis"' in text
+
+
+def test_diagnosis_kind_marks_each_rule():
+    session = Session(profile="ram")
+    session.models.add(_weights(), model_id="m")
+    assert registry.build(session, "diagnosis")["data"] == []  # nothing stored yet
+    session.compute.apply(*diagnosis_fields(traps=False))
+    spec = registry.build(session, "diagnosis")
+    (trace,) = spec["data"]
+    assert trace["x"][:2] == ["over-trained", "under-trained"]
+    z = dict(zip(trace["y"], trace["z"], strict=True))
+    assert z["heavy.weight"][0] == 1 and z["gauss.weight"][0] == 0
+    assert z["gauss.weight"][1] == 1
+    assert z["heavy.weight"][trace["x"].index("trap")] is None  # not computed
+    text = dict(zip(trace["y"], trace["text"], strict=True))
+    assert text["heavy.weight"][0].startswith("alpha ")
