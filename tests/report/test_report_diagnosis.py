@@ -44,3 +44,17 @@ def test_diagnosis_kind_marks_each_rule():
     assert z["heavy.weight"][trace["x"].index("trap")] is None  # not computed
     text = dict(zip(trace["y"], trace["text"], strict=True))
     assert text["heavy.weight"][0].startswith("alpha ")
+
+
+def test_diagnosis_panel_and_errorbars_panel():
+    from diffract.widgets import FieldPanel
+
+    session = Session(profile="ram")
+    session.models.add(_weights(), model_id="m")
+    session.compute.apply(*diagnosis_fields(traps=False), "pl_alpha_sigma")
+    panel = FieldPanel(session, kind="diagnosis")
+    assert panel.figure.data[0].type == "heatmap"
+    assert set(panel.figure.data[0].y) == {"heavy.weight", "gauss.weight"}
+    bars = FieldPanel(session, "pl_alpha", kind="alpha_errorbars")
+    sig = session.results.export_table("pl_alpha_sigma", export_format="list")
+    assert sorted(bars.figure.data[0].error_y.array) == sorted(r["pl_alpha_sigma"] for r in sig)

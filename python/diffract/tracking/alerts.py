@@ -67,6 +67,16 @@ def check_rules(rules: bool | str | Sequence[str] | None, what: str) -> tuple[st
     return tuple(dict.fromkeys(names))
 
 
+def alert_callbacks(on_alert: Any) -> list[AlertCallback]:
+    """``on_alert=`` as a list of callables (None: none)."""
+    if on_alert is None:
+        return []
+    cbs = list(on_alert) if isinstance(on_alert, list | tuple) else [on_alert]
+    if not all(callable(cb) for cb in cbs):
+        raise InvalidArgumentError("on_alert must be a callable on_alert(event) or a list of them")
+    return cbs
+
+
 def rule_fields(rules: Sequence[str]) -> list[str]:
     """The fields the alerts of ``rules`` read."""
     return [f for r in rules for f in (f"diag_{r}", f"diag_{r}_reason")]

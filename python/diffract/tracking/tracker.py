@@ -25,7 +25,14 @@ from diffract._errors import (
     StoreLockedError,
 )
 from diffract.extract.lora import check_lora_options
-from diffract.tracking.alerts import AlertCallback, Alerts, RuleEvent, check_rules, rule_fields
+from diffract.tracking.alerts import (
+    AlertCallback,
+    Alerts,
+    RuleEvent,
+    alert_callbacks,
+    check_rules,
+    rule_fields,
+)
 from diffract.tracking.ids import STEP_DIGITS, check_run, check_step, checkpoint_id, literal_ids
 from diffract.tracking.ledger import committed_ids, drop_incomplete, mark_run, run_steps
 from diffract.tracking.policy import SnapshotQueue, check_policy
@@ -170,7 +177,7 @@ class Tracker:
         watched = check_rules(True if alerts is None and (on_alert or stops) else alerts, "alerts")
         watched = tuple(dict.fromkeys([*watched, *stops]))
         self._alerts = (
-            Alerts(run, watched, _callbacks(on_alert), warn=bool(warn_alerts), stop_on=stops)
+            Alerts(run, watched, alert_callbacks(on_alert), warn=bool(warn_alerts), stop_on=stops)
             if watched
             else None
         )

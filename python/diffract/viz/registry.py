@@ -189,6 +189,8 @@ KINDS: dict[str, FigureKind] = {
             lambda s, r: diagnosis.diagnosis_spec(s, models=r.models),
             "which layers each diagnosis rule flags (hover: the reason, with its numbers)",
             fields=0,
+            # what a panel watches for new values; the figure reads every diag_* field
+            default_fields=("diag_over_trained",),
         ),
     )
 }

@@ -39,20 +39,22 @@ def label(rule: str) -> str:
     return rule.replace("_", "-")
 
 
-def _outliers(scope: Scope) -> dict[tuple[str, str], str]:
+def _outliers(scope: Scope) -> tuple[set[str], dict[tuple[str, str], str]]:
+    """The models with a stored outlier diagnosis, and ``(model, name) -> reason``."""
     from diffract._errors import DiffractError
 
     try:
         recs = scope.results.export_aggregates("model_diag_outliers", export_format="list")
     except (DiffractError, ValueError):
-        return {}
-    out = {}
+        return set(), {}
+    checked, out = set(), {}
     for rec in recs:
         models = rec.get("context_models") or []
         model = models[0] if isinstance(models, list | tuple) and models else str(models)
+        checked.add(model)
         for name, reason in parse_outliers(str(rec.get("value") or "")).items():
             out[(model, name)] = reason
-    return out
+    return checked, out
 
 
 def diagnosis_rows(scope: Scope, models: list[str] | None = None) -> list[dict[str, Any]]:
@@ -86,10 +88,10 @@ def diagnosis_rows(scope: Scope, models: list[str] | None = None) -> list[dict[s
             row["checked"].append(rule)
             if bool(r[flag]):
                 row["findings"][rule] = str(r.get(why) or "")
-    outliers = _outliers(scope)
+    checked, outliers = _outliers(scope)
     for row in by_uid.values():
         reason = outliers.get((row["model_id"], row["name"]))
-        if outliers:
+        if row["model_id"] in checked:
             row["checked"].append(MODEL_RULE)
         if reason is not None:
             row["findings"][MODEL_RULE] = reason
