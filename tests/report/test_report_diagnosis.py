@@ -58,3 +58,21 @@ def test_diagnosis_panel_and_errorbars_panel():
     bars = FieldPanel(session, "pl_alpha", kind="alpha_errorbars")
     sig = session.results.export_table("pl_alpha_sigma", export_format="list")
     assert sorted(bars.figure.data[0].error_y.array) == sorted(r["pl_alpha_sigma"] for r in sig)
+
+
+def test_alpha_line_panels_get_error_bars():
+    session = Session(profile="ram")
+    session.models.add(_weights(), model_id="m")
+    session.compute.apply("pl_alpha", "frob_norm")  # the fit stores pl_alpha_sigma with it
+    (line,) = registry.build(session, "line", "pl_alpha")["data"]
+    tails = {
+        r["uid"]: r["pl_num_spikes"]
+        for r in session.results.export_table("pl_num_spikes", export_format="list")
+    }
+    # the bars are the standard error (alpha - 1) / sqrt(n_tail) (Clauset et al. 2009, eq. 3.2)
+    expected = [
+        (y - 1) / np.sqrt(tails[c[4]]) for y, c in zip(line["y"], line["customdata"], strict=True)
+    ]
+    np.testing.assert_allclose(line["error_y"]["array"], expected, rtol=1e-12)
+    (frob,) = registry.build(session, "line", "frob_norm")["data"]
+    assert "error_y" not in frob  # no frob_norm_sigma field
