@@ -92,3 +92,49 @@ def test_unknown_rule_is_refused():
     session = Session(profile="ram")
     with pytest.raises(InvalidArgumentError, match="unknown rule"):
         session.track("bad", alerts=["overtrained"])
+
+
+class _StoppingTracker:
+    """A tracker whose experimental stop signal is already set (what the adapters read)."""
+
+    should_stop = True
+
+    def __init__(self) -> None:
+        self.steps: list[int | None] = []
+
+    def step(self, model, step=None, lora="update"):
+        self.steps.append(step)
+
+    def flush(self, timeout=None):
+        return True
+
+
+def test_keras_callback_stops_fit_on_the_signal():
+    import keras
+
+    from diffract.tracking import keras_callback
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.zeros((32, 4), "float32")
+    tracker = _StoppingTracker()
+    hist = model.fit(
+        x, x[:, :2], batch_size=8, epochs=5, verbose=0, callbacks=[keras_callback(tracker)]
+    )
+    assert model.stop_training is True
+    assert len(hist.history["loss"]) == 1  # stopped in the first epoch, not after 5
+    assert tracker.steps[:2] == [0, 1]
+
+
+def test_hf_callback_sets_should_training_stop():
+    from transformers import TrainerControl, TrainerState
+
+    from diffract.tracking import hf_callback
+
+    tracker = _StoppingTracker()
+    cb = hf_callback(tracker)
+    state, control = TrainerState(), TrainerControl()
+    state.global_step = 3
+    out = cb.on_step_end(None, state, control, model={"w": np.zeros((2, 2))})
+    assert out is control and control.should_training_stop is True
+    assert tracker.steps == [3]
