@@ -57,7 +57,7 @@ def layers_spec(
         if kind == "line":
             trace["mode"] = "lines+markers"
         if sigmas:
-            errs = [sigmas.get(r.get("uid")) for r in rs]
+            errs = [sigmas.get(str(r.get("uid"))) for r in rs]
             trace["error_y"] = {"type": "data", "array": errs, "visible": True}
         data.append(trace)
     depth = max((len(t["x"]) for t in data), default=0)
