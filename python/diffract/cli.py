@@ -109,6 +109,7 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 def cmd_analyze(args: argparse.Namespace) -> int:
     from diffract._core.config import check_workers
     from diffract.kernels.registry import default_registry
+    from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
 
     path = Path(args.path) if args.path else demo_model_path()
     model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
@@ -139,8 +140,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.table == "ww":
             return _print_ww_table(scope)
         options = {"conventions": args.conventions} if args.conventions else {}
+        wanted = args.diagnose or args.traps or not (args.fields or args.no_diagnosis)
+        diag = diagnosis_fields(traps=args.traps) if wanted else ()
         report = scope.compute.apply(
             *fields,
+            *(f for f in diag if f not in fields),
             progress=not args.quiet and sys.stderr.isatty(),
             workers=args.workers,
             **options,
@@ -152,6 +156,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for r in rows:
             r["shape"] = "x".join(str(d) for d in session.store.slice(r["uid"]).shape)
         print(format_table(rows, ["name", "type", "shape", *fields]))
+        if diag:
+            print("\n" + "\n".join(diagnosis_lines(scope) or ["diagnosis: nothing to diagnose"]))
         where = session.store.path or "memory"
         print(f"\n{len(rows)} layers; fields stored in {where}", file=sys.stderr)
     return 0
@@ -288,6 +294,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from diffract.report import build_html
     from diffract.session import Session
     from diffract.store import atomic_write_text
+    from diffract.viz.kinds.diagnosis import diagnosis_fields
 
     if args.esds < 1:
         raise DiffractError(f"--esds must be a positive number, got {args.esds}")
@@ -320,7 +327,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         with Session(profile="ram") as session:
             slices = session.models.add(str(path), model_id=model_id)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
-            report = session.compute.apply(*fields, progress=False, workers=args.workers)
+            diag = [f for f in diagnosis_fields(traps=False) if f not in fields]
+            report = session.compute.apply(*fields, *diag, progress=False, workers=args.workers)
             print(str(report), file=sys.stderr)
             rows = _report_rows(session, fields)
             summary = f"{model_id}: {report} (analyzed in memory; nothing stored)"
@@ -584,6 +592,17 @@ def build_parser() -> argparse.ArgumentParser:
         default="fields",
         help="fields: one column per field (default); ww: WeightWatcher 0.7.7's analyze() "
         "table and get_summary() (its column names and order; --fields is not used)",
+    )
+    a.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="print the diagnosis (docs/diagnosis.md) also with --fields (default: without)",
+    )
+    a.add_argument("--no-diagnosis", action="store_true", help="skip the diagnosis")
+    a.add_argument(
+        "--traps",
+        action="store_true",
+        help="also check correlation traps (a randomized ESD: a second SVD of every slice)",
     )
     store_args(a)
     a.set_defaults(func=cmd_analyze)

@@ -211,6 +211,31 @@ def _kind_section(scope: Any, kind: Any) -> str:
     return f"<h2>{title}</h2>" + _figure_div(f"figure-{kind.name}", spec)
 
 
+def diagnosis_html(scope: Any) -> str:
+    """The report's diagnosis section: per model the count of flagged layers, a list of them
+    with each rule's reason, and the ``diagnosis`` figure; "" while no ``diag_*`` field is
+    stored."""
+    from diffract.viz import registry
+    from diffract.viz.kinds.diagnosis import diagnosis_rows, label
+
+    rows = diagnosis_rows(scope)
+    if not rows:
+        return ""
+    items = []
+    for r in rows:
+        if not r["findings"]:
+            continue
+        what = "; ".join(
+            f"<b>{html.escape(label(k))}</b> ({html.escape(v)})" for k, v in r["findings"].items()
+        )
+        items.append(f"<li>{html.escape(r['model_id'])} · {html.escape(r['name'])}: {what}</li>")
+    flagged = len(items)
+    head = f'<p class="meta">{flagged} of {len(rows)} layers flagged by the rules.</p>'
+    listing = f"<ul>{''.join(items)}</ul>" if items else '<p class="none">No layer flagged.</p>'
+    spec = registry.build(scope, "diagnosis")
+    return f"<h2>Diagnosis</h2>{head}{listing}" + _figure_div("figure-diagnosis", spec)
+
+
 def build_html(
     scope: Any,
     rows: Sequence[dict[str, Any]],
@@ -242,7 +267,8 @@ def build_html(
     body = (
         f"<h1>diffract report: {html.escape(title)}</h1>"
         f'<p class="meta">{html.escape(summary)}</p>'
-        f"<h2>Per-layer table ({len(rows)} layers)</h2>"
+        + diagnosis_html(scope)
+        + f"<h2>Per-layer table ({len(rows)} layers)</h2>"
         + table_html(rows, fields, models=models)
         + figures(scope, alpha_field=alpha, max_esds=max_esds)
         + f"<h2>Failures</h2>{failures_html(failures)}"
