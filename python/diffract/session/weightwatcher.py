@@ -252,7 +252,7 @@ class WeightWatcher(Namespace):
                 columns.update(OPTION_COLUMNS[key])
         fields = sorted({*columns.values(), "esd", "esd_ww_ratio"})
         values = self._compute(model_id, rows, fields, options)
-        module = _from_module(slices)
+        module = from_module(slices)
         # WeightWatcher's guards and layer selection leave out the slices without a spectrum
         kept = [s for s in sorted(rows, key=lambda s: (ids[s.name], s.index))
                 if "esd_max" in values[s.uid]]  # fmt: skip
@@ -353,7 +353,7 @@ class WeightWatcher(Namespace):
         values = self._compute(
             model_id, kept, sorted(DESCRIBE_COLUMNS.values()), {}, precision=False
         )
-        module = _from_module(slices)
+        module = from_module(slices)
         records = []
         for s in sorted(kept, key=lambda s: (ids[s.name], s.index)):
             v = values[s.uid]
@@ -490,7 +490,7 @@ def _layer_type(s: SliceInfo, module: bool) -> str:
     return "dense"
 
 
-def _from_module(slices: Iterable[SliceInfo]) -> bool:
+def from_module(slices: Iterable[SliceInfo]) -> bool:
     """Whether the model was added as a PyTorch module (its slices carry WeightWatcher's
     layer ids), which WeightWatcher names and types by module, not by tensor."""
     plain = [s for s in slices if "kernel_position" not in s.meta and "intra" not in s.meta]
@@ -570,7 +570,7 @@ def _select_layers(
         )
     if all(isinstance(x, str) for x in wanted):
         names = set(wanted)
-        module = _from_module(rows)
+        module = from_module(rows)
         kept = [s for s in rows if names & {s.name, _name(s, module), _longname(s)}]
         if not kept:
             raise InvalidArgumentError(
