@@ -514,8 +514,7 @@ def _reopen(old: Any) -> Any:
         executor=old.executor,
         registry=old.registry,
     )
-    new._options = old._options
-    new._kernel_options = old._kernel_options
+    new.copy_settings_from(old)
     return new
 
 

@@ -71,7 +71,7 @@ def _record(field: str, models: Iterable[str], params: Iterable[str], value: Any
 
 def _scope_names(scope: Selection) -> tuple[list[SliceInfo], set[tuple[str, str]]]:
     """The scope's slices, and its (model id, name) pairs."""
-    slices = scope._slices()
+    slices = scope.slices()
     return slices, {(s.model_id, s.name) for s in slices}
 
 
@@ -84,13 +84,13 @@ def model_records(scope: Selection, field: str) -> list[dict[str, Any]]:
     the scope when the scope holds a slice of that model with one of those names. A
     selection value of a store written before those documents is shown to its own scope only.
     """
-    store = scope._session.store
+    store = scope.session.store
     slices, pairs = _scope_names(scope)
     by_model: dict[str, list[str]] = {}
     for s in slices:
         by_model.setdefault(s.model_id, []).append(s.name)
     contexts = store.documents(CONTEXT_DOC)
-    mine = scope._chain.key()
+    mine = scope.filter_chain.key()
     whole: dict[str, list[str]] = {}  # every name of a model, read once
     found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     for owner, f in store.keys():
@@ -130,7 +130,7 @@ def cross_records(scope: Selection, field: str) -> list[dict[str, Any]]:
     A value stored in both directions (each model as the reference) is reported once, with
     the direction whose reference sorts first.
     """
-    store = scope._session.store
+    store = scope.session.store
     _, pairs = _scope_names(scope)
     if not pairs:
         return []
@@ -163,8 +163,8 @@ def record_contexts(scope: Selection, selected: Sequence[SliceInfo], fields: Seq
     to show the value to every scope meeting them). Nothing is written for whole models,
     for runs without model-level fields, or when the document is there already.
     """
-    session = scope._session
-    if scope._chain.is_empty:
+    session = scope.session
+    if scope.filter_chain.is_empty:
         return
     try:
         kernels = session.registry.closure(fields)
@@ -178,7 +178,7 @@ def record_contexts(scope: Selection, selected: Sequence[SliceInfo], fields: Seq
         by_model.setdefault(s.model_id, []).append(s.name)
     existing = store.documents(CONTEXT_DOC)
     docs = {}
-    key = scope._chain.key()
+    key = scope.filter_chain.key()
     for m, names in by_model.items():
         if len(names) == len(store.slices(m)):
             continue
@@ -192,10 +192,10 @@ def record_contexts(scope: Selection, selected: Sequence[SliceInfo], fields: Seq
 
 def ingested_records(scope: Selection, field: str) -> list[dict[str, Any]]:
     """Aggregates ingested with ``ingest_aggregates`` whose context meets the scope."""
-    models = set(scope._model_ids())
-    names = {s.name for s in scope._slices()}
+    models = set(scope.model_ids())
+    names = {s.name for s in scope.slices()}
     out = []
-    for _, text in sorted(scope._session.store.documents(AGGREGATE_DOC).items()):
+    for _, text in sorted(scope.session.store.documents(AGGREGATE_DOC).items()):
         rec = json.loads(text)
         if rec["field"] != field or not models & set(rec["context_models"]):
             continue

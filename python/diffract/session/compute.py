@@ -163,12 +163,12 @@ def _run_options(
     closure = session.registry.closure(fields)
     names = {k.name for k in closure}
     known = {o for k in closure for o in k.options}
-    merged_opts = {k: v for k, v in session._options.items() if k in known}
+    merged_opts = {k: v for k, v in session.options.items() if k in known}
     merged_opts.update(with_conventions(conventions, options, known))
     # a Diffract-style registry's own configuration (KernelRegistry.configure_kernel) first
     configured: dict[str, dict[str, Any]] = getattr(session.registry, "configured", {})
     merged_kopts = {k: dict(v) for k, v in configured.items() if k in names and v}
-    for k, v in session._kernel_options.items():
+    for k, v in session.kernel_options.items():
         if k in names:
             merged_kopts.setdefault(k, {}).update(v)
     for k, v in (kernel_options or {}).items():
@@ -233,7 +233,7 @@ class Compute(DiffractCompute):
                 does not hold exactly two models.
         """
         session = self._session
-        session._check_writable()
+        session.check_writable()
         failure_mode = check_on_failure(
             on_failure if on_failure is not None else getattr(session, "on_failure", "warn")
         )
@@ -253,10 +253,10 @@ class Compute(DiffractCompute):
         )
         self._store.refresh()
         cancel = cancel or threading.Event()
-        session._cancel = cancel
+        session.cancel_event = cancel
         callback, finish = progress_callback(progress, fields, cancel)
         runner = Runner(
-            cast(Store, _StoreView(self._store, session._references)),  # a Store by delegation
+            cast(Store, _StoreView(self._store, session.references)),  # a Store by delegation
             session.registry,
             options=merged_opts,
             kernel_options=merged_kopts,
@@ -291,18 +291,18 @@ class Compute(DiffractCompute):
         """Run on the scope's selection (read once); then close the progress and the run."""
         scope = self._scope
         try:
-            selected = scope._slices()
+            selected = scope.slices()
             record_contexts(scope, selected, fields)
             return runner.run(
                 fields,
                 selected,
-                scope_key=None if scope._chain.is_empty else scope._chain.key(),
+                scope_key=None if scope.filter_chain.is_empty else scope.filter_chain.key(),
                 model_slices={m: self._store.slices(m) for m in {s.model_id for s in selected}},
             )
         finally:
             if finish is not None:
                 finish()
-            self._session._cancel = None
+            self._session.cancel_event = None
 
     def apply_async(self, *fields: str, display: bool = False, **options: Any) -> Any:
         """Start ``apply`` in a worker thread and return at once with a run handle.
@@ -331,7 +331,7 @@ class Compute(DiffractCompute):
 
         Values finished so far are stored; ``RunReport.skipped`` counts the rest.
         """
-        ev = self._session._cancel
+        ev = self._session.cancel_event
         if ev is not None:
             ev.set()
 
@@ -357,7 +357,7 @@ class Compute(DiffractCompute):
             InvalidArgumentError, UnknownFieldError: a bad or unknown field name.
         """
         session = self._session
-        session._check_writable()
+        session.check_writable()
         if not fields:
             raise ValueError("erase() needs the field names to erase, e.g. erase('frob_norm')")
         check_field_names(fields, "erase()")
@@ -367,11 +367,11 @@ class Compute(DiffractCompute):
         named = list(dict.fromkeys(fields))
         store = self._store
         store.refresh()
-        owners = self._scope._owners()
+        owners = self._scope.owners()
         erase = set(store.present([(o, f) for o in owners for f in named]))
         dependents = _dependents(registry, named)
         if dependents:
-            slices = self._scope._slices()
+            slices = self._scope.slices()
             uids = {s.uid for s in slices}
             models = {s.model_id for s in slices}
             names = {(s.model_id, s.name) for s in slices}
@@ -421,8 +421,8 @@ class Compute(DiffractCompute):
                     f"no kernel has option(s) {unknown}; known options: {sorted(known)}"
                 )
             check_options(session.registry.kernels(), options)  # before anything is kept
-            session._options.update(options)
-            return dict(session._options)
+            session.options.update(options)
+            return dict(session.options)
         if not isinstance(kernel_or_field, str):
             raise InvalidArgumentError(
                 "configure() takes a kernel or field name (a string) or None, got "
@@ -436,8 +436,8 @@ class Compute(DiffractCompute):
                 f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}"
             )
         check_options([k], {}, {k.name: options})  # before anything is kept
-        session._kernel_options.setdefault(k.name, {}).update(options)
-        return dict(session._kernel_options[k.name])
+        session.kernel_options.setdefault(k.name, {}).update(options)
+        return dict(session.kernel_options[k.name])
 
     def fields(self) -> list[str]:
         """Every field a registered kernel can compute.

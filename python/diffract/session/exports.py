@@ -110,7 +110,7 @@ class DiffractResults(Namespace):
         patched = store.documents(META_DOC)
         session = self._session
         outcomes = Outcomes(store, session.registry, session.last_report)
-        slices = by_step(store, self._scope._slices())
+        slices = by_step(store, self._scope.slices())
         wanted: dict[str, list[tuple[str, tuple[str, str]]]] = {}
         for s in slices:
             keys = wanted[s.uid] = []
@@ -131,7 +131,7 @@ class DiffractResults(Namespace):
                 applies.add(s.uid)
             values: dict[str, Any] = {}
             if WEIGHTS in fields and levels[WEIGHTS] == "param" and not store.has((s.uid, WEIGHTS)):
-                values[WEIGHTS] = read_weights(store, session._references, s)
+                values[WEIGHTS] = read_weights(store, session.references, s)
                 outcomes.stored(WEIGHTS)
             found = []
             for f, key in wanted[s.uid]:
@@ -190,7 +190,7 @@ class DiffractResults(Namespace):
         levels = self._levels(fields, "export_metrics()")
         check_reference(reference)
         if reference is not None:
-            self._scope._session.models._require(reference)  # type: ignore[attr-defined]
+            self._scope.session.models._require(reference)  # type: ignore[attr-defined]
         self._store.refresh()
         entries, outcomes, applies = self._entries(fields, levels, reference)
         for f in fields:
@@ -311,7 +311,7 @@ class DiffractResults(Namespace):
             ParameterNotFoundError: an unknown uid (a SessionError).
             SessionError: a value already stored and ``force`` is False.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         force = check_flag(force, "force")
         if not isinstance(fields_by_uid, dict):
             raise InvalidArgumentError(
@@ -347,7 +347,7 @@ class DiffractResults(Namespace):
             SessionError: a missing key, or an existing aggregate without ``force``.
             InvalidIdentifierError: a bad field name or context member.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         force = check_flag(force, "force")
         store = self._store
         store.refresh()
@@ -403,7 +403,7 @@ class DiffractResults(Namespace):
                 registry.producer(f)  # an unknown field: a clear error before any work
             stored = named = tuple(dict.fromkeys(fields_to_erase))
         resolved = set(named) | set(dependents(registry, named))
-        uids = {s.uid for s in self._scope._slices()}
+        uids = {s.uid for s in self._scope.slices()}
         self._store.refresh()
         affected = {o for (o, f) in self._store.keys() if f in resolved and o in uids}
         if stored:

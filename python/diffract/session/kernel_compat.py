@@ -108,7 +108,7 @@ class DiffractCompute(Namespace):
         registry = self._session.registry
         binary = (
             set(BINARY_KERNELS)
-            | getattr(self._session, "_binary_kernels", set())
+            | self._scope.session.binary_kernels
             | getattr(registry, "binary", set())
         )
         return {
@@ -202,15 +202,8 @@ class DiffractCompute(Namespace):
                 level=level,  # type: ignore[arg-type]
                 name=name or func.__name__,
             )
-            session = self._session
-            if not getattr(session, "_own_registry", False):
-                session.registry = session.registry.copy()
-                session._own_registry = True  # type: ignore[attr-defined]
-            session.registry.register(k, replace=True)
-            if restrictions is not None and KernelRestrictions.BINARY in restrictions:
-                if not hasattr(session, "_binary_kernels"):
-                    session._binary_kernels = set()  # type: ignore[attr-defined]
-                session._binary_kernels.add(k.name)  # type: ignore[attr-defined]
+            binary = restrictions is not None and KernelRestrictions.BINARY in restrictions
+            self._scope.session.register_kernel(k, binary=binary)
             return func
 
         return wrap(_func) if _func is not None else wrap
@@ -221,18 +214,18 @@ class DiffractCompute(Namespace):
         With two, the first id (sorted) becomes the reference of the run.
         """
         session = self._session
-        if options.get("reference") or session._options.get("reference"):
+        if options.get("reference") or session.options.get("reference"):
             return
         closure = session.registry.closure(fields)
         binary = (
             BINARY_KERNELS
-            | getattr(session, "_binary_kernels", set())
+            | self._scope.session.binary_kernels
             | getattr(session.registry, "binary", set())
         )
         cross = [k for k in closure if k.level == "cross" and k.name in binary]
         if not cross:
             return  # other cross-model fields name their reference model
-        models = self._scope._model_ids()
+        models = self._scope.model_ids()
         if len(models) == 2:
             options["reference"] = models[0]
             return

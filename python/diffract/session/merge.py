@@ -19,9 +19,9 @@ from diffract.store import Batch
 
 def _check(source: Selection, target: Selection) -> dict[str, list[Any]]:
     """The source's slices by model, after checking they fit the target's models."""
-    store = target._session.store
+    store = target.session.store
     by_model: dict[str, list[Any]] = {}
-    for s in source._slices():
+    for s in source.slices():
         by_model.setdefault(s.model_id, []).append(s)
     for m, slices in by_model.items():
         check_identifier(m, "model id")
@@ -61,7 +61,7 @@ def merge(
         raise InvalidArgumentError(
             f"merge_other_session() takes a Session or a scope, got {type(source).__name__}"
         )
-    src_session, dst = source._session, target._session
+    src_session, dst = source.session, target.session
     if src_session.store is dst.store:
         raise InvalidArgumentError("merge_other_session(): the other session is this session")
     if fields is not None:
@@ -76,7 +76,7 @@ def merge(
         if dst_store.has_model(m):
             continue
         weights = {
-            s.uid: read_weights(src, src_session._references, s)
+            s.uid: read_weights(src, src_session.references, s)
             for s in slices
             if not s.meta.get("external")
         }

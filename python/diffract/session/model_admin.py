@@ -41,7 +41,7 @@ class Parameters(Namespace):
             for o, f in store.keys():
                 fields.setdefault(o, []).append(f)
         out = []
-        for s in self._scope._slices():
+        for s in self._scope.slices():
             d: dict[str, Any] = {
                 "uid": s.uid,
                 "name": s.name,
@@ -66,7 +66,7 @@ class Parameters(Namespace):
             SessionError: a value that is not a dict, or an existing key without ``force``.
             InvalidArgumentError: a value that is not JSON data.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         force = check_flag(force, "force")
         if not isinstance(updates, dict):
             raise SessionError(
@@ -111,7 +111,7 @@ class DiffractModels(Namespace):
         Returns:
             The ids.
         """
-        return self._scope._model_ids()
+        return self._scope.model_ids()
 
     def erase(self, *model_ids: str, erase_all: bool = False) -> EraseSummary:
         """Remove the scope's parameters of models, and every value computed from them.
@@ -136,21 +136,21 @@ class DiffractModels(Namespace):
             ValueError: neither or both of ids and ``erase_all``.
             UnknownModelError: a model that is not stored, or has no parameter in this scope.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         erase_all = check_flag(erase_all, "erase_all")
         if bool(model_ids) == erase_all:
             raise ValueError("erase() takes model ids or erase_all=True (not both, not neither)")
-        ids = self._scope._model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
+        ids = self._scope.model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
         for m in ids:
             self._require(m)  # type: ignore[attr-defined]
         store = self._store
         scope = self._scope
         gone: dict[str, builtins.list[SliceInfo]] = {}
         for m in ids:
-            mine = scope._chain.select(store.slices(m))
+            mine = scope.filter_chain.select(store.slices(m))
             if not mine:
                 raise UnknownModelError(
-                    f"model {m!r} has no parameter in this scope (filter {scope._chain.to_json()}); "
+                    f"model {m!r} has no parameter in this scope (filter {scope.filter_chain.to_json()}); "
                     f"erase it from the session: session.models.erase({m!r})"
                 )
             gone[m] = mine
@@ -179,7 +179,7 @@ class DiffractModels(Namespace):
         from diffract.session.weights import read_weights
 
         session = self._session
-        session._check_writable()
+        session.check_writable()
         validate_model_id(new_model_id)
         check_identifier(new_model_id, "model id")
         self._require(model_id)  # type: ignore[attr-defined]
@@ -192,7 +192,7 @@ class DiffractModels(Namespace):
         for s in old:
             slices.append(_renamed(s, new_model_id, new_uid[s.uid]))
             if not s.meta.get("external"):
-                weights[new_uid[s.uid]] = read_weights(store, session._references, s)
+                weights[new_uid[s.uid]] = read_weights(store, session.references, s)
         fields = {}
         for o, f in builtins.list(store.keys()):
             moved = _moved_owner(o, model_id, new_model_id, new_uid)

@@ -292,7 +292,7 @@ class Models(DiffractModels):
                 cannot be honoured, a bad LoRA pair or option, or a ``base_model`` with no
                 same-named slice or another shape for one (naming the slice).
         """
-        self._session._check_writable()
+        self._session.check_writable()
         if (
             isinstance(filter_spec, dict)
             and filter_spec
@@ -332,7 +332,7 @@ class Models(DiffractModels):
         leaves = [
             ExtractedLeaf(
                 s.name,
-                read_weights(self._store, self._session._references, s),
+                read_weights(self._store, self._session.references, s),
                 tuple(s.shape),
                 s.dtype,
                 s.type,
@@ -352,7 +352,7 @@ class Models(DiffractModels):
             StoreError: the session is read-only.
             UnknownModelError: no such model is stored.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         self._require(model_id)
         self._store.commit(Batch(remove_models=[model_id]))
 
@@ -369,7 +369,7 @@ class Models(DiffractModels):
         Returns:
             The ids, sorted as strings (zero-pad numeric suffixes to keep them in order).
         """
-        return self._scope._model_ids()
+        return self._scope.model_ids()
 
     def info(self, model_id: str) -> dict[str, Any]:
         """What was recorded when the model was added.
@@ -416,7 +416,7 @@ class Models(DiffractModels):
         Returns:
             The slices, ordered by model id then depth.
         """
-        return self._scope._slices()
+        return self._scope.slices()
 
     def slice(self, uid_or_name: str, model_id: str | None = None) -> SliceInfo:
         """One slice of this scope.
@@ -431,7 +431,7 @@ class Models(DiffractModels):
         Raises:
             KeyError: no such slice in this scope, or a name in several models.
         """
-        return self._scope._find(uid_or_name, model_id)
+        return self._scope.find_slice(uid_or_name, model_id)
 
     def weights(self, uid_or_name: str, model_id: str | None = None) -> np.ndarray:
         """The stored weights of one slice (read from its checkpoint where referenced).
@@ -447,8 +447,8 @@ class Models(DiffractModels):
             KeyError: no such slice in this scope.
             StoreError: its checkpoint is gone or changed since the model was added.
         """
-        s = self._scope._find(uid_or_name, model_id)
-        return read_weights(self._store, self._session._references, s)
+        s = self._scope.find_slice(uid_or_name, model_id)
+        return read_weights(self._store, self._session.references, s)
 
     def __len__(self) -> int:
         return len(self.ids())

@@ -189,11 +189,11 @@ class Results(DiffractResults):
         for f in cross_fields:
             outcomes.hint(f, f".compute.apply({f!r}, reference={reference!r})")
         scope = self._scope
-        slices = by_step(store, scope._slices())
+        slices = by_step(store, scope.slices())
         if table.of("param") or cross_fields:
             _param_rows(table, store, slices)
         self._model_rows(table, slices)
-        where = "this selection" if not scope._chain.is_empty else "any stored model"
+        where = "this selection" if not scope.filter_chain.is_empty else "any stored model"
         _check_gaps(table, slices, where)
         columns = list(KEY_COLUMNS) + (["reference"] if cross_fields else []) + list(fields)
         return to_format(table.rows, columns, export_format)
@@ -206,7 +206,7 @@ class Results(DiffractResults):
         for f in model_fields:
             table.outcomes.per_model(f)
         for m in model_order(self._store, [s.model_id for s in slices]):
-            owner = self._scope._model_owner(m)
+            owner = self._scope.model_owner(m)
             row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
             for f in model_fields:
                 row[f] = table.value(self._store, (owner, f), (m, ""))
@@ -246,7 +246,7 @@ class Results(DiffractResults):
         store.refresh()
         if k.level == "model":
             return self._get_model_level(field, uid_or_name, model_id)
-        s = self._scope._find(uid_or_name, model_id)
+        s = self._scope.find_slice(uid_or_name, model_id)
         if k.level == "cross":
             return self._get_cross(field, s, uid_or_name, model_id, reference)
         if not store.has((s.uid, field)):
@@ -292,7 +292,7 @@ class Results(DiffractResults):
     def _get_model_level(self, field: str, uid_or_name: str, model_id: str | None) -> Any:
         scope = self._scope
         store = self._store
-        ids = scope._model_ids()
+        ids = scope.model_ids()
         if is_model_owner(uid_or_name):
             owner = uid_or_name
             m = parse_owner(owner).model_id or ""
@@ -304,8 +304,8 @@ class Results(DiffractResults):
             if uid_or_name in ids and model_id in (None, uid_or_name):
                 m = uid_or_name
             else:
-                m = scope._find(uid_or_name, model_id).model_id
-            owner = scope._model_owner(m)
+                m = scope.find_slice(uid_or_name, model_id).model_id
+            owner = scope.model_owner(m)
         if not store.has((owner, field)):
             where = "" if owner == model_owner(m) else " in this selection"
             raise FieldNotComputedError(
@@ -321,5 +321,5 @@ class Results(DiffractResults):
             The field names, sorted.
         """
         self._store.refresh()
-        owners = set(self._scope._owners())
+        owners = set(self._scope.owners())
         return sorted({f for (o, f) in self._store.keys() if o in owners})

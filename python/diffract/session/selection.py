@@ -31,12 +31,12 @@ class SessionLike(Protocol):
     executor: Any
     kernel_calls: dict[str, int]
     last_report: RunReport | None
-    _options: dict[str, Any]
-    _kernel_options: dict[str, dict[str, Any]]
-    _cancel: threading.Event | None
-    _references: ReferenceReader
+    options: dict[str, Any]
+    kernel_options: dict[str, dict[str, Any]]
+    cancel_event: threading.Event | None
+    references: ReferenceReader
 
-    def _check_writable(self) -> None: ...
+    def check_writable(self) -> None: ...
 
 
 class Selection:
@@ -52,11 +52,16 @@ class Selection:
         self._chain = chain
 
     @property
+    def session(self) -> Any:
+        """The session this selection belongs to (itself for a Session)."""
+        return self._session
+
+    @property
     def filter_chain(self) -> FilterChain:
         """The filter of this scope, as data."""
         return self._chain
 
-    def _slices(self) -> list[SliceInfo]:
+    def slices(self) -> list[SliceInfo]:
         store = self._session.store
         store.refresh()
         if self._chain.is_empty:
@@ -90,7 +95,7 @@ class Selection:
                 )
         return self._chain.and_(f)
 
-    def _model_ids(self) -> list[str]:
+    def model_ids(self) -> list[str]:
         """The stored models with a slice in the selection (all of them when unfiltered)."""
         store = self._session.store
         store.refresh()
@@ -104,7 +109,7 @@ class Selection:
     def _has_slices(self, model_id: str) -> bool:
         return bool(self._chain.select(self._session.store.slices(model_id)))
 
-    def _model_owner(self, model_id: str) -> str:
+    def model_owner(self, model_id: str) -> str:
         """``@m`` where the selection holds every slice of ``model_id``, else ``@m[scope]``."""
         all_slices = self._session.store.slices(model_id)
         mine = self._chain.select(all_slices)
@@ -112,13 +117,13 @@ class Selection:
             return model_owner(model_id)
         return model_owner(model_id, self._chain.key())
 
-    def _owners(self) -> list[str]:
+    def owners(self) -> list[str]:
         """Owner keys of the selection: its slices, its models, and stored cross pairs."""
-        slices = self._slices()
+        slices = self.slices()
         owners = [s.uid for s in slices]
         uids = set(owners)
         models = {s.model_id for s in slices}
-        owners += [self._model_owner(m) for m in sorted(models)]
+        owners += [self.model_owner(m) for m in sorted(models)]
         owners += [
             o
             for (o, _) in self._session.store.keys()
@@ -126,8 +131,8 @@ class Selection:
         ]
         return list(dict.fromkeys(owners))
 
-    def _find(self, uid_or_name: str, model_id: str | None) -> SliceInfo:
-        slices = self._slices()
+    def find_slice(self, uid_or_name: str, model_id: str | None = None) -> SliceInfo:
+        slices = self.slices()
         for s in slices:
             if s.uid == uid_or_name:
                 return s
@@ -149,7 +154,7 @@ class Selection:
         )
 
     def __len__(self) -> int:
-        return len(self._slices())
+        return len(self.slices())
 
 
 class Namespace:
@@ -164,11 +169,11 @@ class Namespace:
 
     @property
     def _session(self) -> SessionLike:
-        return self._scope._session
+        return self._scope.session
 
     @property
     def _store(self) -> Store:
-        return self._scope._session.store
+        return self._scope.session.store
 
 
 N = TypeVar("N", bound=Namespace)

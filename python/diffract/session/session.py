@@ -19,6 +19,7 @@ from diffract._core.slices import ParameterType
 from diffract._errors import StoreError
 from diffract.extract.references import ReferenceReader
 from diffract.kernels import KernelRegistry, default_registry
+from diffract.kernels.spec import Kernel
 from diffract.run.report import RunReport
 from diffract.session.checks import check_flag
 from diffract.session.compute import Compute, check_on_failure
@@ -264,15 +265,20 @@ class Session(Scope):
         #: where chunks run by default: "threads", "processes", a dask Client or address
         self.executor = executor
         self.registry = registry if registry is not None else default_registry()
-        self._options: dict[str, Any] = {}
+        #: session-wide kernel options (set by compute.configure), by option name
+        self.options: dict[str, Any] = {}
         if conventions is not None:
             from diffract.kernels.conventions import convention_options
 
-            self._options = convention_options(conventions)
-        self._kernel_options: dict[str, dict[str, Any]] = {}
-        self._cancel: threading.Event | None = None
+            self.options = convention_options(conventions)
+        #: options of one kernel (set by compute.configure): kernel -> option -> value
+        self.kernel_options: dict[str, dict[str, Any]] = {}
+        #: set while compute.apply runs: setting it stops the run (compute.cancel)
+        self.cancel_event: threading.Event | None = None
         #: reads the weights slices reference in checkpoint files (keeps the last few files)
-        self._references = ReferenceReader()
+        self.references = ReferenceReader()
+        self._own_registry = False
+        self._binary_kernels: set[str] = set()
         #: kernel name -> number of (slice) calls made by this session
         self.kernel_calls: dict[str, int] = {}
         self.last_report: RunReport | None = None
@@ -280,11 +286,48 @@ class Session(Scope):
         if other_session is not None:
             self.utils.merge_other_session(other_session, verify=False)
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise unless this session may write its store.
+
+        Raises:
+            StoreError: the session is read-only.
+        """
         if self.readonly:
             raise StoreError(
                 f"this session opened {self.store.path} read-only; open it with readonly=False to write"
             )
+
+    def copy_settings_from(self, other: Selection) -> None:
+        """Take the kernel options (session-wide and per kernel) of ``other``'s session, e.g.
+        when a closed session is reopened on the same store.
+
+        Args:
+            other: a session (or a scope of one).
+        """
+        source = other.session
+        self.options = source.options
+        self.kernel_options = source.kernel_options
+
+    def register_kernel(self, kernel: Kernel, *, binary: bool = False) -> None:
+        """Register ``kernel`` with this session only (the registry is copied on the first).
+
+        Args:
+            kernel: the kernel (``diffract.kernels.spec.make_kernel``); one of the same name
+                is replaced.
+            binary: its cross-model fields compare exactly two models (no ``reference``
+                needed when the scope holds two).
+        """
+        if not self._own_registry:
+            self.registry = self.registry.copy()
+            self._own_registry = True
+        self.registry.register(kernel, replace=True)
+        if binary:
+            self._binary_kernels.add(kernel.name)
+
+    @property
+    def binary_kernels(self) -> frozenset[str]:
+        """Kernels registered here with ``binary=True`` (see :meth:`register_kernel`)."""
+        return frozenset(self._binary_kernels)
 
     def track(self, run: str, *args: Any, **kwargs: Any) -> Any:
         """A tracker that snapshots a training run's weights every N steps and analyzes them

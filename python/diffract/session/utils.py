@@ -25,7 +25,7 @@ class Utils(Namespace):
         Raises:
             ValueError: an unknown format.
         """
-        rows = [s.to_row() for s in self._scope._slices()]
+        rows = [s.to_row() for s in self._scope.slices()]
         return to_format(rows, [*KEY_COLUMNS, "shape", "dtype"], export_format)
 
     def filter_json(self) -> str:
@@ -34,7 +34,7 @@ class Utils(Namespace):
         Returns:
             The JSON text.
         """
-        return self._scope._chain.to_json()
+        return self._scope.filter_chain.to_json()
 
     def filter_builder(self) -> Any:
         """An interactive filter builder over this scope (needs the widgets extra).
@@ -72,5 +72,5 @@ class Utils(Namespace):
         from diffract.session.checks import check_flag
         from diffract.session.merge import merge
 
-        self._session._check_writable()
+        self._session.check_writable()
         merge(self._scope, other_session, fields, check_flag(verify, "verify"), read_budget_bytes)
