@@ -11,20 +11,24 @@ import numpy as np
 
 from diffract._core.config import check_workers, parse_bytes
 from diffract._core.owners import parse_owner
-from diffract._errors import InvalidArgumentError, KernelExecutionError, UnknownOptionError
+from diffract._errors import (
+    InvalidArgumentError,
+    KernelExecutionError,
+    ScopeValidationError,
+    UnknownOptionError,
+)
 from diffract.extract.references import ReferenceReader
-from diffract.kernels.registry import KernelRegistry
-from diffract.kernels.spec import Kernel, check_options
+from diffract.kernels.registry import BINARY_KERNELS, KernelRegistry
+from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options
 from diffract.run.report import ProgressCallback, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
 from diffract.session._frontends import frontend
 from diffract.session.aggregates import record_contexts
 from diffract.session.checks import check_field_names, check_flag
-from diffract.session.kernel_compat import DiffractCompute, summarize
 from diffract.session.models import read_weights
 from diffract.session.progress import Finish, progress_callback
-from diffract.session.selection import SessionLike
-from diffract.session.summaries import ApplySummary
+from diffract.session.selection import Namespace, SessionLike
+from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
 from diffract.store import Batch, Store
 
 _log = logging.getLogger("diffract.session.compute")
@@ -76,7 +80,7 @@ class ErasedCount(int):
         return f"ErasedCount({int(self)}, fields={self.fields!r}, dependents={self.dependents!r})"
 
 
-def _dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
+def dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
     """Fields computed (directly or through others) from ``fields``, not among them. The
     other outputs of the kernel that makes a field count too (recomputing ``weights_svals``
     remakes the transient ``kernel_svals``, so ``rank_loss``, made from it, is stale)."""
@@ -177,7 +181,7 @@ def _run_options(
     return merged_opts, merged_kopts
 
 
-class Compute(DiffractCompute):
+class Compute(Namespace):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
     def apply(
@@ -287,6 +291,36 @@ class Compute(DiffractCompute):
             )
         return report
 
+    def _pair_reference(self, fields: Sequence[str], options: dict[str, Any]) -> None:
+        """Cross-model fields without ``reference``: exactly two models in scope, else raise.
+
+        With two, the first id (sorted) becomes the reference of the run.
+        """
+        session = self._session
+        if options.get("reference") or session.options.get("reference"):
+            return
+        closure = session.registry.closure(fields)
+        binary = (
+            BINARY_KERNELS
+            | self._scope.session.binary_kernels
+            | getattr(session.registry, "binary", set())
+        )
+        cross = [k for k in closure if k.level == "cross" and k.name in binary]
+        if not cross:
+            return  # other cross-model fields name their reference model
+        models = self._scope.model_ids()
+        if len(models) == 2:
+            options["reference"] = models[0]
+            return
+        field = next(f for f in fields if any(f in k.outputs for k in closure))
+        raise ScopeValidationError(
+            f"Cannot produce {field!r}: it depends on the cross-model kernel "
+            f"{cross[0].name!r}, which compares exactly two models, but the current scope has "
+            f"{len(models)}: {models}. Restrict the scope to a model pair, e.g. "
+            f"session.filter(model_ids={models[:2] or ['a', 'b']!r}).compute.apply({field!r}), "
+            "or pass reference='<model_id>'."
+        )
+
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
         """Run on the scope's selection (read once); then close the progress and the run."""
         scope = self._scope
@@ -369,14 +403,14 @@ class Compute(DiffractCompute):
         store.refresh()
         owners = self._scope.owners()
         erase = set(store.present([(o, f) for o in owners for f in named]))
-        dependents = _dependents(registry, named)
-        if dependents:
+        erased_too = dependents(registry, named)
+        if erased_too:
             slices = self._scope.slices()
             uids = {s.uid for s in slices}
             models = {s.model_id for s in slices}
             names = {(s.model_id, s.name) for s in slices}
             for o, f in store.keys():
-                if f in dependents and _depends_on_scope(store, o, uids, models, names):
+                if f in erased_too and _depends_on_scope(store, o, uids, models, names):
                     erase.add((o, f))
         store.commit(Batch(erase=sorted(erase)))
         counts: dict[str, int] = {}
@@ -384,8 +418,8 @@ class Compute(DiffractCompute):
             counts[f] = counts.get(f, 0) + 1
         return ErasedCount(
             len(erase),
-            fields={f: counts[f] for f in [*named, *dependents] if f in counts},
-            dependents=[f for f in dependents if f in counts],
+            fields={f: counts[f] for f in [*named, *erased_too] if f in counts},
+            dependents=[f for f in erased_too if f in counts],
         )
 
     def configure(
@@ -469,3 +503,18 @@ class Compute(DiffractCompute):
             "level": k.level,
             "doc": k.doc,
         }
+
+
+def summarize(registry: Any, fields: Sequence[str], written: set[tuple[str, str]]) -> ApplySummary:
+    """The :class:`ApplySummary` of a run that wrote the ``(owner, field)`` keys ``written``."""
+    names = {f for _, f in written}
+    by_level: dict[str, list[str]] = {"param": [], "model": [], "cross": []}
+    for f in sorted(names):
+        if registry.has_field(f) and f not in SPECIAL_INPUTS:
+            by_level[registry.producer(f).level].append(f)
+    return ApplySummary(
+        parameter_fields=tuple(by_level["param"]),
+        in_model_fields=tuple(by_level["model"]),
+        cross_model_fields=tuple(by_level["cross"]),
+        skipped=tuple((f, NOTHING_WRITTEN) for f in fields if f not in names),
+    )

@@ -20,7 +20,6 @@ from diffract._errors import DuplicateModelError, ExtractionError, UnknownModelE
 from diffract.extract.describe import ModelDescription, describe_source
 from diffract.extract.references import external_ref, shard_stamps
 from diffract.session.checks import check_flag, check_meta, names
-from diffract.session.model_admin import DiffractModels
 from diffract.session.overrides import (
     apply_handlers,
     apply_overrides,
@@ -28,6 +27,7 @@ from diffract.session.overrides import (
     content_model_id,
     unwrap_model,
 )
+from diffract.session.selection import Namespace
 from diffract.session.summaries import ParameterOverrides
 from diffract.session.weights import read_weights as read_weights
 from diffract.store import Batch, Store
@@ -215,7 +215,7 @@ def _model_info(ex: Any, plan: _CopyPlan, n_slices: int, meta: dict[str, Any]) -
     return info
 
 
-class Models(DiffractModels):
+class Models(Namespace):
     """Add, list and remove models; list the slices of the scope."""
 
     def add(

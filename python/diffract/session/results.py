@@ -8,13 +8,27 @@ from typing import Any
 
 from diffract._core.owners import cross_owner, is_model_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo
+from diffract._core.steps import order_by_step
 from diffract._errors import FieldNotComputedError, InvalidArgumentError, UnknownModelError
 from diffract.run.plan import cross_pairs
 from diffract.session.checks import check_field_names, check_reference
 from diffract.session.export import KEY_COLUMNS, to_format
-from diffract.session.exports import DiffractResults, by_step, model_order
 from diffract.session.outcomes import Outcomes, warn_gaps
+from diffract.session.selection import Namespace
 from diffract.store import Store
+
+
+def model_order(store: Store, model_ids: Sequence[str]) -> list[str]:
+    """``model_ids`` as exports list them: tracked checkpoints by (run, step), then the other
+    ids as strings (the seed's order), through :func:`diffract._core.steps.order_by_step`."""
+    models = store.models()
+    return order_by_step(dict.fromkeys(model_ids), lambda m: models.get(m, {}).get("meta"))
+
+
+def by_step(store: Store, slices: list[SliceInfo]) -> list[SliceInfo]:
+    """``slices`` with their models in :func:`model_order`, each model's slices kept in order."""
+    rank = {m: i for i, m in enumerate(model_order(store, [s.model_id for s in slices]))}
+    return sorted(slices, key=lambda s: rank[s.model_id])
 
 
 @dataclass
@@ -127,7 +141,7 @@ def _check_gaps(table: _Table, slices: list[SliceInfo], where: str) -> None:
     warn_gaps(outcomes.gaps(table.fields), "export_table()", stacklevel=4)
 
 
-class Results(DiffractResults):
+class Results(Namespace):
     """Read stored fields of the scope: Diffract's exports, tables, single values."""
 
     def export_table(

@@ -16,6 +16,7 @@ from diffract._core.slices import SliceInfo
 from diffract._errors import ParameterNotFoundError
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import KernelRegistry
+from diffract.kernels.spec import Kernel
 from diffract.run.report import RunReport
 from diffract.store import Store
 
@@ -36,7 +37,12 @@ class SessionLike(Protocol):
     cancel_event: threading.Event | None
     references: ReferenceReader
 
+    @property
+    def binary_kernels(self) -> frozenset[str]: ...
+
     def check_writable(self) -> None: ...
+
+    def register_kernel(self, kernel: Kernel, *, binary: bool = False) -> None: ...
 
 
 class Selection:
@@ -52,7 +58,7 @@ class Selection:
         self._chain = chain
 
     @property
-    def session(self) -> Any:
+    def session(self) -> SessionLike:
         """The session this selection belongs to (itself for a Session)."""
         return self._session
 
@@ -62,6 +68,11 @@ class Selection:
         return self._chain
 
     def slices(self) -> list[SliceInfo]:
+        """The slices of the store this selection holds (re-read from the store).
+
+        Returns:
+            The slices, model by model in the store's order.
+        """
         store = self._session.store
         store.refresh()
         if self._chain.is_empty:
@@ -96,7 +107,11 @@ class Selection:
         return self._chain.and_(f)
 
     def model_ids(self) -> list[str]:
-        """The stored models with a slice in the selection (all of them when unfiltered)."""
+        """The stored models with a slice in the selection (all of them when unfiltered).
+
+        Returns:
+            The model ids, in the store's order.
+        """
         store = self._session.store
         store.refresh()
         chain = self._chain
@@ -110,7 +125,14 @@ class Selection:
         return bool(self._chain.select(self._session.store.slices(model_id)))
 
     def model_owner(self, model_id: str) -> str:
-        """``@m`` where the selection holds every slice of ``model_id``, else ``@m[scope]``."""
+        """The owner key of a model's model-level fields computed on this selection.
+
+        Args:
+            model_id: a model of the selection.
+
+        Returns:
+            ``@m`` where the selection holds every slice of ``model_id``, else ``@m[scope]``.
+        """
         all_slices = self._session.store.slices(model_id)
         mine = self._chain.select(all_slices)
         if self._chain.is_empty or len(mine) == len(all_slices):
@@ -118,7 +140,11 @@ class Selection:
         return model_owner(model_id, self._chain.key())
 
     def owners(self) -> list[str]:
-        """Owner keys of the selection: its slices, its models, and stored cross pairs."""
+        """The owner keys of the selection.
+
+        Returns:
+            Its slices' uids, its models' keys and the stored cross pairs of its slices.
+        """
         slices = self.slices()
         owners = [s.uid for s in slices]
         uids = set(owners)
@@ -132,6 +158,18 @@ class Selection:
         return list(dict.fromkeys(owners))
 
     def find_slice(self, uid_or_name: str, model_id: str | None = None) -> SliceInfo:
+        """The slice of this selection with a uid or a name.
+
+        Args:
+            uid_or_name: a slice's uid or name.
+            model_id: the model, where several have a slice of that name.
+
+        Returns:
+            The slice.
+
+        Raises:
+            KeyError: no such slice, or a name in several models without ``model_id``.
+        """
         slices = self.slices()
         for s in slices:
             if s.uid == uid_or_name:

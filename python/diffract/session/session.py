@@ -12,7 +12,7 @@ import os
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from diffract._core.filters import Filter, FilterChain
 from diffract._core.slices import ParameterType
@@ -80,6 +80,8 @@ class Scope(Selection):
     viz = Accessor(Viz)
     #: the slice table, the filter as JSON, the filter builder
     utils = Accessor(Utils)
+    #: what :meth:`filter` makes (:mod:`diffract.compat` gives its own, with Diffract's names)
+    scope_class: ClassVar[type[Scope]]
 
     def __init__(self, session: SessionLike, chain: FilterChain) -> None:
         super().__init__(session, chain)
@@ -121,7 +123,7 @@ class Scope(Selection):
             param_types=param_types,
             param_ids=param_ids,
         )
-        return Scope(self._session, self._narrow(f))
+        return self.scope_class(self._session, self._narrow(f))
 
     def __enter__(self) -> Scope:
         """``with scope:`` (as Diffract's scopes): the scope itself; its session stays open."""
@@ -132,6 +134,9 @@ class Scope(Selection):
 
     def __repr__(self) -> str:
         return f"<diffract scope {self._chain.to_json()}: {len(self)} slices>"
+
+
+Scope.scope_class = Scope
 
 
 class Session(Scope):

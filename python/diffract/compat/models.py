@@ -1,4 +1,5 @@
-"""``models`` as the published Diffract has it: ``list``, ``rename``, ``erase``, ``parameters``."""
+"""Diffract's ``models``: ``rename``, ``erase`` (by ids or all), ``parameters``; over our
+:class:`diffract.session.models.Models` (``list`` is an alias of ``ids``: :mod:`diffract.compat.aliases`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from diffract._core.arrays import LazyArray
 from diffract._core.owners import cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
 from diffract._errors import ParameterNotFoundError, SessionError, UnknownModelError
+from diffract.compat.aliases import with_aliases
 from diffract.session.aggregates import check_identifier
 from diffract.session.checks import check_flag, check_meta
+from diffract.session.models import Models as OurModels
 from diffract.session.records import CONTEXT_DOC, META_DOC, other_meta
 from diffract.session.selection import Namespace
 from diffract.session.summaries import EraseSummary
@@ -97,21 +100,15 @@ class Parameters(Namespace):
         store.commit(Batch(documents=docs))
 
 
-class DiffractModels(Namespace):
-    """Diffract's ``models`` methods (``list``, ``rename``, ``erase``, ``parameters``)."""
+@with_aliases("models")
+class Models(OurModels):
+    """``session.models`` with Diffract's methods too (``list``, ``rename``, ``erase``,
+    ``parameters``)."""
 
     @property
     def parameters(self) -> Parameters:
         """The parameters of this scope: ``list(verbose=)``, ``patch_meta(updates=, force=)``."""
         return Parameters(self._scope)
-
-    def list(self) -> builtins.list[str]:
-        """The model ids of this scope, sorted.
-
-        Returns:
-            The ids.
-        """
-        return self._scope.model_ids()
 
     def erase(self, *model_ids: str, erase_all: bool = False) -> EraseSummary:
         """Remove the scope's parameters of models, and every value computed from them.
@@ -142,7 +139,7 @@ class DiffractModels(Namespace):
             raise ValueError("erase() takes model ids or erase_all=True (not both, not neither)")
         ids = self._scope.model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
         for m in ids:
-            self._require(m)  # type: ignore[attr-defined]
+            self._require(m)
         store = self._store
         scope = self._scope
         gone: dict[str, builtins.list[SliceInfo]] = {}
@@ -182,7 +179,7 @@ class DiffractModels(Namespace):
         session.check_writable()
         validate_model_id(new_model_id)
         check_identifier(new_model_id, "model id")
-        self._require(model_id)  # type: ignore[attr-defined]
+        self._require(model_id)
         store = self._store
         if store.has_model(new_model_id):
             raise DuplicateModelError(f"model_id {new_model_id!r} is already stored")

@@ -1,4 +1,5 @@
-"""``results`` as the published Diffract has it: exports, ingestion and erasing of fields.
+"""Diffract's ``results``: exports, ingestion and erasing of fields, over our
+:class:`diffract.session.results.Results`.
 
 Shapes are Diffract's (see :mod:`diffract.session.records`). A requested field that was
 never computed is a logged WARNING and no values, as in Diffract; a name nothing produces and
@@ -16,8 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffract._core.owners import cross_owner
-from diffract._core.slices import SliceInfo
-from diffract._core.steps import order_by_step
 from diffract._errors import (
     InvalidArgumentError,
     ParameterNotFoundError,
@@ -26,7 +25,8 @@ from diffract._errors import (
 )
 from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
 from diffract.session.checks import check_field_names, check_flag, check_reference
-from diffract.session.compute import _dependents as dependents
+from diffract.session.compute import dependents
+from diffract.session.models import Models as OurModels
 from diffract.session.outcomes import FieldOutcome, Outcomes
 from diffract.session.records import (
     AGGREGATE_DOC,
@@ -38,7 +38,7 @@ from diffract.session.records import (
     entries_to_format,
     metadata,
 )
-from diffract.session.selection import Namespace
+from diffract.session.results import Results as OurResults, by_step
 from diffract.session.summaries import EraseSummary
 from diffract.session.weights import read_weights
 from diffract.store import Batch, Store
@@ -51,21 +51,9 @@ WEIGHTS = "weights"
 _SOURCES = ("metrics", "aggregates", "all")
 
 
-def model_order(store: Store, model_ids: Sequence[str]) -> list[str]:
-    """``model_ids`` as exports list them: tracked checkpoints by (run, step), then the other
-    ids as strings (the seed's order), through :func:`diffract._core.steps.order_by_step`."""
-    models = store.models()
-    return order_by_step(dict.fromkeys(model_ids), lambda m: models.get(m, {}).get("meta"))
-
-
-def by_step(store: Store, slices: list[SliceInfo]) -> list[SliceInfo]:
-    """``slices`` with their models in :func:`model_order`, each model's slices kept in order."""
-    rank = {m: i for i, m in enumerate(model_order(store, [s.model_id for s in slices]))}
-    return sorted(slices, key=lambda s: rank[s.model_id])
-
-
-class DiffractResults(Namespace):
-    """Diffract's ``results`` methods (``export_metrics``, ``export_aggregates``, ...)."""
+class Results(OurResults):
+    """``session.results`` with Diffract's methods too (``export_metrics``,
+    ``export_aggregates``, ``export``, ``ingest_*``, ``erase``)."""
 
     def _format(self, export_format: str | None) -> str:
         fmt = export_format or getattr(self._session, "default_export_format", "dict")
@@ -190,7 +178,7 @@ class DiffractResults(Namespace):
         levels = self._levels(fields, "export_metrics()")
         check_reference(reference)
         if reference is not None:
-            self._scope.session.models._require(reference)  # type: ignore[attr-defined]
+            OurModels(self._scope)._require(reference)
         self._store.refresh()
         entries, outcomes, applies = self._entries(fields, levels, reference)
         for f in fields:
