@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         ProgressEvent as ProgressEvent,
         RunReport as RunReport,
     )
-    from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
+    from diffract.session.results import MissingValuesWarning as MissingValuesWarning
     from diffract.session.summaries import ParameterOverrides as ParameterOverrides
 
 
@@ -132,7 +132,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "KernelFailureWarning": "diffract.run.report",
     "NonFiniteWeightsWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
-    "MissingValuesWarning": "diffract.session.outcomes",
+    "MissingValuesWarning": "diffract.session.results",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
     "LazyArray": "diffract._core.arrays",

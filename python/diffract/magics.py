@@ -312,7 +312,7 @@ class DiffractMagics(Magics):
 
     def _cmd_compute(self, args: argparse.Namespace) -> Any:
         scope = self._scope(args)
-        from diffract.session.progress import in_notebook as _in_notebook
+        from diffract.session.compute import in_notebook as _in_notebook
 
         if _in_notebook() and not args.wait:
             from diffract.widgets import run_with_progress

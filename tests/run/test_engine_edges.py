@@ -17,7 +17,7 @@ from diffract._errors import (
     UnknownModelError,
 )
 from diffract.kernels import default_registry, make_kernel
-from diffract.session.export import to_format
+from diffract.session.results import to_format
 
 # --- kernels (module level: a process pool imports them by name) ---------------------------
 

@@ -13,11 +13,9 @@ from diffract._core.owners import cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
 from diffract._errors import ParameterNotFoundError, SessionError, UnknownModelError
 from diffract.compat.aliases import with_aliases
-from diffract.session.aggregates import check_identifier
-from diffract.session.checks import check_flag, check_meta
 from diffract.session.models import Models as OurModels
-from diffract.session.records import CONTEXT_DOC, META_DOC, other_meta
-from diffract.session.selection import Namespace
+from diffract.session.records import CONTEXT_DOC, META_DOC, check_identifier, other_meta
+from diffract.session.scope import Namespace, check_flag, check_meta
 from diffract.session.summaries import EraseSummary
 from diffract.store import Batch
 
@@ -173,7 +171,7 @@ class Models(OurModels):
             InvalidModelIdError: a bad new id.
         """
         from diffract._errors import DuplicateModelError
-        from diffract.session.weights import read_weights
+        from diffract.session.models import read_weights
 
         session = self._session
         session.check_writable()

@@ -6,7 +6,7 @@ never computed is a logged WARNING and no values, as in Diffract; a name nothing
 nothing stores is a :class:`~diffract._errors.UnknownFieldError` (a ``KernelNotFoundError``).
 A field that failed on some parameters in the session's last run, or that has no value
 because it failed or does not apply, is a logged WARNING too, saying so with counts and an
-example (:mod:`diffract.session.outcomes`); the export never raises for it, as Diffract's
+example (:mod:`diffract.session.results`); the export never raises for it, as Diffract's
 exports never raise for missing values.
 """
 
@@ -23,24 +23,24 @@ from diffract._errors import (
     SessionError,
     UnknownFieldError,
 )
-from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
-from diffract.session.checks import check_field_names, check_flag, check_reference
 from diffract.session.compute import dependents
-from diffract.session.models import Models as OurModels
-from diffract.session.outcomes import FieldOutcome, Outcomes
+from diffract.session.models import Models as OurModels, read_weights
 from diffract.session.records import (
     AGGREGATE_DOC,
     META_DOC,
+    aggregate_records,
     aggregates_to_format,
     base_name,
     check_format,
+    check_metric_name,
     contextual_key,
     entries_to_format,
+    ingest_documents,
     metadata,
 )
-from diffract.session.results import Results as OurResults, by_step
+from diffract.session.results import FieldOutcome, Outcomes, Results as OurResults, by_step
+from diffract.session.scope import check_field_names, check_flag, check_reference
 from diffract.session.summaries import EraseSummary
-from diffract.session.weights import read_weights
 from diffract.store import Batch, Store
 
 log = logging.getLogger("diffract.session.results")

@@ -15,7 +15,7 @@ from diffract._core.slices import ParameterType
 from diffract.compat.compute import Compute
 from diffract.compat.models import Models
 from diffract.compat.results import Results
-from diffract.session.selection import Accessor
+from diffract.session.scope import Accessor
 from diffract.session.session import Scope as OurScope, Session as OurSession
 
 

@@ -23,8 +23,10 @@ from diffract.session.compute import Compute as Compute
 from diffract.session.errors import *  # noqa: F403
 from diffract.session.errors import __all__ as _error_names
 from diffract.session.models import Models as Models
-from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
-from diffract.session.results import Results as Results
+from diffract.session.results import (
+    MissingValuesWarning as MissingValuesWarning,
+    Results as Results,
+)
 from diffract.session.session import MissingConfigWarning as MissingConfigWarning
 from diffract.session.summaries import (
     ApplySummary as ApplySummary,

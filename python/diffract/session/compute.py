@@ -1,10 +1,12 @@
-"""``scope.compute``: run kernels on the scope (``apply``), ``erase`` and ``configure``."""
+"""``scope.compute``: run kernels on the scope (``apply``), ``erase`` and ``configure``; the
+run's progress display (a widget in a notebook, a bar in a terminal)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -20,14 +22,11 @@ from diffract._errors import (
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import BINARY_KERNELS, KernelRegistry
 from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options
-from diffract.run.report import ProgressCallback, RunReport
+from diffract.run.report import ProgressCallback, ProgressEvent, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
-from diffract.session._frontends import frontend
-from diffract.session.aggregates import record_contexts
-from diffract.session.checks import check_field_names, check_flag
 from diffract.session.models import read_weights
-from diffract.session.progress import Finish, progress_callback
-from diffract.session.selection import Namespace, SessionLike
+from diffract.session.records import record_contexts
+from diffract.session.scope import Namespace, SessionLike, check_field_names, check_flag, frontend
 from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
 from diffract.store import Batch, Store
 
@@ -518,3 +517,78 @@ def summarize(registry: Any, fields: Sequence[str], written: set[tuple[str, str]
         cross_model_fields=tuple(by_level["cross"]),
         skipped=tuple((f, NOTHING_WRITTEN) for f in fields if f not in names),
     )
+
+
+Finish = Callable[[], None]
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython already imported, a ZMQ shell)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython() if hasattr(ipython, "get_ipython") else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def progress_callback(
+    progress: bool | ProgressCallback | None,
+    fields: Sequence[str],
+    cancel: threading.Event | None = None,
+) -> tuple[ProgressCallback | None, Finish | None]:
+    """The progress callback of one run and what to call when it ends.
+
+    Args:
+        progress: False (none), a callback (used as is), True (a terminal bar) or None (the
+            widget in a notebook, a bar on a terminal, nothing otherwise).
+        fields: the fields the run computes (the bar's label).
+        cancel: the run's cancel event (the widget's Cancel button sets it).
+
+    Returns:
+        ``(callback, finish)``; either may be None.
+    """
+    if progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    if progress is None:
+        if in_notebook():
+            try:
+                widget: tuple[ProgressCallback, Finish] = frontend("notebook_progress")(
+                    fields, cancel=cancel
+                )
+                return widget
+            except ImportError:
+                pass
+        if not sys.stderr.isatty():
+            return None, None
+    return _tqdm_progress(fields)
+
+
+def _tqdm_progress(fields: Sequence[str]) -> tuple[ProgressCallback, Finish]:
+    from tqdm.auto import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def on_event(ev: ProgressEvent) -> None:
+        if ev.stage == "start":
+            bar["bar"] = tqdm(
+                total=ev.slices_total, desc=", ".join(fields)[:40], unit="slice", leave=True
+            )
+            return
+        b = bar.get("bar")
+        if b is None:
+            return
+        if ev.kernel:  # inside a chunk: the kernel in progress and its slices
+            now = f"{ev.kernel} {ev.kernel_done}/{ev.kernel_total} @ {ev.param or ''}"
+            b.set_postfix_str(now[:60], refresh=False)
+        elif ev.param:
+            b.set_postfix_str(f"{ev.field} @ {ev.param}"[:50], refresh=False)
+        b.n = ev.slices_done
+        b.refresh()
+
+    def finish() -> None:
+        if "bar" in bar:
+            bar["bar"].close()
+
+    return on_event, finish

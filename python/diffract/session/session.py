@@ -21,11 +21,10 @@ from diffract.extract.references import ReferenceReader
 from diffract.kernels import KernelRegistry, default_registry
 from diffract.kernels.spec import Kernel
 from diffract.run.report import RunReport
-from diffract.session.checks import check_flag
 from diffract.session.compute import Compute, check_on_failure
 from diffract.session.models import Models
 from diffract.session.results import Results
-from diffract.session.selection import Accessor, Selection, SessionLike
+from diffract.session.scope import Accessor, Selection, SessionLike, check_flag
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
 from diffract.store import Store
@@ -346,7 +345,7 @@ class Session(Scope):
         Returns:
             The :class:`diffract.tracking.Tracker`; call ``tracker.step(model, step=i)``.
         """
-        from diffract.session._frontends import frontend
+        from diffract.session.scope import frontend
 
         return frontend("tracker")(self, run, *args, **kwargs)
 

@@ -3,17 +3,25 @@
 :class:`Selection` is the base of :class:`diffract.session.Scope`; the namespaces
 (``models``, ``compute``, ``results``, ``viz``, ``utils``) are accessor classes that read the
 selection through it. :class:`SessionLike` names what they use of the session.
+
+Also what the namespaces share: the argument checks (``check_flag``, ``check_field_names``,
+...) and :func:`frontend`, the table of the views the session names without importing them.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
-from typing import Any, Generic, Protocol, TypeVar, overload
+from collections.abc import Sequence
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
+
+import numpy as np
 
 from diffract._core.filters import Filter, FilterChain
+from diffract._core.jsonable import to_jsonable
 from diffract._core.owners import is_cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo
-from diffract._errors import ParameterNotFoundError
+from diffract._errors import FieldNameError, InvalidArgumentError, ParameterNotFoundError
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel
@@ -241,3 +249,110 @@ class Accessor(Generic[N]):
         ns = self._cls(obj)
         obj.__dict__[self._name] = ns  # later reads find it on the instance
         return ns
+
+
+@overload
+def check_flag(value: Any, name: str, *, allow_none: Literal[False] = False) -> bool: ...
+@overload
+def check_flag(value: Any, name: str, *, allow_none: bool) -> bool | None: ...
+def check_flag(value: Any, name: str, *, allow_none: bool = False) -> bool | None:
+    """``value`` as a bool flag: ``replace="no"`` is not False.
+
+    Args:
+        value: what was passed.
+        name: the argument's name, for the error.
+        allow_none: whether None is accepted (and returned as None).
+
+    Returns:
+        ``value`` as a Python bool, or None.
+
+    Raises:
+        InvalidArgumentError: anything but a bool, a ``numpy.bool_`` (or None where allowed).
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    expected = "True, False or None" if allow_none else "True or False"
+    raise InvalidArgumentError(f"{name} must be {expected}, got {type(value).__name__}: {value!r}")
+
+
+def check_field_names(fields: Sequence[Any], where: str) -> None:
+    """Field names must be strings given as separate arguments: ``f('a', 'b')``.
+
+    Raises:
+        FieldNameError: a field is not a string (a list of them says how to spread it); an
+            ``InvalidArgumentError`` and, as Diffract's, a ``KernelNotFoundError``.
+    """
+    for f in fields:
+        if isinstance(f, str):
+            continue
+        if isinstance(f, (list, tuple)):
+            raise FieldNameError(
+                f"{where} takes field names as separate arguments, got a {type(f).__name__}: "
+                f"{f!r}; write {where.split('(')[0]}(*{f!r})"
+            )
+        raise FieldNameError(f"{where}: field names must be strings, got {type(f).__name__}: {f!r}")
+
+
+def check_meta(meta: Any) -> dict[str, Any]:
+    """A model's ``meta`` as plain JSON data (NumPy scalars and arrays converted).
+
+    Raises:
+        InvalidArgumentError: not a dict, a key that is not a string, or a value JSON cannot
+            hold; the message names where in ``meta``.
+    """
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise InvalidArgumentError(
+            f"meta must be a dict of JSON-ready values, got {type(meta).__name__}: {meta!r}"
+        )
+    out: dict[str, Any] = to_jsonable(meta, where="meta", nonfinite="keep")
+    return out
+
+
+def check_reference(reference: Any) -> None:
+    """``reference`` must be None or a model id.
+
+    Raises:
+        InvalidArgumentError: it is something else.
+    """
+    if reference is not None and not isinstance(reference, str):
+        raise InvalidArgumentError(
+            f"reference must be a model_id (a string), got {type(reference).__name__}: {reference!r}"
+        )
+
+
+def names(items: Sequence[str], n: int = 5) -> str:
+    """The first ``n`` of ``items`` quoted, then how many more."""
+    shown = ", ".join(repr(x) for x in items[:n])
+    return shown + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+#: hook name -> "module:attribute" (the attribute ``""`` means the module itself)
+FRONTENDS: dict[str, str] = {
+    "figures": "diffract.viz:",  # session.viz.<name>: the figure builders of diffract.viz
+    "diffract_figures": "diffract.viz.api:",  # session.viz.box(...) etc.: Diffract's plots
+    "notebook_progress": "diffract.widgets:notebook_progress",  # apply() in a notebook
+    "run_with_progress": "diffract.widgets:run_with_progress",  # compute.apply_async()
+    "filter_builder": "diffract.widgets:FilterBuilder",  # utils.filter_builder()
+    "tracker": "diffract.tracking:Tracker",  # session.track(...): a training-run tracker
+}
+
+
+def frontend(name: str) -> Any:
+    """The object a front-end hook names, imported now.
+
+    Args:
+        name: a key of :data:`FRONTENDS`.
+
+    Returns:
+        The module or attribute it names.
+
+    Raises:
+        ImportError: its module (or a dependency of it, e.g. the widgets extra) is missing.
+    """
+    module, _, attribute = FRONTENDS[name].partition(":")
+    mod = importlib.import_module(module)
+    return getattr(mod, attribute) if attribute else mod
