@@ -156,3 +156,16 @@ export interface EsdReply extends StoreEntry {
   xmin: number | null;
   alpha: number | null;
 }
+
+/** A Plotly figure as Python's `diffract.viz` builds it (`{data, layout}`, plain JSON). */
+export interface FigureSpec {
+  data: Record<string, unknown>[];
+  layout: Record<string, unknown>;
+}
+
+/** One figure (`GET /diffract/api/figure?kind=&store=&...`): what the sidebar's charts draw. */
+export interface FigureReply {
+  kind: string;
+  path: string;
+  figure: FigureSpec;
+}

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from diffract import InvalidArgumentError, Session, viz_esd
+from diffract import InvalidArgumentError, Session, viz
 
 FIELDS = ("esd", "pl_esd_xmin", "pl_alpha", "mp_fit_bulk_max", "mp_fit_bulk_min", "esd_rand")
 
@@ -77,9 +77,7 @@ def test_exponent_tick_labels(session):
             k = round(math.log10(value))
             assert value == pytest.approx(10.0**k) and text == f"10<sup>{k}</sup>"
         assert not any(t[-1] in "munpkMG" for t in axis.ticktext)  # no SI prefixes
-    assert viz_esd.exponent_ticks(2e-3, 50.0)["ticktext"] == [
-        f"10<sup>{k}</sup>" for k in range(-3, 3)
-    ]
+    assert viz.exponent_ticks(2e-3, 50.0)["ticktext"] == [f"10<sup>{k}</sup>" for k in range(-3, 3)]
 
 
 def test_overlays_absent_until_stored():

@@ -14,7 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from diffract import Session, viz, viz_esd
+from diffract import Session, viz
+from diffract.viz.kinds import esd_full
 from diffract.widgets import FieldPanel
 
 
@@ -124,7 +125,7 @@ def test_esd_panel_ticks_and_xmin_line(session):
     # session.viz.esd (the plain figure) uses the same rule
     plain = session.viz.esd("a.weight", model_id="m0")
     _assert_exponent_ticks(plain.layout.xaxis)
-    assert viz_esd.exponent_ticks is viz.exponent_ticks  # one implementation
+    assert esd_full.exponent_ticks is viz.exponent_ticks  # one implementation
 
 
 def test_the_comm_opens_with_data_layout_and_config(session, monkeypatch):

@@ -279,7 +279,7 @@ def test_panel_kinds_and_errors(disk_session):
     assert len(sc.figure.data) == 2
     e = FieldPanel(s, kind="esd", slice="layers.0.weight", model_id="m1")
     assert e.figure.layout.xaxis.type == "log"
-    # the ESD, its power-law fit and the xmin line (viz_esd.esd_full)
+    # the ESD, its power-law fit and the xmin line (diffract.viz.esd_full)
     assert [d.mode for d in e.figure.data] == ["markers", "lines", "lines"]
     assert e.figure.data[2].name.startswith("xmin=")
     with pytest.raises(ValueError, match="two fields"):

@@ -86,9 +86,13 @@ for (const width of [1400, 900]) {
     await expect(esd).toHaveAttribute('data-eigenvalues', '48', { timeout: 15000 }); // a 48 x 48 weight
     expect(Number(await esd.getAttribute('data-xmin'))).toBeGreaterThan(0);
     await expect(panel.locator('.diffract-esd-head')).toContainText('spectrum of layers.1.weight (train-10)');
-    const bars = await esd.evaluate((gd: any) => (gd.data[0].y as number[]).reduce((a, b) => a + b, 0));
-    expect(bars).toBe(48); // every eigenvalue in one bin
-    expect(await esd.evaluate((gd: any) => gd.layout.shapes.length)).toBe(1); // the xmin line
+    // the figure route's esd figure (diffract.viz): the log-binned density, the fit, the xmin line
+    const metas = await esd.evaluate((gd: any) => (gd.data as { meta?: string }[]).map(t => t.meta ?? ''));
+    expect(metas[0]).toBe('eigenvalue');
+    expect(metas.filter(m => m === 'xmin')).toHaveLength(1);
+    const density = await esd.evaluate((gd: any) => gd.data[0].y as number[]);
+    expect(density.length).toBeGreaterThan(0);
+    expect(density.every(d => d > 0)).toBe(true);
     // its x axis reads eigenvalues as numbers, not SI prefixes (10n, 1μ)
     const ticks = await esd.locator('.xtick text').allTextContents();
     expect(ticks.length).toBeGreaterThan(0);

@@ -47,10 +47,13 @@ for (const width of [1400, 900]) {
     await panel.locator('.diffract-field[data-field="frob_norm"]').click();
     const chart = panel.locator('.diffract-chart');
     await expect(chart).toHaveAttribute('data-points', '4', { timeout: 20000 });
-    // the x axis is labelled by layer name; hover values are rounded, with the full value beside
-    await expect(chart.locator('.xtick text')).toHaveText(['layers.0', 'layers.1', 'layers.2', 'layers.3']);
-    const text = await chart.evaluate((gd: any) => gd.data[0].text[0] as string);
-    expect(text).toMatch(/frob_norm: \d+\.\d{1,3} \(\d+\.\d{5,}\)/);
+    // the chart is the figure route's layers figure (diffract.viz): layers in depth order, each
+    // point's hover naming its model, layer, type and value (5 significant digits), its uid last
+    await expect(chart.locator('.xtick text')).toHaveText(['0', '1', '2', '3']);
+    const custom = await chart.evaluate((gd: any) => gd.data[0].customdata[0] as string[]);
+    expect(custom.slice(0, 3)).toEqual(['m1', 'layers.0.weight', 'dense']);
+    expect(custom[3]).toMatch(/^\d+(\.\d+)?(e[+-]?\d+)?$/);
+    expect(custom[4]).toMatch(/^[0-9a-f]{16}$/);
     // clicking a point copies its name
     await chart.evaluate((gd: any) => gd.emit('plotly_click', { points: [{ customdata: gd.data[0].customdata[2] }] }));
     await expect(chart).toHaveAttribute('data-copied', 'layers.2.weight');

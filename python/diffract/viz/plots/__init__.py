@@ -8,6 +8,7 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
+
 from diffract.viz.data import Entry, FieldRef, get_field_value
 from diffract.viz.plots.base import (
     PlotBase,
@@ -151,8 +152,8 @@ class ScatterPlot(PlotBase):
         """The figure (see :meth:`PlotBase.render`)."""
         fig = _go().Figure()
         for key, group in _groups(self, self.entries(session)).items():
-            pts = [(numbers(self.value(e, "x")), numbers(self.value(e, "y")), e) for e in group]
-            pts = [(x[0], y[0], e) for x, y, e in pts if x and y]
+            found = [(numbers(self.value(e, "x")), numbers(self.value(e, "y")), e) for e in group]
+            pts = [(x[0], y[0], e) for x, y, e in found if x and y]
             fig.add_trace(
                 _go().Scatter(
                     x=[p[0] for p in pts],
@@ -186,8 +187,8 @@ class HeatmapPlot(PlotBase):
         """The figure (see :meth:`PlotBase.render`)."""
         cells: dict[tuple[Any, Any], list[float]] = {}
         for e in self.entries(session):
-            for z in numbers(self.value(e, "z")):
-                cells.setdefault((self.value(e, "x"), self.value(e, "y")), []).append(z)
+            for v in numbers(self.value(e, "z")):
+                cells.setdefault((self.value(e, "x"), self.value(e, "y")), []).append(v)
         xs = categories(self.x, [k[0] for k in cells])
         ys = categories(self.y, [k[1] for k in cells])
         z = [

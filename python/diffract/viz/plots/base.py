@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
+
 from diffract.viz.data import DataProvider, Entry, FieldRef, apply_filter, get_field_value
 from diffract.viz.styling import Theme, apply_theme
 
@@ -174,6 +175,11 @@ class PlotBase:
             setattr(self, k, self._coerce(k, v))
         self._given = set(kwargs)
 
+    def __getattr__(self, name: str) -> Any:
+        # options are set by name in __init__ (FIELDS and the style options): this tells a
+        # type checker so; a name that is no option still raises as without it
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def _coerce(self, name: str, value: Any) -> Any:
         if isinstance(value, str) and (name in self.REFS or name in self.REQUIRED):
             return FieldRef(value)
@@ -269,13 +275,13 @@ def categories(ref: Any, values: Iterable[Any]) -> list[Any]:
 
 def marker_props(plot: PlotBase, entries: list[Entry]) -> dict[str, Any]:
     """Plotly marker properties: size, opacity, colour (constant or by a reference)."""
-    props: dict[str, Any] = {"size": plot.marker_size, "opacity": plot.marker_opacity}  # type: ignore[attr-defined]
+    props: dict[str, Any] = {"size": plot.marker_size, "opacity": plot.marker_opacity}
     color = getattr(plot, "marker_color", None)
     if isinstance(color, FieldRef):
         vals = [get_field_value(e, color.field) for e in entries]
         if all(isinstance(v, (int, float)) for v in vals if v is not None):
             vals = [math.nan if v is None else v for v in vals]
-            props.update(color=vals, colorscale=plot.marker_colorscale, showscale=True)  # type: ignore[attr-defined]
+            props.update(color=vals, colorscale=plot.marker_colorscale, showscale=True)
         else:
             cats = list(dict.fromkeys(vals))
             palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
