@@ -9,11 +9,12 @@ process-wide): the session gets a registry of its own on its first custom kernel
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from diffract._core.slices import SliceInfo
 from diffract._errors import OptionValueError
 from diffract.core.compute.config import KernelConfig
 from diffract.core.compute.execution import (
@@ -25,6 +26,7 @@ from diffract.core.compute.execution import (
 from diffract.core.compute.registry import with_inputs
 from diffract.kernels.spec import make_kernel
 from diffract.session.compute import Compute as OurCompute
+from diffract.session.records import record_contexts
 
 #: Diffract's ``fit_method`` values of the power-law fits, as ours: its "powerlaw" (the
 #: ``powerlaw`` package's Clauset fit) is our "clauset"; "auto" and "diffract" our default
@@ -82,6 +84,11 @@ def _level_name(k: Any) -> str:
 class Compute(OurCompute):
     """``session.compute`` with Diffract's methods too (``list_available_kernels``,
     ``list_available_metrics``, ``configure_kernel``, ``kernel``)."""
+
+    def _selected(self, selected: Sequence[SliceInfo], fields: Sequence[str]) -> None:
+        """Keep the parameter names of a partial selection's model-level values, which
+        Diffract's ``export_aggregates`` shows to every scope meeting them."""
+        record_contexts(self._scope, selected, fields)
 
     def list_available_kernels(self, verbose: bool = False) -> list[str]:
         """The kernel names, sorted.

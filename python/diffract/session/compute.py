@@ -13,6 +13,7 @@ import numpy as np
 
 from diffract._core.config import check_workers, parse_bytes
 from diffract._core.owners import parse_owner
+from diffract._core.slices import SliceInfo
 from diffract._errors import (
     InvalidArgumentError,
     KernelExecutionError,
@@ -25,7 +26,6 @@ from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options
 from diffract.run.report import ProgressCallback, ProgressEvent, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
 from diffract.session.models import read_weights
-from diffract.session.records import record_contexts
 from diffract.session.scope import Namespace, SessionLike, check_field_names, check_flag, frontend
 from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
 from diffract.store import Batch, Store
@@ -320,12 +320,16 @@ class Compute(Namespace):
             "or pass reference='<model_id>'."
         )
 
+    def _selected(self, selected: Sequence[SliceInfo], fields: Sequence[str]) -> None:
+        """Hook: ``apply`` has read its selection and runs ``fields`` on it next (nothing
+        here; :mod:`diffract.compat` records the names Diffract's aggregates need)."""
+
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
         """Run on the scope's selection (read once); then close the progress and the run."""
         scope = self._scope
         try:
             selected = scope.slices()
-            record_contexts(scope, selected, fields)
+            self._selected(selected, fields)
             return runner.run(
                 fields,
                 selected,
