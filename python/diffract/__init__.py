@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         NonFiniteWeightsWarning as NonFiniteWeightsWarning,
         NothingToCompareWarning as NothingToCompareWarning,
         ProgressEvent as ProgressEvent,
+        ReusedOptionsWarning as ReusedOptionsWarning,
         RunReport as RunReport,
     )
     from diffract.session.results import MissingValuesWarning as MissingValuesWarning
@@ -85,6 +86,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "ParameterOverrides",
     "ParameterType",
     "ProgressEvent",
+    "ReusedOptionsWarning",
     "RunReport",
     "Scope",
     "Session",
@@ -132,6 +134,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "KernelFailureWarning": "diffract.run.report",
     "NonFiniteWeightsWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
+    "ReusedOptionsWarning": "diffract.run.report",
     "MissingValuesWarning": "diffract.session.results",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",

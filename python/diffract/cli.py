@@ -164,12 +164,12 @@ def default_model_id(path: Path) -> str:
     Returns:
         The model id.
     """
-    from diffract.extract._files import SUFFIXES  # the checkpoint files analyze can read
+    from diffract.extract import checkpoint_suffixes  # the checkpoint files analyze can read
 
     name = path.name
     if path.is_dir():
         return name
-    for suffix in SUFFIXES:
+    for suffix in checkpoint_suffixes():
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
@@ -364,8 +364,9 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from diffract._core.config import resolve
+    from diffract.store import BACKENDS
 
-    print(resolve(profile=args.profile_name).as_table())
+    print(resolve(profile=args.profile_name, backends=BACKENDS).as_table())
     return 0
 
 

@@ -31,6 +31,8 @@ def _module_type(module: Any, pname: str) -> ParameterType | None:
     nn = torch.nn
     if pname == "bias" or pname.endswith("_bias"):
         return ParameterType.BIAS
+    if isinstance(module, nn.RNNBase | nn.RNNCellBase):  # RNN, LSTM, GRU and their cells
+        return ParameterType.BIAS if pname.startswith("bias") else ParameterType.RECURRENT
     if isinstance(module, nn.Embedding | nn.EmbeddingBag):
         return ParameterType.EMBEDDING
     if isinstance(module, nn.modules.conv._ConvNd):

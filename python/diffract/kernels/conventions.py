@@ -3,7 +3,8 @@ kernel family, so the session can expand a preset before any family is loaded).
 
 The kernels the options belong to are in :mod:`diffract.kernels.ww` (size guards, layer
 selection), :mod:`diffract.kernels.spectral` (``esd_scale``, ``rand_shuffle``, ``rand_replicas``) and
-:mod:`diffract.kernels.fits` (``fit_method``).
+:mod:`diffract.kernels.fits` (``fit_method``, ``intra_thresh_on``), :mod:`diffract.kernels.diagnostics`
+(``detx_product``) and :mod:`diffract.kernels.ranks` (``weak_rank_conv2d_norm``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "lora_evals": "rank",
         "rand_shuffle": "kernel",
         "rand_replicas": "ww",
+        "detx_product": "ww",
+        "intra_thresh_on": "svals",
+        "weak_rank_conv2d_norm": True,
     },
     "diffract": {
         "esd_scale": "N",
@@ -36,6 +40,9 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "lora_evals": "all",
         "rand_shuffle": "all",
         "rand_replicas": 1,
+        "detx_product": "log_sum",
+        "intra_thresh_on": "evals",
+        "weak_rank_conv2d_norm": False,
     },
 }
 

@@ -27,7 +27,7 @@ from diffract.session.results import Results
 from diffract.session.scope import Accessor, Selection, SessionLike, check_flag
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
-from diffract.store import Store
+from diffract.store import BACKENDS, Store
 
 
 class MissingConfigWarning(UserWarning):
@@ -239,7 +239,7 @@ class Session(Scope):
         if config_path is not None:
             from diffract._core.diffract_config import settings_from_file
 
-            file_settings, extras = settings_from_file(config_path)
+            file_settings, extras = settings_from_file(config_path, backends=BACKENDS)
             self.default_export_format = extras["default_export_format"]
             given = {k: v if v is not None else file_settings.get(k) for k, v in given.items()}
             given["arrays"] = file_settings.get("arrays")
@@ -248,7 +248,7 @@ class Session(Scope):
                 profile = "ram" if file_settings["backend"] == "ram" else "local"
             if profile == "ram":
                 given["backend"], given["path"] = None, None
-        self.config = resolve(profile=profile, **given)
+        self.config = resolve(profile=profile, backends=BACKENDS, **given)
         cfg = self.config
         if cfg["backend"] == "ram" and path is not None:
             raise ConfigError(
