@@ -137,7 +137,7 @@ class Models(OurModels):
             raise ValueError("erase() takes model ids or erase_all=True (not both, not neither)")
         ids = self._scope.model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
         for m in ids:
-            self._require(m)
+            self.require_stored(m)
         store = self._store
         scope = self._scope
         gone: dict[str, builtins.list[SliceInfo]] = {}
@@ -177,7 +177,7 @@ class Models(OurModels):
         session.check_writable()
         validate_model_id(new_model_id)
         check_identifier(new_model_id, "model id")
-        self._require(model_id)
+        self.require_stored(model_id)
         store = self._store
         if store.has_model(new_model_id):
             raise DuplicateModelError(f"model_id {new_model_id!r} is already stored")

@@ -178,7 +178,7 @@ class Results(OurResults):
         levels = self._levels(fields, "export_metrics()")
         check_reference(reference)
         if reference is not None:
-            OurModels(self._scope)._require(reference)
+            OurModels(self._scope).require_stored(reference)
         self._store.refresh()
         entries, outcomes, applies = self._entries(fields, levels, reference)
         for f in fields:

@@ -355,10 +355,18 @@ class Models(Namespace):
             UnknownModelError: no such model is stored.
         """
         self._session.check_writable()
-        self._require(model_id)
+        self.require_stored(model_id)
         self._store.commit(Batch(remove_models=[model_id]))
 
-    def _require(self, model_id: str) -> None:
+    def require_stored(self, model_id: str) -> None:
+        """Raise unless ``model_id`` is stored (in the store, whatever this scope selects).
+
+        Args:
+            model_id: a model id.
+
+        Raises:
+            UnknownModelError: no such model is stored (the message lists those that are).
+        """
         self._store.refresh()
         if not self._store.has_model(model_id):
             raise UnknownModelError(
@@ -386,7 +394,7 @@ class Models(Namespace):
         Raises:
             UnknownModelError: no such model is stored.
         """
-        self._require(model_id)
+        self.require_stored(model_id)
         info: dict[str, Any] = self._store.models()[model_id]
         return info
 
