@@ -5,7 +5,8 @@ Precedence, lowest to highest:
 1. the profile's defaults (built-in, or a ``[profiles.NAME]`` table of the project file);
 2. top-level keys of the project file: ``diffract.toml`` in the working folder, else
    ``[tool.diffract]`` in ``pyproject.toml``;
-3. environment variables ``DIFFRACT_<KEY>`` (``DIFFRACT_PROFILE``, ``DIFFRACT_PATH``, ...);
+3. environment variables ``DIFFRACT_<KEY>`` (``DIFFRACT_PROFILE``, ``DIFFRACT_PATH``,
+   ``DIFFRACT_CONVENTIONS``, ...);
 4. arguments given to ``Session(...)`` (or the command line).
 
 The profile itself is chosen by the same precedence (argument, then ``DIFFRACT_PROFILE``,
@@ -59,7 +60,10 @@ KEYS: dict[str, str] = {
     "memory_budget": "memory one run may hold, e.g. '2GB'",
     "workers": "threads across slices (int >= 1)",
     "lock_timeout": "seconds to wait for another writer (float >= 0)",
+    "conventions": "kernel-option preset of every run: weightwatcher or diffract",
 }
+#: the convention presets a setting may name (diffract.kernels.conventions.CONVENTIONS)
+CONVENTION_NAMES = ("weightwatcher", "diffract")
 PROFILE_KEYS = tuple(k for k in KEYS if k != "profile")
 
 
@@ -135,6 +139,8 @@ def _validate(key: str, value: Any, where: str, backends: Collection[str] | None
             raise ValueError(f"valid backends are {list(backends)}")
         if key == "arrays" and value not in ("hdf5", "zarr"):
             raise ValueError("valid values are ['hdf5', 'zarr']")
+        if key == "conventions" and value not in CONVENTION_NAMES:
+            raise ValueError(f"valid conventions are {list(CONVENTION_NAMES)}")
         if key == "cache" and not (
             value in ("none", "lru") or str(value).startswith(("redis://", "rediss://", "unix://"))
         ):

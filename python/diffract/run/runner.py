@@ -238,9 +238,11 @@ def validate_options(
     known = {o for k in kernels for o in k.options}
     unknown = sorted(set(options) - known)
     if unknown:
+        from diffract.kernels.conventions import ww_keyword_hints
+
         raise UnknownOptionError(
             f"unknown option(s) {unknown} for the kernels of this apply; "
-            f"options they accept: {sorted(known) or 'none'}"
+            f"options they accept: {sorted(known) or 'none'}{ww_keyword_hints(unknown)}"
         )
     by_name = {k.name: k for k in kernels}
     for kname, opts in kernel_options.items():

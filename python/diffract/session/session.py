@@ -27,6 +27,7 @@ from diffract.session.results import Results
 from diffract.session.scope import Accessor, Selection, SessionLike, check_flag
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
+from diffract.session.weightwatcher import WeightWatcher
 from diffract.store import BACKENDS, Store
 
 
@@ -79,6 +80,8 @@ class Scope(Selection):
     viz = Accessor(Viz)
     #: the slice table, the filter as JSON, the filter builder
     utils = Accessor(Utils)
+    #: WeightWatcher's analyze() / get_summary() / describe() tables, with its keywords
+    weightwatcher = Accessor(WeightWatcher)
     #: what :meth:`filter` makes (:mod:`diffract.compat` gives its own, with Diffract's names)
     scope_class: ClassVar[type[Scope]]
 
@@ -171,6 +174,8 @@ class Session(Scope):
         conventions: a kernel-option preset for every run, e.g. ``"weightwatcher"``
             (WeightWatcher's eigenvalue scale, size guards and layer selection; see
             :mod:`diffract.kernels.ww`); options set by ``configure`` or ``apply`` win.
+            Not given: ``DIFFRACT_CONVENTIONS``, then the project file's ``conventions``
+            (top level or in the profile).
         on_failure: what ``compute.apply`` does when kernels fail: ``"warn"`` (warn, return
             the report with its ``failures``) or ``"raise"`` (Diffract's: raise a
             ``SessionError``, a ``KernelExecutionError``, once what succeeded is stored).
@@ -271,10 +276,15 @@ class Session(Scope):
         self.registry = registry if registry is not None else default_registry()
         #: session-wide kernel options (set by compute.configure), by option name
         self.options: dict[str, Any] = {}
-        if conventions is not None:
+        #: the kernel-option preset of every run (argument, DIFFRACT_CONVENTIONS, the
+        #: project file or its profile), or None
+        if conventions is None:
+            conventions = cfg["conventions"]
+        self.conventions: str | None = conventions
+        if self.conventions is not None:
             from diffract.kernels.conventions import convention_options
 
-            self.options = convention_options(conventions)
+            self.options = convention_options(self.conventions)
         #: options of one kernel (set by compute.configure): kernel -> option -> value
         self.kernel_options: dict[str, dict[str, Any]] = {}
         #: set while compute.apply runs: setting it stops the run (compute.cancel)
