@@ -20,7 +20,7 @@ from diffract._errors import FieldNotComputedError, InvalidArgumentError, Unknow
 from diffract.kernels.registry import KernelRegistry
 from diffract.run.plan import Planner, cross_pairs
 from diffract.run.report import RunReport
-from diffract.session.scope import Namespace, check_field_names, check_reference
+from diffract.session.scope import Namespace, check_field_names, check_reference, frontend
 from diffract.store import Store
 
 __all__ = [
@@ -356,6 +356,22 @@ class Results(Namespace):
         self._store.refresh()
         owners = set(self._scope.owners())
         return sorted({f for (o, f) in self._store.keys() if o in owners})
+
+    def diff(self, base: str, tuned: str, **options: Any) -> Any:
+        """What fine-tuning changed: the per-layer fine-tune diff of two stored models
+        (relative change, effective and signal rank, low-rank or full-rank, signal share above
+        the Marchenko-Pastur edge, top singular subspace overlap, ranking); see
+        ``docs/finetune-diff.md``.
+
+        Args:
+            base: the base model's id.
+            tuned: the fine-tuned model's id.
+            **options: ``k``, ``min_change``, ``low_rank_fraction``, ``bulk_ks_max``.
+
+        Returns:
+            A :class:`diffract.finetune.DiffResult` (``.table`` a DataFrame, ``.summary``).
+        """
+        return frontend("finetune_diff")(self._scope, base, tuned, **options)
 
 
 EXPORT_FORMATS = ("dict", "list", "json", "pandas", "polars")
