@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -693,7 +694,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a closed pipe is seen below, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader stopped (``diffract fields | head``): what it read is what it wanted.
+        # Point stdout at /dev/null so the interpreter's last flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (DiffractError, FileNotFoundError, KeyError, ValueError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"diffract: error: {msg}", file=sys.stderr)
