@@ -40,6 +40,10 @@ USAGE = """Work with a diffract store from a cell. Subcommands:
         when the name is in several models); --kind compare --models A B draws B - A (or
         B / A with --mode ratio) per slice; --kind evolution draws a tracked run (--run NAME)
         layer x training step.
+  %diffract diagnose [--traps] [--models ID...] [--names NAME...] [--types TYPE...]
+        Compute the diagnosis fields (diag_*, docs/diagnosis.md) not stored yet and print
+        which layers look over-trained, under-trained, collapsed, badly fit or out of line
+        with their neighbours, each with its reason; --traps also checks correlation traps.
   %diffract filter
         The interactive filter builder; its .scope is the chosen selection.
   %diffract runs [PATH]
@@ -94,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     selection(p)
     # the spelling of the 0.x docs; one model id, added to --models (not in the help)
     p.add_argument("--model", action="append", dest="models", help=argparse.SUPPRESS)
+    p = sub.add_parser("diagnose", add_help=False)
+    p.add_argument("--traps", action="store_true")
+    selection(p)
     sub.add_parser("filter", add_help=False)
     p = sub.add_parser("runs", add_help=False)
     p.add_argument("path", nargs="?", default=".")
@@ -126,8 +133,8 @@ class DiffractMagics(Magics):
             raise UsageError(f"%diffract: {exc}") from None
         if args.cmd is None:
             raise UsageError(
-                "%diffract needs a subcommand: open, use, add, compute, show, filter, runs, export "
-                "(see %diffract?)"
+                "%diffract needs a subcommand: open, use, add, compute, show, diagnose, filter, "
+                "runs, export (see %diffract?)"
             )
         if args.cmd == "add":
             args.raw_expr = _raw_add_expr(line)
@@ -346,6 +353,14 @@ class DiffractMagics(Magics):
         if args.kind == "evolution":
             return FieldPanel(scope, fields, kind="evolution", run=args.run)
         return FieldPanel(scope, fields, kind=args.kind)
+
+    def _cmd_diagnose(self, args: argparse.Namespace) -> None:
+        from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
+
+        scope = self._scope(args)
+        report = scope.compute.apply(*diagnosis_fields(traps=args.traps), progress=False)
+        print(report)
+        print("\n".join(diagnosis_lines(scope) or ["diagnosis: nothing to diagnose"]))
 
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
         from diffract.widgets import FilterBuilder

@@ -211,6 +211,31 @@ def _kind_section(scope: Any, kind: Any) -> str:
     return f"<h2>{title}</h2>" + _figure_div(f"figure-{kind.name}", spec)
 
 
+def diagnosis_html(scope: Any) -> str:
+    """The report's diagnosis section: per model the count of flagged layers, a list of them
+    with each rule's reason, and the ``diagnosis`` figure; "" while no ``diag_*`` field is
+    stored."""
+    from diffract.viz import registry
+    from diffract.viz.kinds.diagnosis import diagnosis_rows, label
+
+    rows = diagnosis_rows(scope)
+    if not rows:
+        return ""
+    items = []
+    for r in rows:
+        if not r["findings"]:
+            continue
+        what = "; ".join(
+            f"<b>{html.escape(label(k))}</b> ({html.escape(v)})" for k, v in r["findings"].items()
+        )
+        items.append(f"<li>{html.escape(r['model_id'])} · {html.escape(r['name'])}: {what}</li>")
+    flagged = len(items)
+    head = f'<p class="meta">{flagged} of {len(rows)} layers flagged by the rules.</p>'
+    listing = f"<ul>{''.join(items)}</ul>" if items else '<p class="none">No layer flagged.</p>'
+    spec = registry.build(scope, "diagnosis")
+    return f"<h2>Diagnosis</h2>{head}{listing}" + _figure_div("figure-diagnosis", spec)
+
+
 def build_html(
     scope: Any,
     rows: Sequence[dict[str, Any]],
@@ -242,7 +267,8 @@ def build_html(
     body = (
         f"<h1>diffract report: {html.escape(title)}</h1>"
         f'<p class="meta">{html.escape(summary)}</p>'
-        f"<h2>Per-layer table ({len(rows)} layers)</h2>"
+        + diagnosis_html(scope)
+        + f"<h2>Per-layer table ({len(rows)} layers)</h2>"
         + table_html(rows, fields, models=models)
         + figures(scope, alpha_field=alpha, max_esds=max_esds)
         + f"<h2>Failures</h2>{failures_html(failures)}"
@@ -251,6 +277,54 @@ def build_html(
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>diffract report: {html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><script>{plotly_js}</script></head>"
+        f"<body>{body}</body></html>"
+    )
+
+
+#: the diff table's numeric columns, in order (``update_kind`` shows as the type column)
+DIFF_COLUMNS = (
+    "change_rank",
+    "rel_change",
+    "norm_ratio",
+    "signal_rank",
+    "signal_share",
+    "effective_rank",
+    "stable_rank",
+    "noise_sigma",
+    "bulk_ks",
+    "subspace_overlap",
+)
+
+
+def diff_report_html(result: Any) -> str:
+    """The fine-tune diff as one offline HTML page: the summary, the ``diff`` figure and the
+    per-layer table, with Plotly written in (as ``diffract report``'s page)."""
+    from plotly.offline import get_plotlyjs
+
+    from diffract.viz.kinds.diff import diff_figure
+
+    title = f"{result.tuned} vs {result.base}"
+    rows = [{**r, "type": r["update_kind"]} for r in result.ranked()]
+    summary = "".join(f"<p>{html.escape(line)}</p>" for line in result.text().splitlines())
+    skipped = "".join(
+        f"<li>{html.escape(n)}: {html.escape(why)}</li>" for n, why in result.skipped.items()
+    )
+    body = (
+        f"<h1>diffract diff: {html.escape(title)}</h1>"
+        f'<p class="meta">base {html.escape(result.base)}, tuned {html.escape(result.tuned)}; '
+        f"thresholds {html.escape(json.dumps(result.options))} (docs: finetune-diff)</p>"
+        f"<h2>Summary</h2>{summary}"
+        "<h2>What changed per layer</h2>"
+        + _figure_div("figure-diff", diff_figure(result))
+        + f"<h2>Layers, most changed first ({len(rows)})</h2>"
+        + table_html(rows, DIFF_COLUMNS, models=False)
+        + (f"<h2>Not compared</h2><ul>{skipped}</ul>" if skipped else "")
+    )
+    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>diffract diff: {html.escape(title)}</title>"
         f"<style>{_STYLE}</style><script>{plotly_js}</script></head>"
         f"<body>{body}</body></html>"
     )

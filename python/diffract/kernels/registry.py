@@ -43,6 +43,7 @@ FAMILIES: tuple[str, ...] = (
     "mpfit",
     "diagnostics",
     "hill",
+    "diagnosis",
 )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz.kinds import alpha_errorbars, compare, esd_full, esd_grid, evolution
+from diffract.viz.kinds import alpha_errorbars, compare, diagnosis, esd_full, esd_grid, evolution
 from diffract.viz.kinds.diff import diff_spec
 from diffract.viz.kinds.heatmap import heatmap_spec
 from diffract.viz.kinds.layers import layers_spec
@@ -188,6 +188,14 @@ KINDS: dict[str, FigureKind] = {
             "a power-law alpha per layer with its standard error",
             default_fields=("pl_alpha",),
             report=True,
+        ),
+        FigureKind(
+            "diagnosis",
+            lambda s, r: diagnosis.diagnosis_spec(s, models=r.models),
+            "which layers each diagnosis rule flags (hover: the reason, with its numbers)",
+            fields=0,
+            # what a panel watches for new values; the figure reads every diag_* field
+            default_fields=("diag_over_trained",),
         ),
         FigureKind(
             "diff",
