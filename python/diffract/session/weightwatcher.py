@@ -18,7 +18,7 @@ import numpy as np
 
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import InvalidArgumentError
-from diffract.session.selection import Namespace
+from diffract.session.scope import Namespace
 
 #: WeightWatcher's analyze() column -> our field (the columns every analyze() has)
 COLUMNS: dict[str, str] = {
@@ -393,7 +393,7 @@ class WeightWatcher(Namespace):
 
     def _one_model(self) -> tuple[str, list[SliceInfo]]:
         scope = self._scope
-        slices = scope._slices()
+        slices = scope.slices()
         models = list(dict.fromkeys(s.model_id for s in slices))
         if len(models) != 1:
             what = "no model" if not models else f"{len(models)} models ({models[:5]})"
@@ -417,7 +417,7 @@ class WeightWatcher(Namespace):
         import warnings
 
         from diffract.run.report import KernelFailureWarning
-        from diffract.session.outcomes import MissingValuesWarning
+        from diffract.session.results import MissingValuesWarning
 
         values: dict[str, dict[str, Any]] = {s.uid: {} for s in rows}
         if not rows:
