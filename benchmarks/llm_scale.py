@@ -21,7 +21,8 @@
      the model built from the folder by ``transformers`` (its default settings).
 
     python benchmarks/llm_scale.py [--shape tinyllama|llama7b] [--layers N] [--repeats 2]
-        [--memory-budget 2GB] [--ww] [--profile] [--dir /tmp] [--keep]
+        [--memory-budget 2GB] [--no-floor] [--per-matrix] [--ww] [--profile]
+        [--compare PYTHONPATH] [--dir /tmp] [--folder PATH] [--keep]
 
 ``--profile`` runs ours once under cProfile and prints the top functions (cumulative and
 own time) instead of the comparison.
@@ -248,6 +249,29 @@ st.sort_stats("tottime").print_stats(30)
 """
 
 
+PER_MATRIX = r"""
+import json, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+from diffract.kernels._linalg import matrix_svals
+shapes = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+out = {}
+with threadpool_limits(limits=1, user_api="blas"):
+    for shape in shapes:
+        w = (rng.standard_normal(shape, dtype=np.float32) * 0.02)
+        t0, c0 = time.perf_counter(), time.process_time()
+        matrix_svals(w)
+        ours = (time.perf_counter() - t0, time.process_time() - c0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        a = w.astype(np.float64)
+        np.linalg.eigvalsh(a @ a.T if a.shape[0] <= a.shape[1] else a.T @ a)
+        floor = (time.perf_counter() - t0, time.process_time() - c0)
+        out["x".join(map(str, shape))] = {"ours": ours, "floor": floor}
+print(json.dumps(out))
+"""
+
+
 def _child(code: str, *args: str, env: dict | None = None) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -270,6 +294,7 @@ def main() -> None:
     ap.add_argument("--no-floor", action="store_true", help="ours only (e.g. the 7B shape)")
     ap.add_argument("--ww", action="store_true", help="also WeightWatcher (~50 min)")
     ap.add_argument("--profile", action="store_true", help="ours once under cProfile")
+    ap.add_argument("--per-matrix", action="store_true", help="also time one matrix of each shape")
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--folder", default=None, help="an existing folder (not built, kept)")
     ap.add_argument("--keep", action="store_true")
@@ -307,6 +332,17 @@ def main() -> None:
                 [sys.executable, "-c", PROFILE, str(folder), str(store), fields], check=False
             )
             sys.exit(out.returncode)
+        if args.per_matrix:
+            shapes = sorted({s for _, s in tensor_specs(cfg) if len(s) == 2})
+            res = _child(PER_MATRIX, json.dumps(shapes), env=env)
+            print(
+                "one matrix, one BLAS thread (ours: matrix_svals; floor: float64 Gram + eigvalsh):"
+            )
+            for k, v in res.items():
+                (ow, oc), (fw, fc) = v["ours"], v["floor"]
+                print(
+                    f"  {k:12s} ours {ow:6.2f} s wall ({oc:6.2f} CPU)  floor {fw:6.2f} s ({fc:6.2f} CPU)"
+                )
         budget = args.memory_budget or "-"
         sides = {"ours": None} if args.no_floor else {"ours": None, "floor": None}
         if args.compare:
