@@ -1,4 +1,4 @@
-"""Regenerate the golden reference values used by tests/test_fields_golden.py.
+"""Regenerate the golden reference values used by tests/kernels/test_fields_golden.py.
 
     .venv/bin/python benchmarks/make_golden.py
 
@@ -14,14 +14,14 @@ Layer keys are our slice names (state-dict keys).
     .venv/bin/python benchmarks/make_golden.py --ww-extras [RUN ...]
 
 writes (without touching the files above) tests/golden/ww_extras_{minilm,convnet}.json for
-tests/test_ww_*.py: per run (``default``, ``clip_xmax``, ``xmin_peak`` with
+tests/kernels/test_ww_*.py: per run (``default``, ``clip_xmax``, ``xmin_peak`` with
 pl_package="powerlaw", ``mp_fit`` with randomize=True, ``diagnostics`` with detX=True and
 vectors=True; each after ``np.random.seed(0)``) the analyze() rows (every column
 WeightWatcher reports) and get_summary(). Naming runs redoes only those.
 
     .venv/bin/python benchmarks/make_golden.py --peft [RUN ...]
 
-writes tests/golden/ww_peft_minilm.json for tests/test_peft_golden.py: WeightWatcher's
+writes tests/golden/ww_peft_minilm.json for tests/kernels/test_peft_golden.py: WeightWatcher's
 analyze(peft=True) on a seeded PEFT LoRA model of MiniLM (runs ``peft``: defaults,
 ``clip_xmax``: fix_fingers="clip_xmax", ``mp_fit``: mp_fit=True with randomize=True,
 ``diagnostics``: detX=True with vectors=True; each after ``np.random.seed(0)``), and
@@ -31,7 +31,7 @@ column), so there is no run for it.
 
     .venv/bin/python benchmarks/make_golden.py --derived
 
-writes tests/golden/ww_derived_convnet.json for tests/test_extract_derived_ww.py:
+writes tests/golden/ww_derived_convnet.json for tests/kernels/test_extract_derived_ww.py:
 WeightWatcher's analyze(pool=False) and analyze(intra=True, sparsify=False) on the conv net.
 """
 
@@ -229,12 +229,12 @@ PEFT_RUNS = {
 
 def main_peft(runs: list[str]) -> None:
     """Write tests/golden/ww_peft_minilm.json: WeightWatcher on the seeded PEFT LoRA model of
-    tests/test_peft_golden.py (the runs of :data:`PEFT_RUNS`, and ``base_model``: the merged
+    tests/kernels/test_peft_golden.py (the runs of :data:`PEFT_RUNS`, and ``base_model``: the merged
     model against its base), with the LoRA factors' norms to check the model is the same;
     with run names, only those runs are redone (the others are kept)."""
     import copy
 
-    sys.path.insert(0, str(OUT.parent))
+    sys.path[:0] = [str(OUT.parent / "kernels"), str(OUT.parent)]  # the test, and its helpers
     from test_peft_golden import factor_norms, peft_minilm, ww_name
 
     warnings.simplefilter("ignore")

@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/ww_lora_vector_spread.py [--seeds 0 1 2 3]
 
-On the seeded PEFT LoRA model of tests/test_peft_golden.py, ``analyze(peft=True, detX=True,
+On the seeded PEFT LoRA model of tests/kernels/test_peft_golden.py, ``analyze(peft=True, detX=True,
 vectors=True)`` runs once per seed given (a seed may repeat), each after
 ``np.random.seed(seed)`` in the same process (the golden file was made after seed 0).
 Printed: per column, the largest relative difference between each later run's ``lora_BA``
@@ -43,7 +43,7 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path[:0] = [str(ROOT / "tests" / "kernels"), str(ROOT / "tests")]  # the test, its helpers
     import weightwatcher as ww
 
     from test_peft_golden import peft_minilm

@@ -10,7 +10,7 @@ value, nothing of the failed one, and the store must take a new commit and show 
 
 Run as root (tmpfs mounts); other users run it in a user namespace (``unshare -rm``), which
 the script enters by itself. ``--runs 20`` per backend is the acceptance check of issue 28;
-``tests/test_store_disk_full.py`` runs it with a small count.
+``tests/store/test_store_disk_full.py`` runs it with a small count.
 
     python scripts/disk_full_runs.py --runs 20
     python scripts/disk_full_runs.py --runs 2 --backends hdf5,sqlite --json

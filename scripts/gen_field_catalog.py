@@ -3,7 +3,7 @@
     .venv/bin/python scripts/gen_field_catalog.py          # write docs/fields.md
     .venv/bin/python scripts/gen_field_catalog.py --check  # exit 1 if docs/fields.md is stale
 
-tests/test_fields_catalog.py runs the check.
+tests/kernels/test_fields_catalog.py runs the check.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "fields.md"
 
-#: WeightWatcher 0.7.7 analyze() column -> our field (see tests/test_fields_golden.py)
+#: WeightWatcher 0.7.7 analyze() column -> our field (see tests/kernels/test_fields_golden.py)
 WW_MAP = [
     ("alpha", "pl_alpha", ""),
     ("xmin", "pl_esd_xmin", "x esd_ww_ratio (1 with esd_scale='ww')"),

@@ -6,7 +6,7 @@ Run with the Python that has ``diffract-core==0.3.1`` installed (not this repo's
 
 It writes ``tests/golden/diffract_fields.npz`` (the input matrices of two models) and
 ``tests/golden/diffract_fields.json`` (Diffract's values: per parameter, per model, and
-across the pair), which ``tests/test_fields_diffract_golden.py`` compares with ours.
+across the pair), which ``tests/kernels/test_fields_diffract_golden.py`` compares with ours.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/make_notebooks.py --check  # exit 1 when a notebook differs
 
 The notebooks are the source of truth a reader opens; this script keeps them reviewable as
-plain Python and guarantees they are committed without outputs. tests/test_notebooks.py
+plain Python and guarantees they are committed without outputs. tests/docs/test_notebooks.py
 executes every notebook and checks that the committed files carry no outputs.
 """
 
@@ -817,7 +817,7 @@ table""",
         MD,
         """Fields that do not apply to a slice (a spectrum of a bias vector) are empty (`NaN` in pandas)
 in every framework alike. The same holds for `.safetensors`, `.npz`, PyTorch files, ONNX and
-Keras models (see `tests/test_extract.py`).""",
+Keras models (see `tests/extract/test_extract.py`).""",
     ),
     (CODE, """session.viz.scatter("stable_rank", "pl_alpha")"""),
 ]

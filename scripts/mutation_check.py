@@ -36,13 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "diffract"
 
-KERNEL_TESTS = ("tests/test_fields_closed_form.py",)
-GOLDEN_CONVNET = ("tests/test_fields_golden.py", "-k", "convnet")
+KERNEL_TESTS = ("tests/kernels/test_fields_closed_form.py",)
+GOLDEN_CONVNET = ("tests/kernels/test_fields_golden.py", "-k", "convnet")
 STORE_TESTS = (
-    "tests/test_store.py",
-    "tests/test_store_conformance.py",
-    "tests/test_store_damage.py",
-    "tests/test_store_log.py",
+    "tests/store/test_store.py",
+    "tests/store/test_store_conformance.py",
+    "tests/store/test_store_damage.py",
+    "tests/store/test_store_log.py",
 )
 
 
@@ -81,7 +81,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if rtol is not None:\n"
         "        raise ValueError(f'rtol={rtol!r} is not accepted')\n"
         "    return _rank(weights_svals, greater_dim, rtol)\n",
-        ("tests/test_bad_input.py",),
+        ("tests/session/test_bad_input.py",),
         "hard_rank fails whenever its rtol option is set (the mutation of issue 20)",
     ),
     Mutant(
@@ -141,7 +141,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "kernels/stats.py",
         "    return float(np.mean(d**4) / m2**2 - 3.0)",
         "    return float(np.mean(d**4) / m2**2)",
-        ("tests/test_fields_stats.py",),
+        ("tests/kernels/test_fields_stats.py",),
         "weights_kurtosis is Pearson's, not the excess kurtosis",
     ),
     Mutant(
@@ -149,7 +149,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "kernels/compare.py",
         "    return np.abs(np.swapaxes(u, -1, -2) @ ref_u)",
         "    return np.swapaxes(u, -1, -2) @ ref_u",
-        ("tests/test_fields_compare.py",),
+        ("tests/kernels/test_fields_compare.py",),
         "singular-vector overlaps keep the sign (which is arbitrary)",
     ),
     Mutant(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,3 +29,20 @@ def make_store(path: Path, models=("m1", "m2"), fields=("frob_norm",)):
         if fields:
             s.compute.apply(*fields, progress=False)
     return path
+
+
+#: the widgets' wire contract on the TypeScript side
+WIRE_TS = Path(__file__).resolve().parents[1] / "js" / "shared" / "wire.ts"
+
+
+def ts_interfaces() -> dict[str, set[str]]:
+    """Each interface of js/shared/wire.ts -> its keys (an ``extends`` adds its parent's)."""
+    text = WIRE_TS.read_text()
+    out = {}
+    for m in re.finditer(
+        r"export interface (\w+)(?:<[^>]*>)?(?: extends (\w+))? \{(.*?)\n\}", text, re.S
+    ):
+        name, parent, body = m.groups()
+        keys = set(re.findall(r"^\s+(\w+)\??:", body, re.M))
+        out[name] = keys | out.get(parent, set()) if parent else keys
+    return out

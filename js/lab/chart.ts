@@ -1,8 +1,8 @@
-/** The sidebar chart: one field across the layers of the selected model (Plotly, loaded lazily). */
-import { plotText } from '../shared/format';
-import type { FieldPoint } from '../shared/wire';
+/** The sidebar chart: one field across the layers of the selected model, as the server's
+ * figure route draws it (`diffract.viz`, in Python); Plotly, loaded lazily, only renders it. */
+import type { FieldPoint, FigureSpec } from '../shared/wire';
 import { h } from './dom';
-import { roundValue, shortLayerName } from './fieldgroups';
+import { roundValue } from './fieldgroups';
 import type { FieldState } from './model';
 
 export function themeColors(): { fg: string; grid: string; accent: string } {
@@ -49,67 +49,66 @@ export async function renderChart(node: HTMLElement, state: FieldState, onPick?:
     }
     return;
   }
-  const Plotly = await plotly();
-  const { fg, grid, accent } = themeColors();
-  // at most ~12 layer names on the axis (every one in the hover)
-  const step = Math.max(1, Math.ceil(points.length / 12));
-  const ticks = points.map((_, i) => i).filter(i => i % step === 0);
+  if (!state.figure) {
+    node.replaceChildren(h('div', 'diffract-empty', `${sel.field}: the server drew no figure for it.`));
+    return;
+  }
   if (!node.classList.contains('js-plotly-plot')) {
     node.replaceChildren(); // a message shown before; Plotly keeps its own children once it plots
   }
-  await Plotly.react(
-    node,
-    [
-      {
-        type: 'scatter',
-        mode: 'lines+markers',
-        x: points.map((_, i) => i),
-        y: points.map(p => p.value),
-        customdata: points.map(p => p.name),
-        text: points.map(
-          p =>
-            `${plotText(sel.model)}<br>${plotText(p.name)}<br>type: ${plotText(p.type)}<br>${plotText(sel.field)}: ${roundValue(p.value)}` +
-            (typeof p.value === 'number' && roundValue(p.value) !== String(p.value) ? ` (${p.value})` : '') +
-            '<br><i>click: its spectrum, and copy the name</i>'
-        ),
-        hovertemplate: '%{text}<extra></extra>',
-        line: { color: accent },
-        marker: { size: 5, color: accent }
-      }
-    ],
-    {
-      height: 220,
-      margin: { l: 44, r: 8, t: 24, b: 32 },
-      title: { text: `${plotText(sel.field)} across layers`, font: { size: 12, color: fg } },
-      paper_bgcolor: 'rgba(0,0,0,0)',
-      plot_bgcolor: 'rgba(0,0,0,0)',
-      font: { color: fg, size: 10 },
-      xaxis: {
-        title: { text: 'layer' },
-        tickmode: 'array',
-        tickvals: ticks,
-        ticktext: ticks.map(i => plotText(shortLayerName(points[i].name))),
-        tickangle: -40,
-        automargin: true,
-        gridcolor: grid,
-        zerolinecolor: grid
-      },
-      yaxis: { gridcolor: grid, zerolinecolor: grid }
-    },
-    { displayModeBar: false, responsive: true }
-  );
+  await drawFigure(node, state.figure, 220);
   node.dataset.points = String(points.length);
   node.dataset.field = sel.field;
   const gd = node as HTMLElement & { on?: (event: string, fn: (e: ClickEvent) => void) => void; removeAllListeners?: (event: string) => void };
   gd.removeAllListeners?.('plotly_click');
   gd.on?.('plotly_click', e => {
-    const name = String(e.points?.[0]?.customdata ?? '');
-    void copyName(node, name);
-    const point = points.find(p => p.name === name);
-    if (point && onPick) {
-      onPick(point);
+    const point = pickedPoint(points, e.points?.[0]?.customdata);
+    if (point) {
+      void copyName(node, point.name);
+      onPick?.(point);
     }
   });
+}
+
+/**
+ * Render a figure of the server's figure route (built in Python by `diffract.viz`) into
+ * `node`: only the sidebar's size, theme colours and a compact title are set here.
+ */
+export async function drawFigure(node: HTMLElement, figure: FigureSpec, height: number): Promise<void> {
+  const Plotly = await plotly();
+  await Plotly.react(node, figure.data, sidebarLayout(figure.layout, height), { displayModeBar: false, responsive: true });
+}
+
+/** The route's layout fitted to the sidebar: its height, small margins, the theme's colours. */
+export function sidebarLayout(layout: Record<string, any>, height: number): Record<string, unknown> {
+  const { fg, grid, accent } = themeColors();
+  const axis = (a: Record<string, unknown> | undefined) => ({ ...(a ?? {}), automargin: true, gridcolor: grid, zerolinecolor: grid });
+  const axes = Object.fromEntries(Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).map(k => [k, axis(layout[k])]));
+  return {
+    ...layout,
+    ...axes,
+    height,
+    margin: { l: 44, r: 8, t: 24, b: 32 },
+    title: { text: layout.title?.text ?? '', font: { size: 12, color: fg } },
+    font: { color: fg, size: 10 },
+    colorway: [accent, '#ff7f0e', '#2ca02c', '#d62728'],
+    showlegend: false,
+    paper_bgcolor: 'rgba(0,0,0,0)',
+    plot_bgcolor: 'rgba(0,0,0,0)'
+  };
+}
+
+/**
+ * The point a click names: the route's `layers` points carry `[model, name, type, value, uid]`
+ * in their customdata (a bare name is accepted too).
+ */
+export function pickedPoint(points: readonly FieldPoint[], custom: unknown): FieldPoint | undefined {
+  if (Array.isArray(custom)) {
+    const uid = String(custom[custom.length - 1] ?? '');
+    return points.find(p => p.uid === uid) ?? points.find(p => p.name === String(custom[1] ?? ''));
+  }
+  const name = String(custom ?? '');
+  return name ? points.find(p => p.name === name) : undefined;
 }
 
 interface ClickEvent {

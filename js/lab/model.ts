@@ -7,7 +7,7 @@
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import type { EsdReply, FieldReply, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
+import type { EsdReply, FieldReply, FigureReply, FigureSpec, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
 import type { RequestFn } from './api';
 import { LruCache } from './cache';
 import { errorMessage, messageOf, mismatchMessage } from './messages';
@@ -40,7 +40,7 @@ export class RunsModel implements IDisposable {
   private _stores: StoreEntry[] = [];
   private readonly _details = new Map<string, StoreReply>();
   private readonly _expanded = new Set<string>();
-  private readonly _fieldCache = new LruCache<FieldReply>(FIELD_CACHE_SIZE);
+  private readonly _fieldCache = new LruCache<{ reply: FieldReply; figure: FigureSpec | null }>(FIELD_CACHE_SIZE);
   private _selection: Selection | null = null;
   private _field: FieldState | null = null;
   private _esd: EsdState | null = null;
@@ -232,15 +232,22 @@ export class RunsModel implements IDisposable {
     let state: EsdState;
     try {
       const reply = await this._request<EsdReply>('esd', { path: sel.store, uid });
-      state = { ...base, name: reply.name, values: reply.values, xmin: reply.xmin, alpha: reply.alpha, error: null };
+      const figure = reply.values?.length ? await this._figure({ kind: 'esd', store: sel.store, uid }) : null;
+      state = { ...base, name: reply.name, values: reply.values, xmin: reply.xmin, alpha: reply.alpha, figure, error: null };
     } catch (e) {
-      state = { ...base, values: null, xmin: null, alpha: null, error: `Cannot read the spectrum of ${name}: ${messageOf(e)}` };
+      state = { ...base, values: null, xmin: null, alpha: null, figure: null, error: `Cannot read the spectrum of ${name}: ${messageOf(e)}` };
     }
     if (this._disposed || this._selection?.store !== sel.store || this._selection.model !== sel.model) {
       return; // another model was selected meanwhile
     }
     this._esd = state;
     this._esdChanged.emit(state);
+  }
+
+  /** A figure of the figure route (drawn in Python: the sidebar only renders it). */
+  private async _figure(query: Record<string, string>): Promise<FigureSpec | null> {
+    const reply = await this._request<FigureReply>('figure', query);
+    return reply?.figure ?? null;
   }
 
   closeEsd(): void {
@@ -320,16 +327,20 @@ export class RunsModel implements IDisposable {
     const key = [sel.store, this._details.get(sel.store)?.stamp ?? '', sel.model, sel.field].join('\n');
     let state: FieldState;
     try {
-      let reply = this._fieldCache.get(key);
-      if (!reply) {
-        reply = await this._request<FieldReply>('field', { path: sel.store, field: sel.field, model: sel.model });
-        this._fieldCache.set(key, reply);
+      let cached = this._fieldCache.get(key);
+      if (!cached) {
+        const reply = await this._request<FieldReply>('field', { path: sel.store, field: sel.field, model: sel.model });
+        const entry = reply.models.find(m => m.model_id === sel.model);
+        const hasPoints = (entry?.points ?? []).some(p => typeof p.value === 'number');
+        const figure = hasPoints ? await this._figure({ kind: 'layers', store: sel.store, field: sel.field, model: sel.model }) : null;
+        cached = { reply, figure };
+        this._fieldCache.set(key, cached);
       }
-      const entry = reply.models.find(m => m.model_id === sel.model);
+      const entry = cached.reply.models.find(m => m.model_id === sel.model);
       const points = (entry?.points ?? []).filter(p => typeof p.value === 'number');
-      state = { selection: sel, points, value: entry?.value ?? null, error: null };
+      state = { selection: sel, points, value: entry?.value ?? null, figure: cached.figure, error: null };
     } catch (e) {
-      state = { selection: sel, points: [], value: null, error: `Cannot read ${sel.field}: ${messageOf(e)}` };
+      state = { selection: sel, points: [], value: null, figure: null, error: `Cannot read ${sel.field}: ${messageOf(e)}` };
     }
     if (this._selection !== sel || this._disposed) {
       return; // a newer selection (or field) won while this one was loading

@@ -1,5 +1,5 @@
 /** The sidebar model's state, as the views read it. */
-import type { FieldPoint } from '../shared/wire';
+import type { FieldPoint, FigureSpec } from '../shared/wire';
 import type { RequestFn } from './api';
 
 export interface Selection {
@@ -15,6 +15,8 @@ export interface FieldState {
   readonly points: FieldPoint[];
   /** The model-level value when the field has one (and no per-layer numbers). */
   readonly value: number | null;
+  /** The chart: the `layers` figure of the figure route, built in Python (null: no points). */
+  readonly figure: FigureSpec | null;
   readonly error: string | null;
 }
 
@@ -28,6 +30,8 @@ export interface EsdState {
   readonly values: number[] | null;
   readonly xmin: number | null;
   readonly alpha: number | null;
+  /** The chart: the `esd` figure of the figure route (histogram, fit, xmin, MP bulk). */
+  readonly figure: FigureSpec | null;
   readonly error: string | null;
 }
 

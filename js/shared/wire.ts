@@ -1,6 +1,6 @@
 /**
  * The wire contract: synced traits of the widgets and the JSON of the server API.
- * Mirrors python/diffract/_widget_wire.py (checked by tests/test_widgets_wire.py), the widgets'
+ * Mirrors python/diffract/_widget_wire.py (checked by tests/widgets/test_widgets_wire.py), the widgets'
  * synced traitlets and the server extension's answers. The widget model itself is anywidget's
  * `AnyModel<State>` from `@anywidget/types`.
  */
@@ -155,4 +155,17 @@ export interface EsdReply extends StoreEntry {
   values: number[] | null;
   xmin: number | null;
   alpha: number | null;
+}
+
+/** A Plotly figure as Python's `diffract.viz` builds it (`{data, layout}`, plain JSON). */
+export interface FigureSpec {
+  data: Record<string, unknown>[];
+  layout: Record<string, unknown>;
+}
+
+/** One figure (`GET /diffract/api/figure?kind=&store=&...`): what the sidebar's charts draw. */
+export interface FigureReply {
+  kind: string;
+  path: string;
+  figure: FigureSpec;
 }

@@ -78,6 +78,10 @@ class FakeServer {
     if (endpoint === 'stores') {
       return { root: '', stores: this.stores };
     }
+    if (endpoint === 'figure') {
+      // the route's figure, drawn in Python; here one trace naming what was asked
+      return { kind: query.kind, path: query.store, figure: { data: [{ type: 'scatter', name: `${query.kind}:${query.field}:${query.model}` }], layout: {} } };
+    }
     const summary = this.summaries.get(query.path);
     if (!summary) {
       throw new HttpError(`no store at ${query.path}`, 404);
@@ -226,10 +230,14 @@ test('selecting a model picks a field, loads it once and serves it from the cach
     'numeric points only, in layer order'
   );
   assert.equal(server.count('field', { field: 'pl_alpha', model: 'm1' }), 1);
+  // the chart is the figure route's layers figure of that store, field and model
+  assert.equal(server.count('figure', { kind: 'layers', store: 'runs/.diffract', field: 'pl_alpha', model: 'm1' }), 1);
+  assert.deepEqual(first.figure?.data, [{ type: 'scatter', name: 'layers:pl_alpha:m1' }]);
 
   await model.selectField('frob_norm');
   await model.selectField('pl_alpha');
   assert.equal(server.count('field', { field: 'pl_alpha' }), 1, 'pl_alpha came from the cache');
+  assert.equal(server.count('figure', { field: 'pl_alpha' }), 1, 'its figure too');
   assert.equal(server.count('field', { field: 'frob_norm' }), 1);
   assert.equal(fields.length, 3);
   assert.equal(fields[2]!.selection.field, 'pl_alpha');

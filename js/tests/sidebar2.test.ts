@@ -1,6 +1,6 @@
 /**
  * The sidebar's model table (sorting, a tracked run's checkpoints grouped by step), the
- * "changed" column, and a clicked point's spectrum (the request, the log histogram, the view).
+ * "changed" column, and a clicked point's spectrum (the requests, the route's figure, the view).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -9,13 +9,13 @@ import { setupDom } from './mock';
 setupDom();
 
 import { DetailView } from '../lab/detail';
-import { logHistogram } from '../lab/esdview';
+import { pickedPoint, sidebarLayout } from '../lab/chart';
 import { RunsModel } from '../lab/model';
 import { changedOf, naturalCompare, nextSort, tableRows } from '../lab/modeltable';
 import type { ModelRow, RunRow } from '../lab/modeltable';
 import { StoreListView } from '../lab/storelist';
 import { fmtShortTime } from '../shared/format';
-import type { EsdReply, ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
+import type { EsdReply, FieldPoint, FigureReply, ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
 
 function entry(id: string, extra: Partial<ModelEntry> = {}): ModelEntry {
   return { model_id: id, slices: 8, fields: ['frob_norm'], framework: 'numpy', added: 1700000000, changed: 1700000000, track: null, ...extra };
@@ -83,15 +83,25 @@ test('a time cell: the time of day for today, else the date', () => {
   assert.equal(fmtShortTime(null, now), '–');
 });
 
-test('log histogram: every positive eigenvalue counted once, in log-spaced bins', () => {
-  const values = [0.001, 0.01, 0.01, 0.1, 1, 10, 10, 10, 0, -1, NaN];
-  const h = logHistogram(values, 4);
-  assert.equal(h.edges.length, 5);
-  h.edges.forEach((e, i) => assert.ok(Math.abs(Math.log10(e) - (-3 + i)) < 1e-12, `edge ${i}: ${e}`));
-  assert.deepEqual(h.counts, [1, 2, 1, 4]); // [1e-3,1e-2) [1e-2,1e-1) [1e-1,1) [1,10] (max in the last)
-  assert.ok(Math.abs(h.centers[0] - Math.sqrt(0.001 * 0.01)) < 1e-15);
-  assert.deepEqual(logHistogram([2, 2, 2]).counts, [3]);
-  assert.deepEqual(logHistogram([0, -3]).counts, []);
+test('a clicked point of the route\'s layers figure is found by the uid its customdata carries', () => {
+  const points: FieldPoint[] = [0, 1, 2].map(i => ({ name: `layers.${i}.weight`, uid: `u${i}`, type: 'dense', index: i, value: i }));
+  // the figure route's layers points: [model, name, type, value, uid]
+  assert.equal(pickedPoint(points, ['m', 'layers.1.weight', 'dense', '1', 'u1'])?.uid, 'u1');
+  assert.equal(pickedPoint(points, ['m', 'layers.2.weight', 'dense', '2', 'gone'])?.uid, 'u2'); // by name then
+  assert.equal(pickedPoint(points, 'layers.0.weight')?.uid, 'u0');
+  assert.equal(pickedPoint(points, ['m', 'x', 'dense', '1', 'nope']), undefined);
+  assert.equal(pickedPoint(points, undefined), undefined);
+});
+
+test('the sidebar renders the route\'s layout as it is, at its own size and colours', () => {
+  const layout = { title: { text: 'ESD of m:w (α=2.5)' }, xaxis: { type: 'log', tickvals: [1, 10] }, yaxis2: { domain: [0, 0.3] }, shapes: [1] };
+  const out = sidebarLayout(layout, 220) as any;
+  assert.equal(out.height, 220);
+  assert.equal(out.title.text, 'ESD of m:w (α=2.5)');
+  assert.deepEqual([out.xaxis.type, out.xaxis.tickvals], ['log', [1, 10]]); // the figure's own axes
+  assert.deepEqual(out.yaxis2.domain, [0, 0.3]);
+  assert.deepEqual(out.shapes, [1]);
+  assert.equal(out.showlegend, false);
 });
 
 /** A server with one store holding a tracked run and a plain model, and one slice's spectrum. */
@@ -116,6 +126,10 @@ function fakeServer(models: ModelEntry[]) {
         throw new Error('no slice');
       }
       const reply: EsdReply = { ...store, uid: query.uid, name: 'layers.1.weight', model_id: 'plain', field: 'esd', values: [0.1, 1, 2], xmin: 1, alpha: 2.5 };
+      return reply as T;
+    }
+    if (endpoint === 'figure') {
+      const reply: FigureReply = { kind: query.kind, path: query.store, figure: { data: [{ type: 'scatter', meta: query.kind, y: [1] }], layout: { title: { text: query.uid } } } };
       return reply as T;
     }
     return { ...store, field: query.field, models: [] } as T;
@@ -168,6 +182,9 @@ test('clicking a point asks for its spectrum; another model closes it; a failure
   await model.openEsd('u1', 'layers.1.weight');
   assert.ok(calls.includes('esd:u1'));
   assert.deepEqual(model.esd?.values, [0.1, 1, 2]);
+  // the chart is the figure route's esd figure of that slice, as Python built it
+  assert.ok(calls.includes('figure:u1'));
+  assert.deepEqual(model.esd?.figure, { data: [{ type: 'scatter', meta: 'esd', y: [1] }], layout: { title: { text: 'u1' } } });
   assert.equal(model.esd?.xmin, 1);
   const detail = new DetailView(model, () => undefined);
   document.body.replaceChildren(detail.node);
@@ -178,8 +195,9 @@ test('clicking a point asks for its spectrum; another model closes it; a failure
   assert.equal(model.esd, null);
   assert.deepEqual(seen, ['layers.1.weight', null]);
   await model.openEsd('missing', 'layers.9.weight');
-  const failed = model.esd as { values: unknown; error: string | null } | null;
+  const failed = model.esd as { values: unknown; figure: unknown; error: string | null } | null;
   assert.equal(failed?.values, null);
+  assert.equal(failed?.figure, null);
   assert.match(failed!.error!, /Cannot read the spectrum of layers.9.weight: no slice/);
   await detail.plotEsd(); // a message: no Plotly needed
   assert.match(detail.node.querySelector('.diffract-esd')!.textContent!, /Cannot read the spectrum/);

@@ -145,7 +145,9 @@ def _figure_div(div_id: str, spec: dict[str, Any]) -> str:
 
 
 def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ESDS) -> str:
-    """The figures of the report: the alpha field across depth and a grid of stored ESDs.
+    """The figures of the report: the alpha field across depth, every figure kind the registry
+    marks for the report (:attr:`diffract.viz.registry.FigureKind.report`) and a grid of
+    stored ESDs.
 
     Args:
         scope: the session or scope to draw.
@@ -153,26 +155,44 @@ def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ES
         max_esds: ESD panels at most (spread evenly across the slices with a stored ESD).
 
     Returns:
-        HTML: two sections, each a figure or a sentence saying what is missing.
+        HTML: the alpha and ESD sections, each a figure or a sentence saying what is missing,
+        and a section per report kind with something stored.
     """
-    from diffract import viz, viz_esd
+    from diffract.viz import registry
 
-    depth = viz.layers_spec(scope, alpha_field)
+    depth = registry.build(scope, "layers", alpha_field)
     if any(t["y"] for t in depth["data"]):
         alpha = _figure_div("alpha-depth", depth)
     else:
         alpha = f'<p class="none">No {html.escape(alpha_field)} values are stored.</p>'
+    extra = "".join(_kind_section(scope, k) for k in registry.KINDS.values() if k.report)
     with_esd = [s for s in scope.models.slices() if _has_esd(scope, s.uid)]
     if with_esd:
         chosen = _spread(with_esd, max_esds)
-        grid = viz_esd.esd_grid_spec(scope, [s.uid for s in chosen])
+        grid = registry.build(scope, "esd_grid", slices=[s.uid for s in chosen])
         esd = (
             f'<p class="meta">{len(chosen)} of the {len(with_esd)} slices with a stored ESD, '
             "spread across depth.</p>" + _figure_div("esd-grid", grid)
         )
     else:
         esd = '<p class="none">No ESD is stored (compute a spectral field such as pl_alpha).</p>'
-    return f"<h2>{html.escape(alpha_field)} across depth</h2>{alpha}<h2>ESD grid</h2>{esd}"
+    return f"<h2>{html.escape(alpha_field)} across depth</h2>{alpha}{extra}<h2>ESD grid</h2>{esd}"
+
+
+def _kind_section(scope: Any, kind: Any) -> str:
+    """A section for a figure kind the registry marks for the report (drawn with its default
+    fields), or nothing while none of its values is stored."""
+    from diffract._errors import DiffractError
+    from diffract.viz import registry
+
+    try:
+        spec = registry.build(scope, kind.name)
+    except DiffractError:  # e.g. a field this session's kernels do not produce
+        return ""
+    if not any(t.get("y") or t.get("z") for t in spec["data"]):
+        return ""
+    title = html.escape(kind.title[:1].upper() + kind.title[1:])
+    return f"<h2>{title}</h2>" + _figure_div(f"figure-{kind.name}", spec)
 
 
 def build_html(

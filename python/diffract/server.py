@@ -13,6 +13,12 @@ Routes (all ``GET``, authenticated, under ``<base_url>/diffract/api/``):
     The values of one field, per model, in depth order (for plots).
 ``esd?path=REL&uid=UID``
     One slice's stored spectrum (``esd``) with its power-law ``xmin`` and ``alpha``.
+``figure?kind=KIND&store=REL[&field=F]...[&model=ID]...[&uid=UID][&mode=M][&run=R][&reference=ID]``
+    ``{"kind", "path", "figure": {"data": [...], "layout": {...}}}``: the Plotly figure of a
+    kind of :mod:`diffract.viz.registry` (``layers``, ``esd``, ...), built in Python as the
+    panels and the report build it (``store`` may also be spelled ``path``). An unknown kind
+    or a parameter the kind cannot use is 400, with the problem named; a slice or model
+    not in the store is 404.
 
 ``path`` is relative to the server root. Absolute paths, ``..`` and symlinks that leave the
 root (the store folder itself or anything inside it) are refused (403); a folder that is not
@@ -191,6 +197,68 @@ class StoreReader(_reader.StoreReader):
         return out
 
 
+class FigureRequestError(Exception):
+    """A figure request the store cannot answer: ``status`` (400 or 404) and a message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+#: the query arguments of the figure route -> the registry's request parameter
+FIGURE_ARGS = {"uid": "slice", "mode": "mode", "run": "run", "reference": "reference"}
+
+
+def figure_reply(path: Path, kind: str, fields: list[str], **params: Any) -> dict[str, Any]:
+    """The figure route's reply: the kind's spec drawn from the store at ``path``.
+
+    Args:
+        path: the store (resolved inside the server root).
+        kind: a kind of :data:`diffract.viz.registry.KINDS`.
+        fields: the ``field`` arguments, in order (none: the kind's default).
+        **params: the kind's other parameters (``models``, ``slice``, ``mode``, ...).
+
+    Returns:
+        ``{"kind", "figure": {"data", "layout"}}`` with JSON values only.
+
+    Raises:
+        FigureRequestError: an unknown kind or a bad parameter (400); a slice or model not in
+            the store (404).
+        StoreError: the store cannot be read.
+    """
+    from diffract._core.jsonable import to_jsonable
+    from diffract._errors import (
+        DiffractError,
+        UnknownFieldError,
+    )
+    from diffract.session import Session
+    from diffract.store.registry import detect_backend
+    from diffract.viz import registry
+
+    try:
+        registry.check(kind, fields or None, **params)
+    except DiffractError as exc:
+        raise FigureRequestError(400, str(exc)) from None
+    session = Session(path=str(path), backend=detect_backend(path), readonly=True)
+    try:
+        spec = registry.build(session, kind, fields or None, **params)
+    except StoreError:
+        raise
+    except UnknownFieldError as exc:
+        raise FigureRequestError(400, _key_message(exc)) from None
+    except KeyError as exc:  # a slice or model not in the store
+        raise FigureRequestError(404, _key_message(exc)) from None
+    except (DiffractError, ValueError, TypeError) as exc:
+        raise FigureRequestError(400, str(exc)) from None
+    finally:
+        session.close()
+    return {"kind": kind, "figure": to_jsonable(spec, where="figure", other="str")}
+
+
+def _key_message(exc: KeyError) -> str:
+    return str(exc.args[0]) if exc.args else "not found"
+
+
 # ------------------------------------------------------------------------------------------
 # Jupyter Server glue
 # ------------------------------------------------------------------------------------------
@@ -298,6 +366,45 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
                 return self.fail(400, "missing ?uid=<slice uid>")
             await self.store_call("esd", uid)
 
+    class Figure(Base):
+        @tornado.web.authenticated
+        async def get(self) -> None:
+            try:
+                kind = self.arg("kind")
+                rel = self.arg("store") or self.arg("path")
+                fields = [v.decode("utf-8") for v in self.request.query_arguments.get("field", [])]
+                models = [v.decode("utf-8") for v in self.request.query_arguments.get("model", [])]
+                params: dict[str, Any] = {
+                    k: v for a, k in FIGURE_ARGS.items() if (v := self.arg(a))
+                }
+            except (BadRequest, UnicodeDecodeError) as exc:
+                return self.fail(400, str(exc) if isinstance(exc, BadRequest) else "not UTF-8")
+            if not kind:
+                return self.fail(400, "missing ?kind=<figure kind>")
+            if not rel:
+                return self.fail(400, "missing ?store=<store folder relative to the server root>")
+            try:  # off the event loop: it walks the store's folder for links
+                path = await self.in_thread(resolve_store, self.root, rel)
+            except PathRefused as exc:
+                return self.fail(403, str(exc))
+            except NotAStore as exc:
+                return self.fail(404, str(exc))
+            root_real = Path(self.root).resolve()
+            rel = path.relative_to(root_real).as_posix()
+            if models:
+                params["models"] = models
+            try:
+                data = await self.in_thread(lambda: figure_reply(path, kind, fields, **params))
+            except FigureRequestError as exc:
+                return self.fail(exc.status, safe_message(str(exc), root_real))
+            except StoreError as exc:
+                msg = safe_message(str(exc), root_real)
+                return self.fail(422, f"cannot read the store: {rel}: {msg}")
+            except Exception:
+                self.log.exception("diffract: figure %s of %s", kind, rel)
+                return self.fail(500, f"cannot draw {kind!r} from {rel!r}: internal error")
+            self.reply({"kind": kind, "path": "" if rel == "." else rel, **data})
+
     kw = {"root": root}
     return [
         ("version", Version, kw),
@@ -305,6 +412,7 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
         ("store", OneStore, kw),
         ("field", Field, kw),
         ("esd", Esd, kw),
+        ("figure", Figure, kw),
     ]
 
 

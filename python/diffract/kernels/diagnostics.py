@@ -107,7 +107,7 @@ def vector_localization(weights, pl_num_spikes, slice_info):
     tail columns equal its. The bulk is mostly the M - r dimensional null space of X, whose
     eigenvectors are any orthonormal basis of it, set by the rounding noise: the
     ``*_bulk_*`` columns of a LoRA update are not a property of the matrix
-    (tests/test_peft_golden.py checks both). WeightWatcher 0.7.7 does not reproduce these
+    (tests/kernels/test_peft_golden.py checks both). WeightWatcher 0.7.7 does not reproduce these
     columns itself: two runs after the same ``np.random.seed`` differ by up to 0.22
     relative (benchmarks/ww_lora_vector_spread.py).
 

@@ -1,7 +1,9 @@
 """``scope.viz``: static Plotly figures from the scope's stored fields.
 
 Each figure is a function of :mod:`diffract.viz` taking the scope first; ``scope.viz.<name>``
-binds it. The figures module is a front end (it needs plotly), found by name on first use.
+binds it. Every other kind of the figure registry (:mod:`diffract.viz.registry`) is bound
+too, as ``diffract.viz.figure(scope, name, ...)``. The figures module is a front end (it
+needs plotly), found by name on first use.
 
 The published Diffract's figures (``box``, ``violin``, ``scatter``, ``heatmap``,
 ``sparkline`` / ``line``, ``grid``, ``bound_grid``, ``draw``) come from ``diffract.viz.api``;
@@ -34,9 +36,9 @@ class Viz(Namespace):
             return self._bind(getattr(frontend("diffract_figures"), name), name)
         figures = frontend("figures")
         if name not in figures.__all__:
-            raise AttributeError(
-                f"viz has no figure {name!r}; available: {sorted([*figures.__all__, *DIFFRACT_FIGURES])}"
-            )
+            if name in figures.registry.KINDS:
+                return self._bind(_kind_figure(figures, name), name)
+            raise AttributeError(f"viz has no figure {name!r}; available: {_names(figures)}")
         fn = getattr(figures, name)
         if name in _OURS:
             return self._dispatch(name, fn)
@@ -73,4 +75,19 @@ class Viz(Namespace):
         return any(not registry.has_field(a) for a in axes)
 
     def __dir__(self) -> list[str]:
-        return sorted([*frontend("figures").__all__, *DIFFRACT_FIGURES])
+        return _names(frontend("figures"))
+
+
+def _names(figures: Any) -> list[str]:
+    """Every figure name ``scope.viz`` answers to."""
+    return sorted({*figures.__all__, *DIFFRACT_FIGURES, *figures.registry.KINDS})
+
+
+def _kind_figure(figures: Any, name: str) -> Any:
+    """``figures.figure(scope, name, ...)`` for a kind that has no function of its own."""
+
+    def draw(scope: Any, *fields: str, **params: Any) -> Any:
+        return figures.figure(scope, name, fields or None, **params)
+
+    draw.__doc__ = f"The {name!r} figure: {figures.registry.KINDS[name].title}."
+    return draw

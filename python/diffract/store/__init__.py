@@ -7,7 +7,7 @@
 * ``hybrid``: metadata in SQLite, arrays in HDF5 files or a Zarr group.
 
 Every backend commits a :class:`Batch` atomically and passes the same conformance suite
-(``tests/test_store_conformance.py``). HDF5 and Zarr share one crash-safe segment log
+(``tests/store/test_store_conformance.py``). HDF5 and Zarr share one crash-safe segment log
 (:mod:`diffract.store.log`); backends are looked up by name in :mod:`diffract.store.registry`;
 :mod:`diffract.store.reader` summarises stores for the server, the CLI and panels. The
 backend classes (``HDF5Store``, ``ZarrStore``, ``SQLiteStore``, ``HybridStore``) are imported

@@ -18,9 +18,9 @@ import ipywidgets as ipw
 import plotly.graph_objects as go
 import traitlets
 
-from diffract import viz, viz_compare, viz_esd
+from diffract import viz
 from diffract._core.csv_cells import safe_cell
-from diffract.tracking.ledger import complete_scope
+from diffract.viz import registry
 from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
 
 
@@ -49,7 +49,8 @@ def _without_iri_grammar() -> Iterator[None]:
 with _without_iri_grammar():
     from plotly.graph_objects import FigureWidget
 
-KINDS = ("line", "bar", "heatmap", "esd", "scatter", "compare", "evolution")
+#: the figure kinds a panel draws (:data:`diffract.viz.registry.KINDS` offered to panels)
+KINDS = registry.panel_kinds()
 #: the image formats the plot toolbar's camera button downloads (Plotly's own download)
 IMAGE_FORMATS = ("png", "svg")
 _DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
@@ -162,40 +163,50 @@ class FieldPanel(ipw.VBox):
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
+        spec_kind = registry.kind(kind)
         fields = [fields] if isinstance(fields, str) else list(fields or [])
-        if kind == "scatter" and len(fields) != 2:
-            raise ValueError("a scatter panel needs two fields: fields=('x_field', 'y_field')")
-        if kind == "esd":
+        if spec_kind.fields == 2 and len(fields) != 2:
+            raise ValueError(f"a {kind} panel needs two fields: fields=('x_field', 'y_field')")
+        if spec_kind.slice:
             if not slice:
                 raise ValueError(
-                    "an esd panel needs slice=<uid or name> (and model_id= if the name is in several models)"
+                    f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} panel needs slice=<uid or "
+                    "name> (and model_id= if the name is in several models)"
                 )
-            fields = fields or ["esd"]
-        elif len(fields) < 1:
+            fields = fields or list(spec_kind.default_fields)
+        elif spec_kind.default_fields and not fields:
+            fields = list(spec_kind.default_fields)
+        if not spec_kind.slice and len(fields) < 1:
             raise ValueError(f"a {kind} panel needs a field, e.g. FieldPanel(session, 'pl_alpha')")
-        elif kind != "scatter" and len(fields) > 1:
+        if spec_kind.fields == 1 and len(fields) > 1:
             raise ValueError(f"a {kind} panel shows one field; make one panel per field")
         scope = _as_scope(source)
         for f in fields:
             scope.session.registry.producer(f)  # unknown field: clear error
         self.kind = kind
         self.fields = tuple(fields)
-        self.models = list(models) if models is not None else None
         self.slice = slice
         self.slice_model = model_id
         #: reference model for cross-model fields (e.g. drift from the first checkpoint)
         self.reference = reference
         self.source = scope
-        #: a compare panel's (a, b) and mode; an evolution panel's run
+        #: a compare panel's mode; an evolution panel's run (resolved by the kind)
         self.mode = mode
-        self.run: str | None = None
-        if kind == "compare":
-            if mode not in viz_compare.MODES:
-                raise ValueError(f"mode must be one of {viz_compare.MODES}, got {mode!r}")
-            self.models = list(viz_compare.compare_models(scope, models))
-            viz_compare.common_slices(scope, *self.models)
-        elif kind == "evolution":
-            self.run = viz_compare.pick_run(scope, run)
+        _, request = registry.check(
+            kind,
+            self.fields,
+            models=models,
+            slice=slice,
+            model_id=model_id,
+            reference=reference,
+            mode=mode,
+            run=run,
+        )
+        if spec_kind.prepare is not None:  # a compare's two models, an evolution's run
+            request = spec_kind.prepare(scope, request)
+        self.request = request
+        self.models = list(request.models) if request.models is not None else None
+        self.run: str | None = request.run
         self._reader = reader_scope(scope)
         self._lock = threading.Lock()
         self._last: float = 0.0
@@ -259,29 +270,7 @@ class FieldPanel(ipw.VBox):
         Returns:
             ``{"data": traces, "layout": layout}`` as plain dicts.
         """
-        r = self._reader
-        if self.kind == "compare":  # the other specs leave incomplete checkpoints out themselves
-            r = complete_scope(r, keep=[*(self.models or ()), *filter(None, [self.reference])])
-        if self.kind in ("line", "bar"):
-            return viz.layers_spec(
-                r, self.fields[0], models=self.models, kind=self.kind, reference=self.reference
-            )
-        if self.kind == "heatmap":
-            return viz.heatmap_spec(r, self.fields[0], models=self.models, reference=self.reference)
-        if self.kind == "scatter":
-            return viz.scatter_spec(
-                r, self.fields[0], self.fields[1], models=self.models, reference=self.reference
-            )
-        if self.kind == "compare":
-            return viz_compare.compare_spec(
-                r, self.fields[0], models=self.models, mode=self.mode, reference=self.reference
-            )
-        if self.kind == "evolution":
-            return viz_compare.evolution_spec(
-                r, self.fields[0], run=self.run, reference=self.reference
-            )
-        assert self.slice is not None  # checked in __init__
-        return viz_esd.esd_full_spec(r, self.slice, model_id=self.slice_model)
+        return registry.KINDS[self.kind].build(self._reader, self.request)
 
     # --- figure and export -----------------------------------------------------------------------
     def _new_figure(self, spec: dict[str, Any]) -> PanelFigure:
@@ -312,7 +301,7 @@ class FieldPanel(ipw.VBox):
         Returns:
             The field (or slice) and kind, e.g. ``pl_alpha-heatmap``, safe as a file name.
         """
-        what = self.slice if self.kind == "esd" else "-".join(self.fields)
+        what = self.slice if registry.KINDS[self.kind].slice else "-".join(self.fields)
         return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{what}-{self.kind}").strip("._") or "panel"
 
     def table(self) -> list[dict[str, Any]]:

@@ -1,0 +1,235 @@
+"""What every figure kind of :mod:`diffract.viz` shares: the neutral layout, hover text,
+value formatting, the rows a figure reads, the stored values of one slice, log-axis ticks and
+the one log-binned ESD histogram.
+
+Private to the package: its names are plain (no underscore) because the kind modules beside
+it use them; nothing outside ``diffract.viz`` imports this module.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from diffract._core.steps import incomplete_checkpoints
+
+if TYPE_CHECKING:
+    from diffract.session import Scope
+
+#: hover text shared by every per-parameter trace: model, name, type, value
+HOVER = "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>type: %{customdata[2]}<br>%{meta}: %{customdata[3]}<extra></extra>"
+
+#: a layout that reads on light and dark JupyterLab themes alike
+NEUTRAL_LAYOUT: dict[str, Any] = {
+    "paper_bgcolor": "rgba(0,0,0,0)",
+    "plot_bgcolor": "rgba(0,0,0,0)",
+    "font": {"color": "#7f7f7f", "size": 12},
+    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    "hovermode": "closest",
+    "legend": {"orientation": "h", "y": -0.2},
+}
+#: grid and axis line colours of every cartesian axis
+AXIS = {
+    "gridcolor": "rgba(128,128,128,0.25)",
+    "zerolinecolor": "rgba(128,128,128,0.4)",
+    "linecolor": "rgba(128,128,128,0.6)",
+}
+
+
+def fmt(v: Any) -> str:
+    """A value as hover text shows it (five significant digits, ``nan``)."""
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.5g}"
+    return str(v)
+
+
+def is_number(v: Any) -> bool:
+    """Whether ``v`` is a finite int or float (not a bool): a value a figure can place."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def plain(text: Any) -> str:
+    """``text`` for a Plotly string (hover, legend, title), which Plotly reads as a small
+    HTML subset (``<b>``, ``<br>``, ``<a href>``): model ids and layer names come from users
+    and checkpoint files, so ``&``, ``<`` and ``>`` are escaped and shown as typed."""
+    return html.escape(str(text), quote=False)
+
+
+def custom(r: dict[str, Any], v: Any) -> list[str]:
+    """The customdata of one per-parameter point: model, name, type, value (see :data:`HOVER`)."""
+    return [plain(r["model_id"]), plain(r["name"] or "(model)"), plain(r["type"]), fmt(v)]
+
+
+def layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]:
+    """The neutral layout with a title and two titled axes; ``xaxis`` / ``yaxis`` in ``extra``
+    update the axes, other keys are set as they are."""
+    out = dict(NEUTRAL_LAYOUT)
+    out["title"] = {"text": title}
+    out["xaxis"] = {"title": {"text": xtitle}, **AXIS}
+    out["yaxis"] = {"title": {"text": ytitle}, **AXIS}
+    for k, v in extra.items():
+        if k in ("xaxis", "yaxis"):
+            out[k].update(v)
+        else:
+            out[k] = v
+    return out
+
+
+def exponent_ticks(lo: float, hi: float) -> dict[str, Any]:
+    """Log-axis settings with ticks at the powers of ten spanning [lo, hi], labelled
+    ``10<sup>k</sup>`` (Plotly's own labels use SI prefixes: "10n", "1μ", "10k").
+
+    Every log axis of the ESD figures (:func:`diffract.viz.esd`, the live esd panel and
+    :func:`diffract.viz.esd_full`) takes its ticks from here.
+
+    Args:
+        lo: the smallest positive value on the axis.
+        hi: the largest value on the axis.
+
+    Returns:
+        Axis settings: ``type="log"``, ``tickvals``, ``ticktext`` and ``exponentformat="power"``.
+    """
+    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    step = max(1, math.ceil((k1 - k0 + 1) / 8))  # at most ~8 labels
+    ks = list(range(k0, k1 + 1, step))
+    return {
+        "type": "log",
+        "tickvals": [10.0**k for k in ks],
+        "ticktext": [f"10<sup>{k}</sup>" for k in ks],
+        "exponentformat": "power",
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# the ESD histogram (the one place it is computed)
+# ------------------------------------------------------------------------------------------
+
+
+def positive(values: Any) -> Any:
+    """The finite positive values of an array, flattened (what a log axis can show)."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float).ravel()
+    return v[np.isfinite(v) & (v > 0)]
+
+
+def log_edges(lo: float, hi: float, bins: int) -> Any:
+    """``bins`` log-spaced histogram bins from ``lo`` to ``hi`` (both kept exactly; a range
+    of one value is widened by 1%)."""
+    import numpy as np
+
+    if hi <= lo:
+        hi = lo * 1.01 + 1e-12
+    edges = np.logspace(np.log10(lo), np.log10(hi), bins + 1)
+    edges[0], edges[-1] = lo, hi  # logspace may round the ends inward and drop a value
+    return edges
+
+
+def log_histogram(values: Any, edges: Any) -> tuple[Any, Any]:
+    """The density of ``values`` over log-spaced ``edges``, at the bins' geometric centres.
+
+    Args:
+        values: positive eigenvalues (see :func:`positive`).
+        edges: bin edges (see :func:`log_edges`).
+
+    Returns:
+        ``(centers, density)`` of the non-empty bins; the density integrates to the fraction
+        of values inside the edges.
+    """
+    import numpy as np
+
+    counts, _ = np.histogram(values, bins=edges)
+    density = counts / (values.size * np.diff(edges))
+    centers = np.sqrt(edges[:-1] * edges[1:])
+    keep = counts > 0
+    return centers[keep], density[keep]
+
+
+# ------------------------------------------------------------------------------------------
+# what figures read
+# ------------------------------------------------------------------------------------------
+
+
+def field_rows(
+    scope: Scope,
+    *fields: str,
+    reference: str | None = None,
+    complete: bool = False,
+    keep: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """``scope.results.export_table(*fields)`` as rows, or ``[]`` while nothing is stored.
+
+    The reference model's own rows are left out when only cross fields are asked for (with
+    per-parameter fields they stay, their cross columns None).
+
+    Args:
+        scope: the session or scope to read.
+        *fields: the fields to export.
+        reference: the reference model, needed by cross-model fields.
+        complete: leave out the rows of incomplete checkpoints (a tracked step whose analysis
+            has not committed: in progress, or cut by a crash;
+            :func:`diffract._core.steps.incomplete_checkpoints`), as the panels do.
+        keep: model ids kept even when incomplete (the models a caller named); the
+            reference is always kept.
+
+    Returns:
+        One dict per slice (the ``"list"`` export format).
+    """
+    from diffract._errors import FieldNotComputedError
+
+    try:
+        rows = scope.results.export_table(*fields, export_format="list", reference=reference)
+    except FieldNotComputedError:
+        return []
+    if not complete:
+        return rows
+    # the export re-read the store: its state is the one the rows come from
+    hide = set(incomplete_checkpoints(scope.session.store)).difference(keep, [reference])
+    return [r for r in rows if r["model_id"] not in hide] if hide else rows
+
+
+def by_model(
+    rows: list[dict[str, Any]], field: str, models: list[str] | None
+) -> dict[str, list[dict[str, Any]]]:
+    """The rows holding a number for ``field``, grouped by model (only ``models`` when given)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if models is not None and r["model_id"] not in models:
+            continue
+        if not is_number(r.get(field)):
+            continue
+        out.setdefault(r["model_id"], []).append(r)
+    return out
+
+
+def find_slice(scope: Scope, key: str, model_id: str | None = None) -> Any:
+    """The slice of the scope with uid ``key``, or named ``key`` (in ``model_id``).
+
+    Args:
+        scope: the session or scope to look in.
+        key: a uid or a parameter name.
+        model_id: the model of a slice given by name.
+
+    Returns:
+        The slice's :class:`~diffract.SliceInfo`.
+    """
+    return scope.models.slice(key, model_id)
+
+
+def stored(scope: Scope, uid: str, field: str) -> Any:
+    """The stored value of ``field`` for the slice, or None when it is not stored."""
+    from diffract._errors import FieldNotComputedError, UnknownFieldError
+
+    try:
+        return scope.results.get(field, uid)
+    except (FieldNotComputedError, UnknownFieldError, KeyError):
+        return None
+
+
+def to_figure(spec: dict[str, Any]) -> Any:
+    """A ``plotly.graph_objects.Figure`` of a spec (Plotly is imported here, when drawn)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(spec)

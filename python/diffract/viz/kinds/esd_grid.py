@@ -1,0 +1,81 @@
+"""``esd_grid``: :mod:`~diffract.viz.kinds.esd_full` of many slices as a grid of panels."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from diffract._errors import InvalidArgumentError
+from diffract.viz._common import find_slice, stored
+from diffract.viz.kinds.esd_full import esd_full_spec
+
+if TYPE_CHECKING:
+    from diffract.session import Scope
+
+
+def esd_slices(scope: Scope, slices: list[str] | None) -> list[Any]:
+    """The slices named (uids or names), or every slice of the scope with a stored ``esd``."""
+    if slices is not None:
+        return [find_slice(scope, s) for s in slices]
+    return [s for s in scope.models.slices() if stored(scope, s.uid, "esd") is not None]
+
+
+def esd_grid_spec(
+    scope: Scope, slices: list[str] | None = None, *, cols: int = 3, bins: int = 40
+) -> dict[str, Any]:
+    """Traces and layout of :func:`diffract.viz.esd_grid`.
+
+    Args:
+        scope: the session or scope whose stored fields are drawn.
+        slices: uids (or names) to draw; default: every slice of the scope with a stored ESD.
+        cols: panels per row.
+        bins: histogram bins per panel.
+
+    Returns:
+        ``{"data": traces, "layout": layout}``; panel i's traces are on axes ``x{i+1}`` /
+        ``y{i+1}`` and its title is annotation i.
+
+    Raises:
+        InvalidArgumentError: ``cols`` is not a positive int.
+    """
+    if isinstance(cols, bool) or not isinstance(cols, int) or cols < 1:
+        raise InvalidArgumentError(f"esd_grid: cols must be a positive int, got {cols!r}")
+    chosen = esd_slices(scope, slices)
+    rows = max(1, math.ceil(len(chosen) / cols))
+    data: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {
+        "title": {"text": f"ESDs ({len(chosen)} slices)"},
+        "showlegend": False,
+        "annotations": [],
+        "height": 280 * rows + 80,
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+    }
+    gap = 0.06
+    for i, s in enumerate(chosen):
+        r, c = divmod(i, cols)
+        x0, x1 = c / cols + gap / 2, (c + 1) / cols - gap / 2
+        y1, y0 = 1 - r / rows - gap, 1 - (r + 1) / rows + gap / 2
+        panel = esd_full_spec(scope, s.uid, bins=bins)
+        n = "" if i == 0 else str(i + 1)
+        for t in panel["data"]:
+            data.append({**t, "xaxis": f"x{n}", "yaxis": f"y{n}"})
+        for axis, other, dom in (("x", "y", [x0, x1]), ("y", "x", [y0, y1])):
+            settings = dict(panel["layout"][f"{axis}axis"])
+            settings.pop("title", None)
+            layout[f"{axis}axis{n}"] = {**settings, "domain": dom, "anchor": f"{other}{n}"}
+        title = panel["layout"]["title"]["text"].removeprefix("ESD of ")
+        layout["annotations"].append(
+            {
+                "text": title,
+                "x": (x0 + x1) / 2,
+                "y": y1 + 0.01,
+                "xref": "paper",
+                "yref": "paper",
+                "showarrow": False,
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "font": {"size": 11},
+            }
+        )
+    return {"data": data, "layout": layout}
