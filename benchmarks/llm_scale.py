@@ -25,7 +25,11 @@
         [--compare PYTHONPATH] [--dir /tmp] [--folder PATH] [--keep]
 
 ``--profile`` runs ours once under cProfile and prints the top functions (cumulative and
-own time) instead of the comparison.
+own time) instead of the comparison. ``--per-matrix`` first times one random matrix of each
+shape (ours' ``matrix_svals`` vs the floor's Gram + ``eigvalsh``, one BLAS thread);
+``--compare PYTHONPATH`` adds ours from another source tree (before/after in one run);
+``--no-floor`` runs ours only; ``--folder`` reuses a folder built with ``--keep``.
+Figures and the exact commands: docs/benchmarks.md, "LLM scale".
 """
 
 from __future__ import annotations
