@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from diffract._core.config import list_profiles as list_profiles
     from diffract.edit import svd_sharpness as svd_sharpness, svd_smoothing as svd_smoothing
     from diffract.extract import ModelTree as ModelTree, register_extractor as register_extractor
+    from diffract.finetune import DiffResult as DiffResult, diff as diff
     from diffract.kernels.registry import kernel as kernel
     from diffract.kernels.spec import Kernel as Kernel
     from diffract.run.report import (
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         NonFiniteWeightsWarning as NonFiniteWeightsWarning,
         NothingToCompareWarning as NothingToCompareWarning,
         ProgressEvent as ProgressEvent,
+        ReusedOptionsWarning as ReusedOptionsWarning,
         RunReport as RunReport,
     )
     from diffract.session import Scope as Scope, Session as Session
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [  # the public names; dir(diffract) lists these (plus dunders and entry points)
     "ConfigError",
     "DependencyCycleError",
+    "DiffResult",
     "DiffractError",
     "DuplicateModelError",
     "ExtractionError",
@@ -82,6 +85,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "ParameterOverrides",
     "ParameterType",
     "ProgressEvent",
+    "ReusedOptionsWarning",
     "RunReport",
     "Scope",
     "Session",
@@ -93,6 +97,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "UnknownModelError",
     "UnknownOptionError",
     "combine",
+    "diff",
     "fields",
     "filter",
     "is_array",
@@ -129,6 +134,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "KernelFailureWarning": "diffract.run.report",
     "NonFiniteWeightsWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
+    "ReusedOptionsWarning": "diffract.run.report",
     "MissingValuesWarning": "diffract.session.outcomes",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
@@ -140,6 +146,8 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "upgrade_metadata_index": "diffract.session.diffract_compat",
     "svd_smoothing": "diffract.edit",  # model editing (WeightWatcher's SVDSmoothing)
     "svd_sharpness": "diffract.edit",
+    "diff": "diffract.finetune",  # fine-tune diff: base vs tuned, per layer
+    "DiffResult": "diffract.finetune",
 }
 
 

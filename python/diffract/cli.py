@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -108,6 +109,7 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 def cmd_analyze(args: argparse.Namespace) -> int:
     from diffract._core.config import check_workers
     from diffract.kernels.registry import default_registry
+    from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
 
     path = Path(args.path) if args.path else demo_model_path()
     model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
@@ -135,8 +137,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             scope = scope.filter(param_names=args.names)
         if args.types:
             scope = scope.filter(param_types=args.types)
+        if args.table == "ww":
+            return _print_ww_table(scope)
+        options = {"conventions": args.conventions} if args.conventions else {}
+        wanted = args.diagnose or args.traps or not (args.fields or args.no_diagnosis)
+        diag = diagnosis_fields(traps=args.traps) if wanted else ()
         report = scope.compute.apply(
-            *fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers
+            *fields,
+            *(f for f in diag if f not in fields),
+            progress=not args.quiet and sys.stderr.isatty(),
+            workers=args.workers,
+            **options,
         )
         print(str(report), file=sys.stderr)
         rows = scope.results.export_table(*fields, export_format="list")
@@ -145,6 +156,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for r in rows:
             r["shape"] = "x".join(str(d) for d in session.store.slice(r["uid"]).shape)
         print(format_table(rows, ["name", "type", "shape", *fields]))
+        if diag:
+            print("\n" + "\n".join(diagnosis_lines(scope) or ["diagnosis: nothing to diagnose"]))
         where = session.store.path or "memory"
         print(f"\n{len(rows)} layers; fields stored in {where}", file=sys.stderr)
     return 0
@@ -164,12 +177,12 @@ def default_model_id(path: Path) -> str:
     Returns:
         The model id.
     """
-    from diffract.extract._files import SUFFIXES  # the checkpoint files analyze can read
+    from diffract.extract import checkpoint_suffixes  # the checkpoint files analyze can read
 
     name = path.name
     if path.is_dir():
         return name
-    for suffix in SUFFIXES:
+    for suffix in checkpoint_suffixes():
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
@@ -281,6 +294,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from diffract.report import build_html
     from diffract.session import Session
     from diffract.store import atomic_write_text
+    from diffract.viz.kinds.diagnosis import diagnosis_fields
 
     if args.esds < 1:
         raise DiffractError(f"--esds must be a positive number, got {args.esds}")
@@ -313,7 +327,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         with Session(profile="ram") as session:
             slices = session.models.add(str(path), model_id=model_id)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
-            report = session.compute.apply(*fields, progress=False, workers=args.workers)
+            diag = [f for f in diagnosis_fields(traps=False) if f not in fields]
+            report = session.compute.apply(*fields, *diag, progress=False, workers=args.workers)
             print(str(report), file=sys.stderr)
             rows = _report_rows(session, fields)
             summary = f"{model_id}: {report} (analyzed in memory; nothing stored)"
@@ -329,6 +344,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.output)
     atomic_write_text(out, text)
     print(f"wrote {out} ({len(rows)} layers)", file=sys.stderr)
+    return 0
+
+
+def _print_ww_table(scope: Any) -> int:
+    """Print WeightWatcher 0.7.7's ``analyze()`` table of the scope's model (its columns,
+    its order; ``session.weightwatcher.analyze()``)."""
+    details = scope.weightwatcher.analyze()
+    rows = details.to_dict("records")
+    print(format_table(rows, list(details.columns)))
+    summary = scope.weightwatcher.get_summary(details)
+    print("\nget_summary(): " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()))
+    print(f"{len(rows)} layers (WeightWatcher's selection)", file=sys.stderr)
     return 0
 
 
@@ -364,8 +391,9 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from diffract._core.config import resolve
+    from diffract.store import BACKENDS
 
-    print(resolve(profile=args.profile_name).as_table())
+    print(resolve(profile=args.profile_name, backends=BACKENDS).as_table())
     return 0
 
 
@@ -418,6 +446,33 @@ def _backend_for(dst: str) -> str:
     if low.endswith((".sqlite", ".db")):
         return "sqlite"
     return "hdf5"
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """``diffract diff BASE TUNED``: what fine-tuning changed per layer; ``-o`` writes the
+    offline HTML report, ``--json`` prints the result as JSON."""
+    from diffract._core.jsonable import to_jsonable
+    from diffract.finetune import diff
+    from diffract.report import diff_report_html
+    from diffract.store import atomic_write_text
+
+    result = diff(
+        args.base,
+        args.tuned,
+        k=args.k,
+        low_rank_fraction=args.low_rank_fraction,
+        bulk_ks_max=args.bulk_ks_max,
+    )
+    if args.json:
+        print(json.dumps(to_jsonable(result.to_dict(), where="diff", other="str"), indent=1))
+    else:
+        print(result.text())
+        with_pd = result.table.drop(columns=["shape", "low_rank", "overlap_left", "overlap_right"])
+        print(with_pd.sort_values("change_rank").to_string(float_format="%.4g"))
+    if args.output:
+        atomic_write_text(Path(args.output), diff_report_html(result))
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -474,6 +529,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="also list slices where no field applies (biases, norms)"
     )
     a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.add_argument(
+        "--conventions",
+        choices=["weightwatcher", "diffract"],
+        default=None,
+        help="kernel-option preset of the run (default: DIFFRACT_CONVENTIONS, the project "
+        "file's conventions, else none)",
+    )
+    a.add_argument(
+        "--table",
+        choices=["fields", "ww"],
+        default="fields",
+        help="fields: one column per field (default); ww: WeightWatcher 0.7.7's analyze() "
+        "table and get_summary() (its column names and order; --fields is not used)",
+    )
+    a.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="print the diagnosis (docs/diagnosis.md) also with --fields (default: without)",
+    )
+    a.add_argument("--no-diagnosis", action="store_true", help="skip the diagnosis")
+    a.add_argument(
+        "--traps",
+        action="store_true",
+        help="also check correlation traps (a randomized ESD: a second SVD of every slice)",
+    )
     store_args(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -519,6 +599,30 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--json", action="store_true", help="print the description as JSON")
     ds.set_defaults(func=cmd_describe)
 
+    df = sub.add_parser(
+        "diff",
+        help="what fine-tuning changed per layer: base vs tuned (full or LoRA), as a table "
+        "and an offline HTML report",
+    )
+    df.add_argument("base", help="the base model: a checkpoint file or folder")
+    df.add_argument("tuned", help="the fine-tuned model (a PEFT adapter folder is merged)")
+    df.add_argument("-o", "--output", help="write the offline HTML report here")
+    df.add_argument("--json", action="store_true", help="print the result as JSON")
+    df.add_argument("--k", type=int, default=10, help="top singular vectors compared (10)")
+    df.add_argument(
+        "--low-rank-fraction",
+        type=float,
+        default=0.1,
+        help="largest signal rank of a low-rank update, share of min(m, n) (0.1)",
+    )
+    df.add_argument(
+        "--bulk-ks-max",
+        type=float,
+        default=0.05,
+        help="largest KS distance of a low-rank update's bulk to the MP law (0.05)",
+    )
+    df.set_defaults(func=cmd_diff)
+
     fl = sub.add_parser("fields", help="list every field a kernel can compute")
     fl.set_defaults(func=cmd_fields)
 
@@ -559,7 +663,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a closed pipe is seen below, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader stopped (``diffract fields | head``): what it read is what it wanted.
+        # Point stdout at /dev/null so the interpreter's last flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (DiffractError, FileNotFoundError, KeyError, ValueError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"diffract: error: {msg}", file=sys.stderr)

@@ -23,6 +23,9 @@ PUBLIC = {
     # sessions and scopes
     "Session",
     "Scope",
+    # fine-tune diff (docs/finetune-diff.md)
+    "diff",
+    "DiffResult",
     # identity
     "ParameterType",
     "SliceInfo",
@@ -48,6 +51,7 @@ PUBLIC = {
     "KernelFailureWarning",
     "NonFiniteWeightsWarning",
     "NothingToCompareWarning",
+    "ReusedOptionsWarning",
     "MissingValuesWarning",  # an export with fields that have no value somewhere (issue 18)
     # the published Diffract's top-level names (issue 14)
     "ParameterOverrides",

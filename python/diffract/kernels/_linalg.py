@@ -17,13 +17,13 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from diffract._core.threads import BLAS_LIMIT
 from diffract.kernels import _lapack
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -145,19 +145,13 @@ def float32_error_bound(lam: np.ndarray, m: int) -> np.ndarray:
 def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
     """Whether ``g - shift * I`` is (numerically) positive definite, i.e. lambda_min > shift
     (one Cholesky factorization, on a copy)."""
-    import scipy.linalg as sla
-
     h = g.copy()
     h.flat[:: h.shape[0] + 1] -= h.dtype.type(shift)
-    potrf = sla.get_lapack_funcs("potrf", (h,))
-    _, info = potrf(h, lower=True, overwrite_a=True, clean=False)
-    return info == 0
+    return _lapack.cholesky_lower(h) is not None
 
 
 def _eigvalsh_tridiagonal(d: np.ndarray, e: np.ndarray) -> np.ndarray:
-    import scipy.linalg as sla
-
-    return sla.eigvalsh_tridiagonal(d, e)
+    return _lapack.eigvalsh_tridiagonal(d, e)
 
 
 def _ritz_bounds(
@@ -298,17 +292,14 @@ def ritz_bottom(t64: np.ndarray, g64: np.ndarray, lam: np.ndarray, rtol: float):
     kk = int(np.searchsorted(lam, RITZ_SPAN * thr, side="right"))
     if m < RITZ_MIN_M or k == 0 or kk > RITZ_MAX_SHARE * m or float(lam[0]) <= 0.0:
         return None
-    import scipy.linalg as sla
-
     fro2 = float(np.trace(g64))
     mu = float(lam[kk]) - math.sqrt(t64.shape[0]) * EPS64 * fro2  # lambda_{kk+1}, from below
-    try:
-        chol = sla.cho_factor(g64, lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
+    chol = _lapack.cholesky_lower(g64)
+    if chol is None:
         return None
     x = np.random.default_rng(0x5EED).standard_normal((m, kk))
     for _ in range(RITZ_STEPS):
-        x, _ = np.linalg.qr(sla.cho_solve(chol, x, check_finite=False))
+        x, _ = np.linalg.qr(_lapack.cholesky_solve(chol, x))
     s = np.linalg.svd(t64 @ x, compute_uv=False)[::-1][:k]
     theta = s * s
     if not (mu > float(theta[-1]) > 0.0) or not np.all(theta > 0.0):
@@ -458,50 +449,6 @@ _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (pid, threads) -> kept
 _POOLS_LOCK = threading.Lock()
 
 
-class _SharedBlasLimit:
-    """BLAS limited to one thread while any holder needs it: the first hold applies the
-    limit, the last release restores the limits found then (counted, so that two runs whose
-    holds overlap, e.g. a tracker's and the user's, cannot leave the process limited by
-    restoring out of order). The controller is kept until a module is imported (a fresh
-    ``threadpool_limits`` scans the loaded libraries: ~10x the cost of a kept controller's
-    ``limit``; a library loaded since would not be limited)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holds = 0
-        self._limiter: Any = None
-        self._ctl: Any = None
-        self._modules = 0
-
-    def hold(self) -> None:
-        with self._lock:
-            if self._holds == 0:
-                modules = len(sys.modules)  # a module imported since may bring a BLAS
-                if self._ctl is None or modules != self._modules:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._ctl, self._modules = ThreadpoolController(), modules
-                self._limiter = self._ctl.limit(limits=1, user_api="blas")
-            self._holds += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._holds -= 1
-            if self._holds == 0 and self._limiter is not None:
-                self._limiter.restore_original_limits()
-                self._limiter = None
-
-    def __enter__(self) -> _SharedBlasLimit:
-        self.hold()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-_BLAS_LIMIT = _SharedBlasLimit()
-
-
 def _pool(threads: int) -> ThreadPoolExecutor:
     """A thread pool of ``threads`` workers kept for this process (a forked child gets its
     own), so the calls of a run do not start threads each time."""
@@ -538,11 +485,8 @@ class StreamedResults:
         nested = threading.current_thread().name.startswith("diffract-linalg")
         if threads <= 1 or len(items) <= 1 or nested:
             return  # made one by one as they are asked for
-        try:
-            _BLAS_LIMIT.hold()
-        except ImportError:  # pragma: no cover
-            return
-        self._limit = _BLAS_LIMIT
+        BLAS_LIMIT.hold()
+        self._limit = BLAS_LIMIT
         pool = _pool(threads)
         futures = {i: pool.submit(self._safe, items[i]) for i in order}  # started in order
         self._futures = [futures[i] for i in range(len(items))]

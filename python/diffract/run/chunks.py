@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from diffract._core.arrays import storable_error
 from diffract._core.slices import SliceInfo
-from diffract._core.threads import one_blas_thread
+from diffract._core.threads import BLAS_LIMIT
 from diffract.extract.references import reference_file
 from diffract.kernels.spec import Kernel, SliceNotApplicable
 from diffract.run.live import ChunkProgress, RunProgress
@@ -360,6 +360,12 @@ def make_chunks(slices: list[SliceInfo], budget: int, min_chunks: int = 1) -> li
     return chunks
 
 
+def requested_in(batch: Batch, explicit: set[str]) -> int:
+    """How many of ``batch``'s values were asked for (stored intermediates are not counted:
+    "computed" says what the user asked for)."""
+    return sum(1 for (_, o) in batch.fields if o in explicit)
+
+
 def planned_count(slices: Iterable[SliceInfo], plans: Plans, explicit: set[str]) -> int:
     """How many requested values the plans of ``slices`` would make."""
     return sum(1 for s in slices for k in plans[s.uid].kernels for o in k.outputs if o in explicit)
@@ -445,7 +451,7 @@ def compute_here(
         results = [run(chunk)]
     else:  # workers: parts of the chunk side by side, vectorized kernels included
         parts = [p for p in split_even(chunk, state.workers) if p]
-        with one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
+        with BLAS_LIMIT:  # N workers x N BLAS threads would oversubscribe the cores
             results = list(pool.map(run, parts))
     for calls in results:
         state.count(calls)
@@ -499,6 +505,10 @@ def chunk_batch(
                         if v.reason and o in explicit:
                             report.note_not_applicable(s.model_id, s.name, s.uid, v.reason)
                     elif error:
+                        report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
+                    elif isinstance(v, Failed) and o in state.averaged:
+                        # not asked for, but a requested model-level field averages over it
+                        error = f"{v.message} (left out of {', '.join(state.averaged[o])})"
                         report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
                     continue
                 batch.fields[(s.uid, o)] = normalise(v)
@@ -589,10 +599,10 @@ class LocalChunks:
         def commit_part(kept: set[tuple[str, str]]) -> int:
             batch = chunk_batch(state, chunk, plans, values, self.explicit, kept, final=False)
             state.store.commit(batch)
-            state.report.computed += len(batch.fields)
+            state.report.computed += requested_in(batch, self.explicit)
             return len(batch.fields)
 
-        live = self.live or RunProgress(state, [chunk], plans)
+        live = self.live or RunProgress(state, [chunk], plans, self.explicit)
         hooks = ChunkProgress(state, live, chunk, at, plans, commit_part)
         compute_here(state, chunk, plans, self.pool, hooks, state.cancel.is_set, prepared)
         return values, hooks.kept
@@ -726,9 +736,17 @@ def run_chunks(
     total = sum(len(c) for c in chunks)
     done = 0
     pending: deque[tuple[list[SliceInfo], Any]] = deque()
-    live = RunProgress(state, chunks, plans)
+    live = RunProgress(state, chunks, plans, explicit)
     runner.begin(live, explicit)
-    state.emit("start", 0, len(chunks), 0, total, steps_total=live.steps_total)
+    state.emit(
+        "start",
+        0,
+        len(chunks),
+        0,
+        total,
+        steps_total=live.steps_total,
+        values_total=live.values_total,
+    )
 
     def finish_one() -> None:
         nonlocal done
@@ -740,9 +758,10 @@ def run_chunks(
         kept = runner.kept(handle)
         if kept is None:  # a remote chunk: its steps end together
             live.steps_done += sum(len(plans[s.uid].kernels) for s in chunk)
+            live.values_done += sum(live.asked(k) for s in chunk for k in plans[s.uid].kernels)
         batch = chunk_batch(state, chunk, plans, values, explicit, kept)
         state.store.commit(batch)
-        report.computed += len(batch.fields)
+        report.computed += requested_in(batch, explicit)
         report.chunks += 1
         done += len(chunk)
         state.emit("chunk", report.chunks, len(chunks), done, total, **live.counts())
@@ -768,4 +787,11 @@ def run_chunks(
             finish_one()
     finally:
         runner.close()
-    state.emit("done", report.chunks, len(chunks), done, total, **{**live.counts(), "eta": None})
+    state.emit(
+        "done",
+        report.chunks,
+        len(chunks),
+        done,
+        total,
+        **{**live.counts(), "eta": None, "eta_low": None, "eta_high": None},
+    )
