@@ -399,10 +399,10 @@ def main() -> None:
             f"{o['apply']:.1f} s, export {o['export']:.2f} s; {o['wall'] / n_mat:.2f} s per matrix"
         )
     finally:
-        if not args.keep and not args.folder:
-            shutil.rmtree(scratch, ignore_errors=True)
-        elif args.keep:
+        if args.keep and not args.folder:
             print(f"kept {scratch}")
+        else:  # with --folder the scratch folder holds only the stores
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _r(v):
