@@ -598,11 +598,12 @@ class FieldPanel(anywidget.AnyWidget):
         return "".join(parts)
 
     def _static_bundle(self, display_id: str | None = None) -> dict[str, Any]:
-        """The static copies of the figure (Plotly JSON, HTML) for one output."""
+        """The static copy of the figure (Plotly JSON, HTML) for one output."""
         carries = display_id is not None and display_id == _PLOTLYJS_HOLDER.get("id")
         return {
             "application/vnd.plotly.v1+json": self.figure_dict(),
-            "text/html": self.snapshot_html(with_plotlyjs=carries),
+            "text/html": _HIDE_STATIC + self.snapshot_html(with_plotlyjs=carries),
+            "text/plain": f"<FieldPanel {self.file_stem()}: static copy, {self.n_values()} values>",
         }
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -611,8 +612,10 @@ class FieldPanel(anywidget.AnyWidget):
         )
 
     def _ipython_display_(self) -> None:
-        """Display the widget with its static copies under a display id, so that the copies
-        are updated to the panel's final state (after each cell; see :func:`_flush_static`)."""
+        """Display the widget, then its static copy under a display id: the copy is what a
+        front end without the widget's model shows (a saved notebook in a new kernel,
+        nbconvert), and it is updated to the panel's state after each cell
+        (:func:`_flush_static`). Where the widget draws, diffract's style hides the copy."""
         from IPython.display import display
 
         display_id = uuid.uuid4().hex
@@ -620,10 +623,10 @@ class FieldPanel(anywidget.AnyWidget):
         self._display_ids.append(display_id)
         _DISPLAYED.add(self)
         _hook_cells()
-        bundle = anywidget.AnyWidget._repr_mimebundle_(self)
-        data, meta = _with_static(bundle, self._static_bundle(display_id))
+        data, meta = _with_static(anywidget.AnyWidget._repr_mimebundle_(self), {})
+        display(data, metadata=meta, raw=True)
         self._static_sent = (self.figure_json, self.status_html)
-        display(data, metadata=meta, raw=True, display_id=display_id)
+        display(self._static_bundle(display_id), raw=True, display_id=display_id)
 
     def update_static(self) -> bool:
         """Bring the panel up to date with the store and, when its figure changed since its
@@ -640,11 +643,20 @@ class FieldPanel(anywidget.AnyWidget):
         from IPython.display import update_display
 
         self._static_sent = key
-        widget = anywidget.AnyWidget._repr_mimebundle_(self)
         for display_id in self._display_ids:
-            data, meta = _with_static(widget, self._static_bundle(display_id))
-            update_display(data, metadata=meta, raw=True, display_id=display_id)
+            update_display(self._static_bundle(display_id), raw=True, display_id=display_id)
         return True
+
+
+#: Hides a static copy where its panel's widget draws (the output before it holds a live
+#: ``.diffract-panel``), and the widget output's "model not found" where the copy stands in
+#: for it (a saved notebook in a new kernel). The same rules are in diffract's lab style.
+_HIDE_STATIC = (
+    "<style>.jp-OutputArea-child:has(.diffract-panel)+.jp-OutputArea-child{display:none}"
+    ".jp-OutputArea-child:has(>.jp-OutputArea-output[data-mime-type='application/"
+    "vnd.jupyter.widget-view+json']:not(:has(*))):has(+.jp-OutputArea-child "
+    ".diffract-snapshot){display:none}</style>"
+)
 
 
 #: the panels shown with a display id (their static copies follow them)
