@@ -42,7 +42,14 @@ function expectClose(actual: number[], expected: number[]): void {
   actual.forEach((v, i) => expect(Math.abs(v - expected[i])).toBeLessThanOrEqual(1e-9 * Math.max(1, Math.abs(expected[i]))));
 }
 
-test('Notebook 7: a FieldPanel draws its figure with the stored values', async ({ page, context, tmpPath, baseURL }) => {
+test('Notebook 7: a FieldPanel draws its figure with the stored values', async ({ page, context, tmpPath, baseURL, consoleGuard }) => {
+  // Seen with notebook 7.6.5 on JupyterLab 4.6.6 (installed beside the venv for this run): its
+  // shortcuts plugin reads the schema of a plugin whose settings load later, and the tree
+  // plugin then misses the file browser's command; neither involves diffract (its plugins
+  // activate: an error of theirs is not allowed here). Keyboard shortcuts are then off, so the
+  // cell runs from the toolbar's Run button.
+  consoleGuard.allow(/reading 'schema'/, 'notebook 7 shortcuts plugin: settings of a lazily loaded plugin (upstream)');
+  consoleGuard.allow(/Command 'filebrowser:open-path' not registered/, 'notebook 7 tree plugin without the file browser command (upstream)');
   const name = `${tmpPath}/panel_nb7.ipynb`;
   const nb = {
     nbformat: 4,
@@ -56,11 +63,18 @@ test('Notebook 7: a FieldPanel draws its figure with the stored values', async (
   await nb7.goto(`${baseURL}/notebooks/${name}?token=${token}`);
   const cell = nb7.locator('.jp-CodeCell').first();
   await expect(cell).toBeVisible({ timeout: 60000 });
-  await expect(nb7.locator('#jp-NotebookPanel, .jp-NotebookPanel').first()).toBeVisible();
-  await cell.locator('.jp-InputArea-editor').click();
-  await nb7.keyboard.press('Shift+Enter');
+  // the kernel is up (a cell run before would not be queued)
+  await expect(nb7.locator('.jp-Notebook-ExecutionIndicator').first()).toHaveAttribute('data-status', 'idle', { timeout: 90000 });
   const out = cell.locator('.jp-OutputArea');
-  await expect(out).toContainText('STORED', { timeout: 90000 });
+  // a run sent while the kernel's session still connects can be lost (seen on the loaded
+  // 2-core machine): run the cell again (it is idempotent) until its output comes
+  await expect(async () => {
+    if (!(await out.textContent())?.includes('STORED')) {
+      await cell.locator('.jp-InputArea-editor').click();
+      await nb7.locator('[data-command="notebook:run-cell"], [data-command="notebook:run-cell-and-select-next"]').first().click();
+    }
+    await expect(out).toContainText('STORED', { timeout: 30000 });
+  }).toPass({ timeout: 120000 });
   const stored = JSON.parse((await out.locator('pre', { hasText: 'STORED' }).textContent())!.trim().slice('STORED'.length));
   const y = await plottedY(cell.locator('.diffract-panel'));
   expectClose(y, stored);

@@ -424,7 +424,7 @@ class FieldPanel(anywidget.AnyWidget):
 
     def _status_text(self) -> str:
         what = {
-            "esd": self.slice,
+            "esd": str(self.slice),
             "scatter": " vs ".join(reversed(self.fields)),
             "compare": f"{self.fields[0]}: "
             + (" / " if self.mode == "ratio" else " - ").join(reversed(self.models or [])),
