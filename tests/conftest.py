@@ -25,13 +25,13 @@ TESTS = Path(__file__).resolve().parent
 #: the only skips a run may report: test node id (a prefix: parametrized cases included) ->
 #: why the skip is right on some machines. Any other skip fails the run.
 ALLOWED_SKIPS: dict[str, str] = {
-    "tests/run/test_runtime_edges.py::test_a_device_that_cannot_work_is_one_config_error_before_any_work": (
+    "tests/kernels/test_device_options.py::test_a_device_that_cannot_work_is_one_config_error_before_any_work": (
         "checks the error for a device this machine lacks; a machine with an accelerator has it"
     ),
-    "tests/run/test_runtime_edges.py::test_auto_device_falls_back_to_the_cpu": (
+    "tests/kernels/test_device_options.py::test_auto_device_falls_back_to_the_cpu": (
         "checks the CPU fallback; on a machine with an accelerator the fallback is not taken"
     ),
-    "tests/run/test_runtime_edges.py::test_svd_device_cuda_without_a_gpu_is_one_config_error": (
+    "tests/kernels/test_device_options.py::test_svd_device_cuda_without_a_gpu_is_one_config_error": (
         "checks the error when CUDA is asked for without a GPU; a CUDA machine has one"
     ),
 }

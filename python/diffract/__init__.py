@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         NonFiniteWeightsWarning as NonFiniteWeightsWarning,
         NothingToCompareWarning as NothingToCompareWarning,
         ProgressEvent as ProgressEvent,
+        ReusedOptionsWarning as ReusedOptionsWarning,
         RunReport as RunReport,
     )
     from diffract.session import Scope as Scope, Session as Session
@@ -82,6 +83,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "ParameterOverrides",
     "ParameterType",
     "ProgressEvent",
+    "ReusedOptionsWarning",
     "RunReport",
     "Scope",
     "Session",
@@ -129,6 +131,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "KernelFailureWarning": "diffract.run.report",
     "NonFiniteWeightsWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
+    "ReusedOptionsWarning": "diffract.run.report",
     "MissingValuesWarning": "diffract.session.outcomes",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",

@@ -135,8 +135,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             scope = scope.filter(param_names=args.names)
         if args.types:
             scope = scope.filter(param_types=args.types)
+        if args.table == "ww":
+            return _print_ww_table(scope)
+        options = {"conventions": args.conventions} if args.conventions else {}
         report = scope.compute.apply(
-            *fields, progress=not args.quiet and sys.stderr.isatty(), workers=args.workers
+            *fields,
+            progress=not args.quiet and sys.stderr.isatty(),
+            workers=args.workers,
+            **options,
         )
         print(str(report), file=sys.stderr)
         rows = scope.results.export_table(*fields, export_format="list")
@@ -164,12 +170,12 @@ def default_model_id(path: Path) -> str:
     Returns:
         The model id.
     """
-    from diffract.extract._files import SUFFIXES  # the checkpoint files analyze can read
+    from diffract.extract import checkpoint_suffixes  # the checkpoint files analyze can read
 
     name = path.name
     if path.is_dir():
         return name
-    for suffix in SUFFIXES:
+    for suffix in checkpoint_suffixes():
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
@@ -332,6 +338,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_ww_table(scope: Any) -> int:
+    """Print WeightWatcher 0.7.7's ``analyze()`` table of the scope's model (its columns,
+    its order; ``session.weightwatcher.analyze()``)."""
+    details = scope.weightwatcher.analyze()
+    rows = details.to_dict("records")
+    print(format_table(rows, list(details.columns)))
+    summary = scope.weightwatcher.get_summary(details)
+    print("\nget_summary(): " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()))
+    print(f"{len(rows)} layers (WeightWatcher's selection)", file=sys.stderr)
+    return 0
+
+
 def _detect(path: str) -> str:
     from diffract.store import detect_backend
 
@@ -364,8 +382,9 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from diffract._core.config import resolve
+    from diffract.store import BACKENDS
 
-    print(resolve(profile=args.profile_name).as_table())
+    print(resolve(profile=args.profile_name, backends=BACKENDS).as_table())
     return 0
 
 
@@ -474,6 +493,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="also list slices where no field applies (biases, norms)"
     )
     a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.add_argument(
+        "--conventions",
+        choices=["weightwatcher", "diffract"],
+        default=None,
+        help="kernel-option preset of the run (default: DIFFRACT_CONVENTIONS, the project "
+        "file's conventions, else none)",
+    )
+    a.add_argument(
+        "--table",
+        choices=["fields", "ww"],
+        default="fields",
+        help="fields: one column per field (default); ww: WeightWatcher 0.7.7's analyze() "
+        "table and get_summary() (its column names and order; --fields is not used)",
+    )
     store_args(a)
     a.set_defaults(func=cmd_analyze)
 

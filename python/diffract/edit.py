@@ -38,7 +38,7 @@ from diffract._errors import InvalidArgumentError
 from diffract.extract import extract
 
 #: the ways :func:`svd_smoothing` chooses how many components to keep (WeightWatcher's names)
-SMOOTHING_METHODS = ("svd", "detx", "rmt")
+SMOOTHING_METHODS = ("svd", "detx", "rmt", "alpha_min")
 
 # --------------------------------------------------------------------------------------
 # matrices
@@ -98,12 +98,22 @@ def _detx_count(lam: np.ndarray) -> int:
     return int(detx(lam, 0)[0])
 
 
+def _pl_spikes(lam: np.ndarray) -> int:
+    """The power-law tail's size (eigenvalues >= the fitted xmin; WeightWatcher's
+    ``num_pl_spikes``), with the kernel's default fit; scale-free like the other counts."""
+    from diffract.kernels.fits import _pl_fit
+
+    return int(_pl_fit(lam, 1.0, "ww", 1e-5)[5])
+
+
 def _smooth_count(method: str, percent: float) -> Callable[[list[np.ndarray]], int]:
     def count(mats: list[np.ndarray]) -> int:
         m = min(mats[0].shape)
         if method == "svd":
             return int(percent * m * len(mats))
         lam = _esd(mats)
+        if method == "alpha_min":
+            return _pl_spikes(lam)
         return _detx_count(lam) if method == "detx" else _mp_spikes(lam, mats[0])
 
     return count
@@ -229,7 +239,8 @@ def svd_smoothing(
         method: how many components to keep: ``"svd"`` (``percent`` of them), ``"detx"`` (the
             det X = 1 tail, WeightWatcher's default and our ``detx_num_spikes``) or ``"rmt"``
             (the spikes above WeightWatcher's fitted Marchenko-Pastur bulk,
-            ``mp_fit_num_spikes``).
+            ``mp_fit_num_spikes``) or ``"alpha_min"`` (the power-law tail, the eigenvalues
+            from the fitted xmin up: ``pl_num_spikes``, WeightWatcher's ``method="alpha_min"``).
         filter_spec: which leaves are weight slices, as for :func:`diffract.extract.extract`.
 
     Returns:

@@ -205,6 +205,7 @@ class DiffractMagics(Magics):
 
     def _cmd_open(self, args: argparse.Namespace) -> Any:
         from diffract._core.config import resolve
+        from diffract.store import BACKENDS
 
         old = self.session
         kept = (
@@ -216,7 +217,7 @@ class DiffractMagics(Magics):
         try:
             with warnings.catch_warnings():  # Session(...) below warns once, if need be
                 warnings.simplefilter("ignore")
-                cfg = resolve(profile=args.profile, path=args.path)
+                cfg = resolve(profile=args.profile, path=args.path, backends=BACKENDS)
         except Exception as exc:
             raise UsageError(f"%diffract open: {type(exc).__name__}: {exc}{kept}") from None
         if not args.readonly:
@@ -417,28 +418,14 @@ def _string_literal(text: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_CHECKPOINT_SUFFIXES = (
-    ".safetensors",
-    ".npz",
-    ".npy",
-    ".pt",
-    ".pth",
-    ".bin",
-    ".ckpt",
-    ".h5",
-    ".keras",
-    ".msgpack",
-    ".gguf",
-    ".onnx",
-)
-
-
 def _looks_like_path(text: str) -> bool:
+    from diffract.extract import checkpoint_suffixes  # the files models.add reads
+
     return (
         "/" in text
         or os.sep in text
         or text.startswith(("~", "."))
-        or text.lower().endswith(_CHECKPOINT_SUFFIXES)
+        or text.lower().endswith(checkpoint_suffixes())
     )
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+
+from diffract import ParameterOverrides, Session
+from diffract.viz import DEFAULT_THEME
 from diffract.viz.data import FieldRef, Ordering, OrderMode
 from diffract.viz.plots import (
     BoxPlot,
@@ -17,9 +20,6 @@ from diffract.viz.plots import (
 )
 from diffract.viz.plots.subplots import GridAxisBind
 from diffract.viz.styling import DARK_THEME, LayoutStyle, Theme
-
-from diffract import ParameterOverrides, Session
-from diffract.viz import DEFAULT_THEME
 
 CONFIG = """
 plot:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from diffract import ConfigError, Session
-from diffract._core.config import resolve
+from diffract._core.config import PROFILES, resolve
 from diffract.cli import main
+from diffract.store import BACKENDS
 
 
 def test_defaults_are_the_local_profile(tmp_path):
@@ -57,7 +60,26 @@ def test_custom_profiles_in_pyproject(tmp_path):
 def test_bad_configuration_names_what_is_valid(tmp_path, toml, message):
     (tmp_path / "diffract.toml").write_text(toml)
     with pytest.raises(ConfigError, match=message):
-        resolve(cwd=tmp_path, env={})
+        resolve(cwd=tmp_path, env={}, backends=BACKENDS)
+
+
+def test_backends_are_the_store_registrys(in_tmp, no_diffract_env):
+    """The store's registry is the one list of backends: the configuration checks against it
+    (Session passes it), and every built-in profile opens a registered backend."""
+    assert {backend for backend, _ in PROFILES.values()} <= set(BACKENDS)
+    assert set(BACKENDS) <= set(PROFILES)  # each backend has a built-in profile of its name
+    (in_tmp / "diffract.toml").write_text('backend = "mongodb"\n')
+    valid = re.escape(str(list(BACKENDS)))
+    with pytest.raises(
+        ConfigError, match=rf"invalid backend='mongodb' \(valid backends are {valid}"
+    ):
+        Session()
+    cfg = in_tmp / "diffract.ini"
+    cfg.write_text("[storage]\nbackend = mongodb\n")
+    with pytest.raises(
+        ConfigError, match=rf"invalid \[storage\] backend='mongodb'; valid: {valid}"
+    ):
+        Session(config_path=cfg)
 
 
 def test_broken_toml_names_the_file(tmp_path):

@@ -48,6 +48,7 @@ PUBLIC = {
     "KernelFailureWarning",
     "NonFiniteWeightsWarning",
     "NothingToCompareWarning",
+    "ReusedOptionsWarning",
     "MissingValuesWarning",  # an export with fields that have no value somewhere (issue 18)
     # the published Diffract's top-level names (issue 14)
     "ParameterOverrides",

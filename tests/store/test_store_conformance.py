@@ -10,9 +10,10 @@ import pytest
 from _store_helpers import make_slices
 from diffract import Session, StoreError
 from diffract._core.slices import make_uid
-from diffract.store import Batch, LRUCache, open_backend, open_path
+from diffract.store import BACKENDS as REGISTERED, Batch, LRUCache, open_backend, open_path
 
-BACKENDS = ["ram", "hdf5", "sqlite", "zarr", "zarr-memory", "hybrid", "hybrid-zarr"]
+#: every registered backend, plus Zarr in memory and a hybrid store keeping its arrays in Zarr
+BACKENDS = [*REGISTERED, "zarr-memory", "hybrid-zarr"]
 PERSISTENT = [b for b in BACKENDS if b not in ("ram", "zarr-memory")]
 
 

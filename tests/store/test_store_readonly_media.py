@@ -15,11 +15,17 @@ import subprocess
 import sys
 import textwrap
 
+from diffract.store import BACKENDS
+
+#: the backends that keep a store on disk (the registry's, but ram)
+DISK = [b for b in BACKENDS if b != "ram"]
+
 CHILD = textwrap.dedent(
     """
     import json, os, subprocess, sys
     import numpy as np
-    from diffract.store import Batch, open_backend
+    from diffract.store import BACKENDS, Batch, open_backend
+    DISK = [b for b in BACKENDS if b != "ram"]
 
     mount = sys.argv[1]
     os.makedirs(mount, exist_ok=True)
@@ -34,7 +40,7 @@ CHILD = textwrap.dedent(
                             fields={("u0@m", "s"): 1.5, ("u0@m", "a"): np.arange(6.0)}))
             return st
 
-        for b in ("hdf5", "sqlite", "zarr", "hybrid"):
+        for b in DISK:
             fill(b, path(b, "closed")).close()
         # writers killed before closing: their SQLite logs (and indexes) are left behind
         for b in ("sqlite", "hybrid"):
@@ -56,7 +62,7 @@ CHILD = textwrap.dedent(
         os.unlink(path("sqlite", "noshm") + "-shm")
         subprocess.run(["mount", "-o", "remount,ro", mount], check=True)
         out = {}
-        for b, tag in [*((b, "closed") for b in ("hdf5", "sqlite", "zarr", "hybrid")),
+        for b, tag in [*((b, "closed") for b in DISK),
                        ("sqlite", "killed"), ("hybrid", "killed"), ("sqlite", "noshm")]:
             rec = {}
             try:
@@ -73,7 +79,7 @@ CHILD = textwrap.dedent(
                 rec["write_error"] = [type(e).__name__, isinstance(e, OSError),
                                       getattr(e, "errno", None), str(e)]
             out[f"{b}-{tag}"] = rec
-        for b in ("hdf5", "sqlite", "zarr", "hybrid"):  # a new store there
+        for b in DISK:  # a new store there
             try:
                 open_backend(b, path(b, "new"))
                 out[f"{b}-new"] = "created"
@@ -101,7 +107,7 @@ def test_stores_on_read_only_media_open_for_reading_and_refuse_writers_by_name(t
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert lines, r.stderr[-3000:]
     out = json.loads(lines[-1])
-    for b in ("hdf5", "sqlite", "zarr", "hybrid"):
+    for b in DISK:
         kind, code, msg = out.pop(f"{b}-new")
         assert kind == "StoreError" and code == errno.EROFS, (b, msg)
         assert msg.startswith(f"cannot create a store at {tmp_path / 'media'}/{b}-new"), msg

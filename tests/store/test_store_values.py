@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from diffract.store import Batch, open_backend
+from diffract.store import BACKENDS, Batch, open_backend
 from diffract.store._codec import decode, encode
 from diffract.store._copy import copy_store
-
-BACKENDS = ["ram", "hdf5", "sqlite", "zarr", "hybrid"]
 
 values = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63),

@@ -19,10 +19,8 @@ import diffract
 from diffract import Session
 from diffract._core.arrays import storable_error
 from diffract.kernels import default_registry
-from diffract.store import Batch, open_backend
+from diffract.store import BACKENDS, Batch, open_backend
 from diffract.store._copy import copy_store
-
-BACKENDS = ["ram", "hdf5", "sqlite", "zarr", "hybrid"]
 
 scalars = st.complex_numbers(allow_nan=True, allow_infinity=True)
 arrays = st.builds(

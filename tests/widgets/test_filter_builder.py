@@ -10,8 +10,9 @@ import pytest
 
 from _ui_helpers import mlp
 from diffract import Session
+from diffract.extract import natural_key
 from diffract.widgets import FilterBuilder
-from diffract.widgets.filter_help import natural_key, sort_slices
+from diffract.widgets.filter_help import sort_slices
 
 
 @pytest.fixture(scope="module")
@@ -116,5 +117,9 @@ def test_copied_code_selects_the_same_slices(big):
 
 def test_natural_key_and_sort_helpers():
     assert sorted(["b10", "b9", "a"], key=natural_key) == ["a", "b9", "b10"]
+    names = ["B2", "a10", "a9", "10", "9a"]
+    assert sorted(names, key=natural_key) == ["9a", "10", "B2", "a9", "a10"]  # as extraction
+    folded = sorted(names, key=lambda n: natural_key(n, fold_case=True))  # the preview's columns
+    assert folded == ["9a", "10", "a9", "a10", "B2"]
     with pytest.raises(ValueError, match="unknown sort column 'x'"):
         sort_slices([], "x")

@@ -1,4 +1,4 @@
-"""The wire contract is the same on both sides: ``_widget_wire.py`` TypedDicts, the TS
+"""The wire contract is the same on both sides: ``_core/wire.py`` TypedDicts, the TS
 interfaces in ``js/shared/wire.ts``, the widgets' synced traits and the server's answers."""
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Precedence, lowest to highest:
 1. the profile's defaults (built-in, or a ``[profiles.NAME]`` table of the project file);
 2. top-level keys of the project file: ``diffract.toml`` in the working folder, else
    ``[tool.diffract]`` in ``pyproject.toml``;
-3. environment variables ``DIFFRACT_<KEY>`` (``DIFFRACT_PROFILE``, ``DIFFRACT_PATH``, ...);
+3. environment variables ``DIFFRACT_<KEY>`` (``DIFFRACT_PROFILE``, ``DIFFRACT_PATH``,
+   ``DIFFRACT_CONVENTIONS``, ...);
 4. arguments given to ``Session(...)`` (or the command line).
 
 The profile itself is chosen by the same precedence (argument, then ``DIFFRACT_PROFILE``,
@@ -26,6 +27,7 @@ import numbers
 import os
 import re
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,9 +37,9 @@ import tomllib
 
 from diffract._errors import ConfigError
 
-BACKENDS = ("ram", "hdf5", "sqlite", "zarr", "hybrid")
-
-#: built-in profiles: name -> (backend, default path relative to the working folder)
+#: built-in profiles: name -> (backend, default path relative to the working folder). The
+#: backends themselves are listed once, by the store's registry (diffract.store.BACKENDS),
+#: which sits above this module: callers that check a backend name pass that list in.
 PROFILES: dict[str, tuple[str, str | None]] = {
     "ram": ("ram", None),
     "local": ("hdf5", ".diffract"),
@@ -50,7 +52,7 @@ PROFILES: dict[str, tuple[str, str | None]] = {
 
 KEYS: dict[str, str] = {
     "profile": "name of a built-in or project profile",
-    "backend": f"one of {', '.join(BACKENDS)}",
+    "backend": "a store backend: one of diffract.store.BACKENDS",
     "path": "store folder, file or fsspec URL",
     "arrays": "where a hybrid store keeps arrays: hdf5 or zarr",
     "cache": "none, lru, or a redis:// URL",
@@ -58,7 +60,10 @@ KEYS: dict[str, str] = {
     "memory_budget": "memory one run may hold, e.g. '2GB'",
     "workers": "threads across slices (int >= 1)",
     "lock_timeout": "seconds to wait for another writer (float >= 0)",
+    "conventions": "kernel-option preset of every run: weightwatcher or diffract",
 }
+#: the convention presets a setting may name (diffract.kernels.conventions.CONVENTIONS)
+CONVENTION_NAMES = ("weightwatcher", "diffract")
 PROFILE_KEYS = tuple(k for k in KEYS if k != "profile")
 
 
@@ -126,15 +131,16 @@ def _check_keys(data: dict[str, Any], where: str, allowed: tuple[str, ...]) -> N
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys are {list(allowed)}")
 
 
-def _validate(key: str, value: Any, where: str) -> Any:
-
+def _validate(key: str, value: Any, where: str, backends: Collection[str] | None = None) -> Any:
     if value is None:
         return None
     try:
-        if key == "backend" and value not in BACKENDS:
-            raise ValueError(f"valid backends are {list(BACKENDS)}")
+        if key == "backend" and backends is not None and value not in backends:
+            raise ValueError(f"valid backends are {list(backends)}")
         if key == "arrays" and value not in ("hdf5", "zarr"):
             raise ValueError("valid values are ['hdf5', 'zarr']")
+        if key == "conventions" and value not in CONVENTION_NAMES:
+            raise ValueError(f"valid conventions are {list(CONVENTION_NAMES)}")
         if key == "cache" and not (
             value in ("none", "lru") or str(value).startswith(("redis://", "rediss://", "unix://"))
         ):
@@ -190,12 +196,18 @@ def _profile_layers(
 
 
 def resolve(
-    cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None, **explicit: Any
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    backends: Collection[str] | None = None,
+    **explicit: Any,
 ) -> ResolvedConfig:
     """The configuration in force for ``Session(**explicit)`` run in ``cwd``.
 
     ``explicit`` holds the arguments; a value of ``None`` means "not given" (as ``Session``
-    passes them). Empty ``DIFFRACT_*`` environment variables count as unset.
+    passes them). Empty ``DIFFRACT_*`` environment variables count as unset. ``backends``:
+    the valid backend names (``diffract.store.BACKENDS``, which Session, the CLI and the
+    magics pass); without it the backend is checked when its store opens.
     """
     cwd = Path(cwd or os.getcwd())
     env = dict(os.environ if env is None else env)
@@ -280,7 +292,7 @@ def resolve(
         for src, data in layers:
             if data.get(key) is not None:
                 value, source = data[key], src
-        out.values[key] = _validate(key, value, source)
+        out.values[key] = _validate(key, value, source, backends)
         out.sources[key] = source
     if out.values["backend"] == "ram":
         if explicit.get("path") is not None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from diffract._core.config import BACKENDS, PROFILES, check_workers
+from diffract._core.config import PROFILES, check_workers
 from diffract._errors import ConfigError
 
 _ANY = "*"
@@ -270,6 +271,8 @@ def settings_from_file(
     path: str | os.PathLike[str],
     cwd: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,
+    *,
+    backends: Collection[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Our ``Session`` settings for a Diffract configuration file, and the extras.
 
@@ -277,6 +280,8 @@ def settings_from_file(
         path: the file (see :func:`read_config_file`).
         cwd: the folder relative store paths are taken from (default: the working folder).
         env: the environment for ``${VAR}``.
+        backends: the valid backend names (``diffract.store.BACKENDS``, the store's registry);
+            without it the backend is checked when its store opens.
 
     Returns:
         ``(settings, extras)``: ``settings`` holds keys of :data:`KEYS` (``backend``,
@@ -295,9 +300,9 @@ def settings_from_file(
 
     settings: dict[str, Any] = {}
     backend = get("storage", "backend") or "ram"  # INI "none" reads as None
-    if backend not in BACKENDS:
+    if backends is not None and backend not in backends:
         raise ConfigError(
-            f"{where}: invalid [storage] backend={backend!r}; valid: {list(BACKENDS)}"
+            f"{where}: invalid [storage] backend={backend!r}; valid: {list(backends)}"
         )
     settings["backend"] = backend
     if backend == "hybrid":

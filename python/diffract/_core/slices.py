@@ -17,7 +17,7 @@ _TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 class ParameterType(enum.IntFlag, boundary=enum.KEEP):
     """The kind of a weight slice: built-in (dense, embedding, conv, norm, bias, other,
-    and ``UNKNOWN``) or custom (``ParameterType.from_string("attention")``).
+    recurrent, and ``UNKNOWN``) or custom (``ParameterType.from_string("attention")``).
 
     An ``enum.IntFlag``, as Diffract's: ``UNKNOWN`` is 0, ``DENSE`` 1, the others the next
     bits; a custom type gets the next free bit when it is first named (in this process:
@@ -39,6 +39,9 @@ class ParameterType(enum.IntFlag, boundary=enum.KEEP):
     NORM = 8
     BIAS = 16
     OTHER = 32
+    #: the input, hidden and projection matrices of an RNN, LSTM or GRU (analyzed like dense
+    #: matrices; WeightWatcher's layer selection leaves them out, as WeightWatcher does)
+    RECURRENT = 64
 
     @classmethod
     def from_string(cls, value: str | ParameterType) -> ParameterType:
@@ -93,9 +96,9 @@ class ParameterType(enum.IntFlag, boundary=enum.KEEP):
         """The built-in types detected by the extractors, in a fixed order.
 
         Returns:
-            DENSE, EMBEDDING, CONV, NORM, BIAS, OTHER.
+            DENSE, EMBEDDING, CONV, NORM, BIAS, OTHER, RECURRENT.
         """
-        return (cls.DENSE, cls.EMBEDDING, cls.CONV, cls.NORM, cls.BIAS, cls.OTHER)
+        return (cls.DENSE, cls.EMBEDDING, cls.CONV, cls.NORM, cls.BIAS, cls.OTHER, cls.RECURRENT)
 
     @classmethod
     def known(cls) -> tuple[ParameterType, ...]:
@@ -291,17 +294,52 @@ _NORM_WORDS = re.compile(
 _EMBED_WORDS = re.compile(r"(embed|(^|[._/])(emb|wte|wpe|tok_emb|pos_emb|lookup)([._/]|$))", re.I)
 _BIAS_WORDS = re.compile(r"(^|[._/])bias$", re.I)
 _CONV_WORDS = re.compile(r"(^|[._/])conv", re.I)
+#: PyTorch's RNN/LSTM/GRU (and cell) parameter names: ``weight_ih_l0``, ``weight_hh_l1_reverse``,
+#: ``weight_hr_l0`` (LSTM projection), ``bias_ih_l0``; cells drop the ``_l<k>`` part
+_RECURRENT_LEAF = re.compile(r"(^|[._/])(weight|bias)_(ih|hh|hr)(_l\d+)?(_reverse)?$")
+#: Flax Linen's automatic names of its recurrent cells (``OptimizedLSTMCell_0``, ``GRUCell_1``)
+#: and ``nn.RNN``'s ``cell`` under an ``RNN_<k>`` or ``Bidirectional_<k>`` scope
+_LINEN_RECURRENT = re.compile(
+    r"(^|[._/])((Optimized)?LSTMCell|GRUCell|MGUCell|SimpleCell|ConvLSTMCell)_\d+[._/]"
+    r"|(^|[._/])(RNN|Bidirectional)_\d+[._/](\w+[._/])*cell[._/]"
+)
+
+
+def recurrent_name_type(name: str) -> ParameterType | None:
+    """RECURRENT for a recurrent weight named as PyTorch or Flax Linen names them, BIAS for a
+    PyTorch RNN bias (``bias_ih_l0``), else None.
+
+    Args:
+        name: the dotted parameter name.
+
+    Returns:
+        The type, or None when the name is not a recurrent layer's.
+    """
+    leaf = _RECURRENT_LEAF.search(name)
+    if leaf is not None:
+        return ParameterType.BIAS if leaf.group(2) == "bias" else ParameterType.RECURRENT
+    if _LINEN_RECURRENT.search(name):
+        if _BIAS_WORDS.search(name):
+            return ParameterType.BIAS
+        return ParameterType.RECURRENT
+    return None
 
 
 def infer_type(name: str, shape: tuple[int, ...]) -> ParameterType:
     """Documented name/shape rules, applied in this order:
 
+    0. a recurrent weight's name (PyTorch's ``weight_ih_l0``/``weight_hh_l0[_reverse]``/
+       ``weight_hr_l0``, a Flax Linen cell's ``LSTMCell_0.*``) -> RECURRENT, its
+       ``bias_ih_l0``/``bias_hh_l0`` -> BIAS;
     1. a name ending in ``bias`` -> BIAS;
     2. a name with ``norm``/``ln``/``bn``/``scale`` components -> NORM;
     3. a name containing ``embed``, or with an ``emb``/``wte``/``wpe`` component -> EMBEDDING;
     4. ndim >= 3, or a name component starting with ``conv`` -> CONV;
     5. ndim == 2 -> DENSE; otherwise OTHER.
     """
+    recurrent = recurrent_name_type(name)
+    if recurrent is not None and (recurrent is ParameterType.BIAS or len(shape) >= 2):
+        return recurrent
     if _BIAS_WORDS.search(name):
         return ParameterType.BIAS
     if _NORM_WORDS.search(name):

@@ -207,6 +207,14 @@ def _builtin() -> list[Extractor]:
     ]
 
 
+def checkpoint_suffixes() -> tuple[str, ...]:
+    """The suffixes of the checkpoint files ``models.add`` reads (``.safetensors``, ...), from
+    the one table of checkpoint formats (:data:`diffract.extract._files.FORMATS`)."""
+    from diffract.extract._files import SUFFIXES
+
+    return SUFFIXES
+
+
 def extractors() -> list[Extractor]:
     """The extractors in the order they are tried.
 
@@ -236,11 +244,11 @@ def model_tree(model: Any) -> ModelTree:
         if ok:
             return ex.extract(model)
     if isinstance(model, (str, os.PathLike)):
+        from diffract.extract._files import formats_text
+
         raise ExtractionError(
-            f"cannot read {os.fspath(model)!r}: supported checkpoint files are .safetensors "
-            "(or a folder of shards with model.safetensors.index.json), .npz, .pt/.pth/.bin "
-            "(PyTorch, loaded with weights_only=True), .onnx and .gguf, and Hugging Face "
-            "repo ids in the local cache"
+            f"cannot read {os.fspath(model)!r}: supported checkpoint files are "
+            f"{formats_text()}, and Hugging Face repo ids in the local cache"
         )
     raise ExtractionError(
         f"cannot extract weights from an object of type {type(model).__module__}.{type(model).__qualname__}: "
@@ -325,16 +333,20 @@ def default_filter_spec(leaf: Any) -> bool:
 _NUM = re.compile(r"(\d+)")
 
 
-def natural_key(name: str) -> tuple[int | str, ...]:
-    """Sort key that orders ``layer.2`` before ``layer.10``.
+def natural_key(name: str, *, fold_case: bool = False) -> tuple[int | str, ...]:
+    """Sort key that orders ``layer.2`` before ``layer.10``: the one natural order of names
+    (extraction, ``describe``, head grids and the filter builder's preview all sort by it).
 
     Args:
-        name: a dotted name.
+        name: a dotted name, model id or any text.
+        fold_case: compare the text parts case-insensitively (the filter builder's columns).
 
     Returns:
-        The name split into text and integer parts.
+        The name split into text and integer parts (text first, then alternating), so any
+        two keys compare.
     """
-    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(name))
+    parts = _NUM.split(name.lower() if fold_case else name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
 
 
 def extract(

@@ -15,6 +15,8 @@ import os
 import stat
 import sys
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,6 @@ from diffract._core.arrays import LazyArray, dtype_name, to_numpy
 from diffract._errors import ExtractionError
 from diffract.extract import Extractor, ModelTree, nest_dotted
 from diffract.extract.safetensors import safetensors_leaves
-
-SUFFIXES = (".safetensors", ".npz", ".pt", ".pth", ".bin", ".onnx", ".gguf")
 
 
 def _is_path(obj: Any) -> bool:
@@ -533,53 +533,119 @@ def resolve_source(obj: Any) -> Path:
         ) from None
 
 
-def _extract_path(obj: Any) -> ModelTree:
-    from diffract.extract import hf
-
-    path = resolve_source(obj)
-    skipped: dict[str, str] = {}
-    config: dict[str, Any] = {}
-    meta: dict[str, dict[str, Any]] = {}
-    if path.is_dir():
-        flat, skipped = _safetensors_folder(path)
-        config = hf.read_config(path)
-        names = list(flat)
-        meta = hf.attention_meta(names, config)
-        skipped.update(hf.tied_skips(names, config))
-    elif path.suffix.lower() == ".gguf":
-        from diffract.extract import gguf
-
-        regular_file(path)
-        flat, meta, skipped, header = gguf.gguf_leaves(path)
-        config = gguf.gguf_config(header)
-        for name, m in hf.attention_meta(list(flat), config).items():
-            meta.setdefault(name, {}).update(m)
-    else:
-        regular_file(path)  # before any open: a FIFO named model.pt would block
-        suffix = path.suffix.lower()
-        if suffix == ".safetensors":
-            flat = safetensors_leaves(path, skipped)
-        elif suffix == ".npz":
-            flat = _npz_leaves(path)
-        elif suffix in (".pt", ".pth", ".bin"):
-            flat, skipped = _torch_leaves(path)
-        elif suffix == ".onnx":
-            from diffract.extract._onnx import load_onnx_file
-
-            return load_onnx_file(path)
-        else:
-            raise ExtractionError(
-                f"{path}: unsupported checkpoint suffix {suffix!r}; use one of {', '.join(SUFFIXES)}"
-            )
+def _file_tree(
+    path: Path,
+    flat: dict[str, Any],
+    skipped: dict[str, str] | None = None,
+    meta: dict[str, dict[str, Any]] | None = None,
+    config: dict[str, Any] | None = None,
+) -> ModelTree:
     return ModelTree(
         tree=nest_dotted(flat),
         framework="file",
         source=str(path),
         file_backed=True,
-        skipped=skipped,
-        meta=meta,
-        config=config,
+        skipped=skipped or {},
+        meta=meta or {},
+        config=config or {},
     )
+
+
+def _read_safetensors(path: Path) -> ModelTree:
+    skipped: dict[str, str] = {}
+    return _file_tree(path, safetensors_leaves(path, skipped), skipped)
+
+
+def _read_npz(path: Path) -> ModelTree:
+    return _file_tree(path, _npz_leaves(path))
+
+
+def _read_torch(path: Path) -> ModelTree:
+    return _file_tree(path, *_torch_leaves(path))
+
+
+def _read_onnx(path: Path) -> ModelTree:
+    from diffract.extract._onnx import load_onnx_file
+
+    return load_onnx_file(path)
+
+
+def _read_gguf(path: Path) -> ModelTree:
+    from diffract.extract import gguf, hf
+
+    flat, meta, skipped, header = gguf.gguf_leaves(path)
+    config = gguf.gguf_config(header)
+    for name, m in hf.attention_meta(list(flat), config).items():
+        meta.setdefault(name, {}).update(m)
+    return _file_tree(path, flat, skipped, meta, config)
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """One checkpoint file format: the suffixes that name it, how messages name it, and its
+    reader (a regular file's path -> its model tree)."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    label: str
+    read: Callable[[Path], ModelTree]
+
+
+#: the checkpoint files ``models.add`` reads, by suffix (any case): the one list the
+#: extractor, its error messages, ``describe``, the CLI's model ids and the magics' paths use
+FORMATS: tuple[CheckpointFormat, ...] = (
+    CheckpointFormat(
+        "safetensors",
+        (".safetensors",),
+        ".safetensors (or a folder of shards with model.safetensors.index.json)",
+        _read_safetensors,
+    ),
+    CheckpointFormat("npz", (".npz",), ".npz", _read_npz),
+    CheckpointFormat(
+        "pytorch",
+        (".pt", ".pth", ".bin"),
+        ".pt/.pth/.bin (PyTorch, loaded with weights_only=True)",
+        _read_torch,
+    ),
+    CheckpointFormat("onnx", (".onnx",), ".onnx", _read_onnx),
+    CheckpointFormat("gguf", (".gguf",), ".gguf", _read_gguf),
+)
+
+#: every suffix of :data:`FORMATS`, in its order
+SUFFIXES: tuple[str, ...] = tuple(s for f in FORMATS for s in f.suffixes)
+
+
+def format_of(path: str | os.PathLike[str]) -> CheckpointFormat | None:
+    """The format a file's suffix names (any case), or None."""
+    suffix = Path(path).suffix.lower()
+    return next((f for f in FORMATS if suffix in f.suffixes), None)
+
+
+def formats_text() -> str:
+    """The supported checkpoint files in words, for messages: ``".safetensors (...), .npz,
+    ... and .gguf"``."""
+    labels = [f.label for f in FORMATS]
+    return ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def _extract_path(obj: Any) -> ModelTree:
+    from diffract.extract import hf
+
+    path = resolve_source(obj)
+    if path.is_dir():
+        flat, skipped = _safetensors_folder(path)
+        config = hf.read_config(path)
+        names = list(flat)
+        skipped.update(hf.tied_skips(names, config))
+        return _file_tree(path, flat, skipped, hf.attention_meta(names, config), config)
+    regular_file(path)  # before any open: a FIFO named model.pt would block
+    fmt = format_of(path)
+    if fmt is None:
+        raise ExtractionError(
+            f"{path}: unsupported checkpoint suffix {path.suffix.lower()!r}; use one of "
+            f"{', '.join(SUFFIXES)}"
+        )
+    return fmt.read(path)
 
 
 EXTRACTORS = [Extractor("file", _is_path, _extract_path)]

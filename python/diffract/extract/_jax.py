@@ -2,7 +2,8 @@
 bound Flax Linen modules (``module.bind(variables)``).
 
 Types come from the class of the nearest enclosing layer (Linear -> dense, Embed(ding) ->
-embedding, Conv -> conv, *Norm -> norm; leaves named ``bias`` -> bias).
+embedding, Conv -> conv, *Norm -> norm, an RNN/LSTM/GRU layer or cell -> recurrent, also for
+the Linear layers inside a Flax cell; leaves named ``bias`` or ``bias_*`` -> bias).
 
 Weights are parameters; state is skipped with a reason: Equinox ``eqx.nn.StateIndex`` /
 ``eqx.nn.State`` leaves (BatchNorm running statistics), Flax NNX variables that are not
@@ -12,6 +13,7 @@ Flax Linen variables dict (``batch_stats``, ``cache``, ...).
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -19,9 +21,23 @@ from diffract._core.slices import ParameterType
 from diffract._core.tree import dotted_name, tree_leaves_with_path, tree_map
 from diffract.extract import Extractor, ModelTree
 
+#: class names of recurrent layers and cells (Flax ``LSTMCell``, ``OptimizedLSTMCell``,
+#: ``GRUCell``, ``SimpleCell``, ``MGUCell``, ``RNN``; Keras ``LSTM``, ``GRU``, ``SimpleRNN`` and
+#: their cells; Equinox ``LSTMCell``, ``GRUCell``)
+_RECURRENT_CLASSES = re.compile(
+    r"^(optimized)?(conv)?(lstm|gru|mgu|simplernn|rnn)(cell)?$|^simplecell$|^(lstm|gru|rnn)\w*cell$"
+)
+
+
+def is_recurrent_class(obj: Any) -> bool:
+    """True for an RNN, LSTM or GRU layer or cell (by class name, any framework)."""
+    return bool(_RECURRENT_CLASSES.match(type(obj).__name__.lower()))
+
 
 def class_type(obj: Any) -> ParameterType | None:
     name = type(obj).__name__.lower()
+    if is_recurrent_class(obj):
+        return ParameterType.RECURRENT
     if "embed" in name:
         return ParameterType.EMBEDDING
     if "conv" in name:
@@ -34,7 +50,7 @@ def class_type(obj: Any) -> ParameterType | None:
 
 
 def _leaf_type(owner_cls_type: ParameterType | None, leaf_name: str) -> ParameterType | None:
-    if leaf_name == "bias":
+    if leaf_name == "bias" or str(leaf_name).startswith("bias_"):
         return ParameterType.BIAS
     return owner_cls_type
 
@@ -120,8 +136,8 @@ def _from_equinox(model: Any) -> ModelTree:
         try:
             for key in path[:-1]:
                 obj = _child(obj, key)
-                if isinstance(obj, eqx.Module):
-                    owner_type = class_type(obj) or owner_type
+                if isinstance(obj, eqx.Module) and owner_type is not ParameterType.RECURRENT:
+                    owner_type = class_type(obj) or owner_type  # inside a cell: recurrent
         except (AttributeError, IndexError, KeyError, ValueError):
             continue
         owners.append((path, owner_type))
@@ -151,6 +167,11 @@ def _from_nnx(model: Any) -> ModelTree:
             owner = module_types.get(tuple(path[:cut]))
             if owner is not None:
                 break
+        if any(  # the Linear layers inside a recurrent cell are the cell's recurrent weights
+            module_types.get(tuple(path[:cut])) is ParameterType.RECURRENT
+            for cut in range(len(path) - 1)
+        ):
+            owner = ParameterType.RECURRENT
         owners.append((path, owner))
     skipped: dict[str, str] = {}
     other = nnx.state(model, nnx.Not(nnx.Param))

@@ -31,6 +31,8 @@ def _module_type(module: Any, pname: str) -> ParameterType | None:
     nn = torch.nn
     if pname == "bias" or pname.endswith("_bias"):
         return ParameterType.BIAS
+    if isinstance(module, nn.RNNBase | nn.RNNCellBase):  # RNN, LSTM, GRU and their cells
+        return ParameterType.BIAS if pname.startswith("bias") else ParameterType.RECURRENT
     if isinstance(module, nn.Embedding | nn.EmbeddingBag):
         return ParameterType.EMBEDDING
     if isinstance(module, nn.modules.conv._ConvNd):
@@ -207,9 +209,12 @@ def _from_module(module: Any) -> ModelTree:
     for mname, sub in module.named_modules(remove_duplicate=False):
         for pname, _ in sub.named_parameters(recurse=False):
             owners[_join(mname, pname)] = (sub, pname)
+    # WeightWatcher's layer_id of a module: its position in named_modules() (the root is 0)
+    ww_ids = {mname: i for i, (mname, _) in enumerate(module.named_modules())}
 
     flat: dict[str, Any] = {}
     types: dict[str, ParameterType] = {}
+    meta: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     first_name: dict[int, str] = {}
     for name, p in module.named_parameters(remove_duplicate=False):
@@ -231,6 +236,9 @@ def _from_module(module: Any) -> ModelTree:
                     types[eff] = t
             continue
         flat[name] = p.detach()
+        mname = name.rpartition(".")[0]
+        if mname in ww_ids:
+            meta[name] = {"ww_layer_id": ww_ids[mname]}
         sub, pname = owners.get(name, (None, None))
         t = _module_type(sub, pname) if sub is not None else None
         if t is not None:
@@ -253,6 +261,7 @@ def _from_module(module: Any) -> ModelTree:
         source=type(module).__qualname__,
         skipped=skipped,
         order=list(flat),
+        meta=meta,
     )
 
 
@@ -260,12 +269,16 @@ def _from_state_dict(state: dict) -> ModelTree:
     kept, skipped = split_state_dict(state)
     for name, v in kept.items():
         check_not_meta(name, v, "state_dict ")
+    # WeightWatcher's layer_id of a state dict's tensor: 1, 2, ... over its ".weight" keys
+    weights = [k for k in kept if k.endswith(".weight")]
+    meta = {k: {"ww_state_dict_id": i} for i, k in enumerate(weights, start=1)}
     return ModelTree(
         tree=nest_dotted(kept),
         framework="torch",
         source="state_dict",
         skipped=skipped,
         order=list(kept),
+        meta=meta,
     )
 
 

@@ -116,7 +116,8 @@ def intra_slices(leaves: list[Any]) -> list[Any]:
 
     Returns:
         The new leaves ``intra:<first>:<second>`` (type dense, float32), meta
-        ``{"intra": [first, second]}``.
+        ``{"intra": [first, second]}`` (and ``"intra_ww_eval_factor": 0.5`` when the second
+        is a Conv2d: WeightWatcher's eigenvalues of that product are s^2 / 2).
     """
     layers = [
         leaf
@@ -134,7 +135,9 @@ def intra_slices(leaves: list[Any]) -> list[Any]:
             continue  # an all-zero layer: no normalized product
         x = (w0 @ w1).T / norms  # out x in of the pair, as a dense slice is stored
         name = f"intra:{first.name}:{second.name}"
-        meta = {"intra": [first.name, second.name]}
+        meta: dict[str, Any] = {"intra": [first.name, second.name]}
+        if len(second.shape) == 4:  # WW scales the product as the conv it copies (conv2d_norm)
+            meta["intra_ww_eval_factor"] = 0.5
         # float64: the product's rank is min of the factors' to float64 rounding
         out.append(derived_leaf(second, name, x, ParameterType.DENSE, meta, np.float64))
     return out

@@ -13,6 +13,7 @@ import math
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from diffract._core.dtypes import itemsize
 from diffract._core.slices import infer_type
 from diffract._errors import ExtractionError
+from diffract.extract import natural_key
 
 #: what an analysis does with a tensor
 ANALYZED = "analyzed"  # a matrix (ndim >= 2): every field, spectra included
@@ -327,7 +329,7 @@ def describe(source: str | os.PathLike[str], revision: str | None = None) -> Mod
             not a format described from headers, or a corrupt header.
     """
     from diffract.extract import hf
-    from diffract.extract._files import resolve_source
+    from diffract.extract._files import FORMATS, format_of, resolve_source
 
     if revision is not None:
         repo = hf.parse_repo_id(os.fspath(source))
@@ -336,26 +338,25 @@ def describe(source: str | os.PathLike[str], revision: str | None = None) -> Mod
         path = hf.resolve_repo_id(repo[0], revision)
     else:
         path = resolve_source(source)
-    suffix = path.suffix.lower()
-    if path.is_dir() or suffix == ".safetensors":
-        desc = _describe_safetensors(path)
-    elif suffix == ".gguf":
-        desc = _describe_gguf(path)
-    else:
+    fmt = format_of(path)
+    reader = _describe_safetensors if path.is_dir() else _HEADERS.get(fmt.name if fmt else "")
+    if reader is None:
+        kinds = " and ".join(s for f in FORMATS if f.name in _HEADERS for s in f.suffixes)
         raise ExtractionError(
-            f"{path}: describe reads the headers of .safetensors files and folders, .gguf "
-            f"files and cached Hugging Face repo ids, not {suffix or 'this'} files; "
-            "add it with models.add to see its slices"
+            f"{path}: describe reads the headers of {kinds} files, folders of .safetensors "
+            f"shards and cached Hugging Face repo ids, not {path.suffix.lower() or 'this'} "
+            "files; add it with models.add to see its slices"
         )
-    desc.tensors.sort(key=lambda t: _natural(t.name))
+    desc = reader(path)
+    desc.tensors.sort(key=lambda t: natural_key(t.name))
     return desc
 
 
+#: the formats (names in diffract.extract._files.FORMATS) whose headers describe reads
+_HEADERS: dict[str, Callable[[Path], ModelDescription]] = {
+    "safetensors": _describe_safetensors,
+    "gguf": _describe_gguf,
+}
+
 #: :func:`describe` under a name that does not shadow a ``describe`` method
 describe_source = describe
-
-
-def _natural(name: str) -> tuple[Any, ...]:
-    from diffract.extract import natural_key
-
-    return natural_key(name)

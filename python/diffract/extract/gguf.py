@@ -19,7 +19,6 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -560,15 +559,3 @@ def gguf_config(header: GGUFHeader) -> dict[str, Any]:
     if "head_dim" not in out and out.get("hidden_size") and out.get("num_attention_heads"):
         out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
     return out
-
-
-def is_gguf(path: Path) -> bool:
-    """True for a path named ``*.gguf``.
-
-    Args:
-        path: a file path.
-
-    Returns:
-        Whether its suffix is ``.gguf`` (any case).
-    """
-    return path.suffix.lower() == ".gguf"

@@ -17,13 +17,13 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from diffract._core.threads import BLAS_LIMIT
 from diffract.kernels import _lapack
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -420,50 +420,6 @@ _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (pid, threads) -> kept
 _POOLS_LOCK = threading.Lock()
 
 
-class _SharedBlasLimit:
-    """BLAS limited to one thread while any holder needs it: the first hold applies the
-    limit, the last release restores the limits found then (counted, so that two runs whose
-    holds overlap, e.g. a tracker's and the user's, cannot leave the process limited by
-    restoring out of order). The controller is kept until a module is imported (a fresh
-    ``threadpool_limits`` scans the loaded libraries: ~10x the cost of a kept controller's
-    ``limit``; a library loaded since would not be limited)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holds = 0
-        self._limiter: Any = None
-        self._ctl: Any = None
-        self._modules = 0
-
-    def hold(self) -> None:
-        with self._lock:
-            if self._holds == 0:
-                modules = len(sys.modules)  # a module imported since may bring a BLAS
-                if self._ctl is None or modules != self._modules:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._ctl, self._modules = ThreadpoolController(), modules
-                self._limiter = self._ctl.limit(limits=1, user_api="blas")
-            self._holds += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._holds -= 1
-            if self._holds == 0 and self._limiter is not None:
-                self._limiter.restore_original_limits()
-                self._limiter = None
-
-    def __enter__(self) -> _SharedBlasLimit:
-        self.hold()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-_BLAS_LIMIT = _SharedBlasLimit()
-
-
 def _pool(threads: int) -> ThreadPoolExecutor:
     """A thread pool of ``threads`` workers kept for this process (a forked child gets its
     own), so the calls of a run do not start threads each time."""
@@ -500,11 +456,8 @@ class StreamedResults:
         nested = threading.current_thread().name.startswith("diffract-linalg")
         if threads <= 1 or len(items) <= 1 or nested:
             return  # made one by one as they are asked for
-        try:
-            _BLAS_LIMIT.hold()
-        except ImportError:  # pragma: no cover
-            return
-        self._limit = _BLAS_LIMIT
+        BLAS_LIMIT.hold()
+        self._limit = BLAS_LIMIT
         pool = _pool(threads)
         futures = {i: pool.submit(self._safe, items[i]) for i in order}  # started in order
         self._futures = [futures[i] for i in range(len(items))]

@@ -3,7 +3,8 @@ kernel family, so the session can expand a preset before any family is loaded).
 
 The kernels the options belong to are in :mod:`diffract.kernels.ww` (size guards, layer
 selection), :mod:`diffract.kernels.spectral` (``esd_scale``, ``rand_shuffle``, ``rand_replicas``) and
-:mod:`diffract.kernels.fits` (``fit_method``).
+:mod:`diffract.kernels.fits` (``fit_method``, ``intra_thresh_on``), :mod:`diffract.kernels.diagnostics`
+(``detx_product``) and :mod:`diffract.kernels.ranks` (``weak_rank_conv2d_norm``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "lora_evals": "rank",
         "rand_shuffle": "kernel",
         "rand_replicas": "ww",
+        "detx_product": "ww",
+        "intra_thresh_on": "svals",
+        "weak_rank_conv2d_norm": True,
     },
     "diffract": {
         "esd_scale": "N",
@@ -36,8 +40,44 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
         "lora_evals": "all",
         "rand_shuffle": "all",
         "rand_replicas": 1,
+        "detx_product": "log_sum",
+        "intra_thresh_on": "evals",
+        "weak_rank_conv2d_norm": False,
     },
 }
+
+
+#: WeightWatcher's analyze() keywords that are not kernel options here -> what replaces them
+#: (told by an apply that is given one)
+WW_KEYWORDS: dict[str, str] = {
+    "randomize": "fields esd_rand_max, js_rand_distance, rand_soft_rank, rand_max_dist, "
+    "rand_mp_fit_sigma, num_traps ...",
+    "mp_fit": "fields mp_fit_sigma, mp_fit_num_spikes, mp_fit_soft_rank, mp_fit_bulk_max ...",
+    "detX": "fields detx_num_spikes, detx_esd_val, detx_rescaled_val, erg_gap",
+    "ERG": "fields detx_num_spikes, detx_esd_val, detx_rescaled_val, erg_gap",
+    "vectors": "fields vec_entropy_*, loc_ratio_*, part_ratio_* (e.g. loc_ratio_tail_mean)",
+    "deltas": "fields esd_deltas, level_spacing_ratio",
+    "plot": "figures of session.viz (esd, esd_full, esd_grid)",
+    "savefig": "fig.write_image(path) on a session.viz figure",
+    "layers": "session.filter(param_names=...) or session.weightwatcher.analyze(layers=...)",
+    "pool": "models.add(model, pool=False)",
+    "intra": "models.add(model, intra=True)",
+    "base_model": "models.add(model, base_model=base)",
+    "peft": "models.add(model, lora_scaling='none') and option layer_selection='peft'",
+    "tolerance": "option weak_rank_tol (field weak_rank_loss)",
+}
+
+
+def ww_keyword_hints(names: list[str]) -> str:
+    """What replaces each WeightWatcher keyword among ``names`` ("" for none), for an
+    unknown-option error; ``session.weightwatcher.analyze()`` takes them all."""
+    told = [f"{n}= -> {WW_KEYWORDS[n]}" for n in names if n in WW_KEYWORDS]
+    if not told:
+        return ""
+    return (
+        "; WeightWatcher's keyword(s) here: " + "; ".join(told) + " (or pass them to "
+        "session.weightwatcher.analyze(...), which takes WeightWatcher's keywords)"
+    )
 
 
 def convention_options(conventions: str | None) -> dict[str, Any]:

@@ -8,26 +8,59 @@ import numpy as np
 
 from diffract.kernels._linalg import kernel_matrices, ww_eval_factor
 from diffract.kernels.basic import lora_kept_evals
-from diffract.kernels.spec import define
+from diffract.kernels.spec import define, one_of
 
 #: WeightWatcher's EPSILON in discrete_entropy
 _EPSILON = 1e-10
 
 
-@define(outputs=("detx_num_spikes", "detx_esd_val", "detx_rescaled_val", "erg_gap"), family="rmt")
-def detx(esd, pl_num_spikes):
+#: accepted values of ``detx_product``
+DETX_PRODUCTS = ("log_sum", "ww")
+
+
+def _ww_detx_tail(lam: np.ndarray) -> tuple[int, int, np.ndarray]:
+    """WeightWatcher 0.7.7's ``detX_constraint`` after its ``rescale_eigenvalues``: the
+    products ``np.prod(x[i:])`` in float64, scanned from the top, so a tail whose running
+    product underflows to 0.0 counts as below 1 (n^2 / 2 products at most)."""
+    n = lam.size
+    w = np.sqrt(n) / np.sqrt(np.sum(lam))
+    x = (w * w) * lam
+    with np.errstate(over="ignore", under="ignore"):  # as WW's: inf and 0.0 are compared too
+        for idx in range(n - 1, 0, -1):
+            if np.prod(x[idx:]) < 1.0:
+                return n - idx, idx, x
+    return n, 1, x
+
+
+@define(
+    outputs=("detx_num_spikes", "detx_esd_val", "detx_rescaled_val", "erg_gap"),
+    family="rmt",
+    option_rules={"detx_product": one_of(*DETX_PRODUCTS)},
+)
+def detx(esd, pl_num_spikes, detx_product="log_sum"):
     """The det X = 1 condition of the ERG (exact renormalization group) picture: rescale the
     ESD to mean 1, x_i = lambda_i n / sum(lambda); scanning i = n-1, n-2, ..., 1, the first
     tail x_i..x_n whose product is below 1 gives detx_num_spikes = n - i (n if none is) and
     detx_esd_val = lambda_i (in ESD units), detx_rescaled_val = x_i, erg_gap =
     detx_num_spikes - pl_num_spikes. WeightWatcher ``detX_num`` (= ``num_ERG_spikes``),
     ``detX_val`` (with esd_scale="ww"), ``detX_val_unrescaled`` (its name, for the rescaled
-    value) and ``ERG_gap``; the products are taken as sums of logs (same comparisons, no
-    overflow)."""
+    value) and ``ERG_gap``.
+
+    ``detx_product="log_sum"`` (default) compares the sum of the logs with 0: the exact
+    comparison, with no underflow. ``"ww"`` (set by ``conventions="weightwatcher"``) takes
+    the products as WeightWatcher does, ``np.prod`` of the tail in float64: on large layers
+    numpy's running products overflow to inf (a tail then never counts as below 1) or
+    underflow to 0.0 (it always does), so detx_num_spikes differs there (detX_num 2925 where
+    the exact count is 2983 on a 4608-eigenvalue layer); detx_esd_val and erg_gap follow."""
+    if detx_product not in DETX_PRODUCTS:
+        raise ValueError(f"detx_product must be one of {DETX_PRODUCTS}, got {detx_product!r}")
     lam = np.sort(np.asarray(esd, dtype=np.float64))
     n = lam.size
     if n < 2 or not lam[0] < lam[-1]:
         raise ValueError("det X needs at least 2 eigenvalues, not all equal")
+    if detx_product == "ww":
+        num, idx, x = _ww_detx_tail(lam)
+        return num, float(lam[idx]), float(x[idx]), int(num - pl_num_spikes)
     x = lam * (n / np.sum(lam))
     with np.errstate(divide="ignore"):
         tail_logs = np.cumsum(np.log(x)[::-1])[::-1]  # sum_{j>=i} log x_j

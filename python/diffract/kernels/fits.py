@@ -32,6 +32,25 @@ from diffract.kernels.spec import above, at_least, define, one_of
 FIT_METHODS = ("ww", "clauset")
 
 
+#: accepted values of ``intra_thresh_on``
+INTRA_THRESH_ON = ("evals", "svals")
+
+
+def _fit_thresh(slice_info, fit_evals_thresh, intra_thresh_on):
+    """The cut on lambda * esd_ww_ratio: ``fit_evals_thresh``, or for an ``intra:`` product
+    with ``intra_thresh_on="svals"`` WeightWatcher's cut s_WW > fit_evals_thresh on its
+    singular values (its intra ESD is s, not s^2): lambda_WW > fit_evals_thresh^2, lambda_WW
+    with the product's conv2d_norm (s^2 / 2 when the second layer is a Conv2d)."""
+    if intra_thresh_on not in INTRA_THRESH_ON:
+        raise ValueError(
+            f"intra_thresh_on must be one of {INTRA_THRESH_ON}, got {intra_thresh_on!r}"
+        )
+    meta = slice_info.meta if slice_info is not None else {}
+    if intra_thresh_on == "evals" or "intra" not in meta:
+        return fit_evals_thresh
+    return fit_evals_thresh**2 / meta.get("intra_ww_eval_factor", 1.0)
+
+
 def _fit_data(esd, esd_ww_ratio, fit_evals_thresh):
     lam = np.sort(np.asarray(esd, dtype=np.float64))
     if not np.all(np.isfinite(lam)):
@@ -85,6 +104,7 @@ def _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
     option_rules={
         "fit_method": one_of(*FIT_METHODS),
         "fit_evals_thresh": at_least(0),
+        "intra_thresh_on": one_of(*INTRA_THRESH_ON),
         "fix_fingers": one_of(*FIX_FINGERS),
         "xmax": at_least(1),
         "xmin_max": above(0),
@@ -94,8 +114,10 @@ def _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
 def power_law_fit(
     esd,
     esd_ww_ratio,
+    slice_info,
     fit_method="ww",
     fit_evals_thresh=1e-5,
+    intra_thresh_on="evals",
     fix_fingers: str | None = None,
     xmax: int | None = None,
     xmin_max: float | None = None,
@@ -120,6 +142,10 @@ def power_law_fit(
     esd_ww_ratio (largest fitted eigenvalue), pl_num_spikes = ``num_pl_spikes``
     (#{lambda_i >= xmin}). Eigenvalues with lambda * esd_ww_ratio <= ``fit_evals_thresh``
     (WeightWatcher's EVALS_THRESH 1e-5, an absolute cut in its scale) are left out.
+    ``intra_thresh_on="svals"`` (set by ``conventions="weightwatcher"``): on an ``intra:``
+    product, WeightWatcher's cut of ``analyze(intra=True)``, whose ESD is the singular values:
+    s > fit_evals_thresh in its scale, i.e. lambda > fit_evals_thresh^2; default "evals":
+    the cut on the eigenvalues, as for any slice.
 
     Fingers (WeightWatcher's options of the same names; :mod:`diffract.kernels._fingers`
     gives the rules), with ``fit_method="ww"`` only:
@@ -135,6 +161,7 @@ def power_law_fit(
     pl_raw_alpha = ``raw_alpha`` (alpha of the plain fit before finger handling, = pl_alpha
     without it); pl_num_spikes counts every eigenvalue >= xmin, clipped ones included, and
     pl_esd_xmax is the largest eigenvalue fitted."""
+    fit_evals_thresh = _fit_thresh(slice_info, fit_evals_thresh, intra_thresh_on)
     if fix_fingers is None and xmax is None:
         fit = _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh)
         return (*fit, 0, fit[0])

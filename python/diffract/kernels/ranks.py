@@ -49,12 +49,24 @@ def rank_loss(kernel_svals, greater_dim, rtol=None):
     return int(sum(row.size - _rank(row, greater_dim, rtol) for row in ks))
 
 
-@define(outputs="weak_rank_loss", family="ranks", option_rules={"weak_rank_tol": at_least(0)})
-def weak_rank_loss(esd, esd_ww_ratio, weak_rank_tol=1e-6):
+@define(
+    outputs="weak_rank_loss",
+    family="ranks",
+    option_rules={"weak_rank_tol": at_least(0)},
+)
+def weak_rank_loss(esd, esd_ww_ratio, slice_info, weak_rank_tol=1e-6, weak_rank_conv2d_norm=False):
     """#{i : lambda_i^WW < weak_rank_tol}, lambda^WW = lambda_i * esd_ww_ratio (WeightWatcher's
     eigenvalue scale, whatever ``esd_scale``). WeightWatcher: ``weak_rank_loss`` (its option
-    ``tolerance``, default 1e-6)."""
+    ``tolerance``, default 1e-6).
+
+    ``weak_rank_conv2d_norm=True`` (set by ``conventions="weightwatcher"``): a kernel-position
+    slice (``pool=False``; P positions) is compared as WeightWatcher's ``analyze(pool=False)``
+    compares it, after its ``conv2d_norm`` scaled the matrix by sqrt(P / 2), so its eigenvalues
+    by P / 2; default False: the slice's own eigenvalues, as for any matrix."""
     lam = np.asarray(esd) * esd_ww_ratio
+    position = slice_info.meta.get("kernel_position") if slice_info is not None else None
+    if weak_rank_conv2d_norm and position:
+        lam = lam * (position["count"] / 2)
     return int(np.count_nonzero(lam < weak_rank_tol))
 
 

@@ -87,7 +87,8 @@ def spectrum_gate(
     num_evals = M * rf:
 
     * ``layer_selection="weightwatcher"``: only dense, conv and embedding slices (WW skips
-      norm layers and unknown types); "peft": only the LoRA slices (slice meta ``"lora"``:
+      norm layers, recurrent ones (LSTM, GRU, RNN: from a module and from a state dict) and
+      unknown types); "peft": only the LoRA slices (slice meta ``"lora"``:
       the ``<layer>.lora`` updates, or merged weights), as WW's ``analyze(peft=True)``;
       "all" (default): every matrix slice;
     * ``min_evals``: skip when num_evals < min_evals (WW default 8);

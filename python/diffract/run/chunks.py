@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from diffract._core.arrays import storable_error
 from diffract._core.slices import SliceInfo
-from diffract._core.threads import one_blas_thread
+from diffract._core.threads import BLAS_LIMIT
 from diffract.extract.references import reference_file
 from diffract.kernels.spec import Kernel, SliceNotApplicable
 from diffract.run.live import ChunkProgress, RunProgress
@@ -419,7 +419,7 @@ def compute_here(
         results = [run(chunk)]
     else:  # workers: parts of the chunk side by side, vectorized kernels included
         parts = [p for p in split_even(chunk, state.workers) if p]
-        with one_blas_thread():  # N workers x N BLAS threads would oversubscribe the cores
+        with BLAS_LIMIT:  # N workers x N BLAS threads would oversubscribe the cores
             results = list(pool.map(run, parts))
     for calls in results:
         state.count(calls)
@@ -473,6 +473,10 @@ def chunk_batch(
                         if v.reason and o in explicit:
                             report.note_not_applicable(s.model_id, s.name, s.uid, v.reason)
                     elif error:
+                        report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
+                    elif isinstance(v, Failed) and o in state.averaged:
+                        # not asked for, but a requested model-level field averages over it
+                        error = f"{v.message} (left out of {', '.join(state.averaged[o])})"
                         report.failures.append(Failure(s.model_id, s.name, s.uid, o, error))
                     continue
                 batch.fields[(s.uid, o)] = normalise(v)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from diffract._core.threads import one_blas_thread
+from diffract._core.threads import BLAS_LIMIT
 from diffract._errors import ConfigError
 from diffract.extract.references import readable_here
 
@@ -117,9 +117,9 @@ def _init_worker(event: Any = None, parent: int | None = None) -> None:
     """Process-pool initializer: keep the run's cancel event; one BLAS thread per worker
     process (N processes x N BLAS threads would oversubscribe the cores); exit when the
     parent is gone (a SIGKILLed writer must not leave its workers running)."""
-    global _CANCEL, _LIMITS
+    global _CANCEL
     _CANCEL = event
-    _LIMITS = one_blas_thread()  # held for the worker's lifetime
+    BLAS_LIMIT.hold()  # for the worker's lifetime (never released)
     if parent is not None:
         import threading
 
@@ -134,7 +134,6 @@ def _watch_parent(parent: int) -> None:
     os._exit(0)
 
 
-_LIMITS = None
 #: in a pool worker: the run's cancel event (a multiprocessing.Event), set by the parent
 _CANCEL: Any = None
 

@@ -13,6 +13,7 @@ __all__ = [
     "NothingToCompareWarning",
     "ProgressCallback",
     "ProgressEvent",
+    "ReusedOptionsWarning",
     "RunReport",
 ]
 
@@ -30,6 +31,12 @@ class NothingToCompareWarning(RuntimeWarning):
     """Cross-model fields were asked for, but some (or every) slice of the selection has no
     same-named counterpart to compare with, so they were not computed for it (see
     ``RunReport.notes``)."""
+
+
+class ReusedOptionsWarning(UserWarning):
+    """``apply`` was given an option that differs from the one its stored values were
+    computed with, and reused them (stored values are kept whatever the options, as in
+    Diffract); ``apply(..., recompute=True)`` computes them again."""
 
 
 @dataclass(frozen=True)

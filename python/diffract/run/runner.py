@@ -20,7 +20,7 @@ from diffract._core.config import DEFAULT_MEMORY_BUDGET
 from diffract._core.slices import SliceInfo
 from diffract._errors import ConfigError, OptionValueError, UnknownOptionError
 from diffract.kernels.registry import KernelRegistry
-from diffract.kernels.spec import Kernel, check_options, is_builtin
+from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options, is_builtin
 from diffract.run.executors import make_executor
 from diffract.run.levels import run_cross_level, run_model_level, run_param_level
 from diffract.run.plan import Planner, make_plan
@@ -146,6 +146,7 @@ class Runner:
         for note in plan.notes:
             report.notes.append(note)
             warnings.warn(note, NothingToCompareWarning, stacklevel=3)
+        state.averaged = averaged_inputs(state.registry, plan.by_level["model"])
         run_param_level(state, plan, self.executor)
         if not state.cancelled and plan.by_level["model"]:
             run_model_level(state, plan)
@@ -176,6 +177,28 @@ class Runner:
                     check_svd_device(opts.get("svd_device"))
             except ConfigError as exc:
                 raise ConfigError(f"{exc} (an option of kernel {k.name!r})") from None
+
+
+def averaged_inputs(
+    registry: KernelRegistry, model_fields: Iterable[str]
+) -> dict[str, tuple[str, ...]]:
+    """Per-parameter field -> the model-level fields of ``model_fields`` computed from it
+    (through other model-level fields too), so a slice where it fails is reported."""
+    out: dict[str, list[str]] = {}
+    for f in model_fields:
+        todo, seen = [f], set()
+        while todo:
+            k = registry.producer(todo.pop())
+            for inp in k.inputs:
+                if inp in seen or inp in SPECIAL_INPUTS:
+                    continue
+                seen.add(inp)
+                level = registry.producer(inp).level
+                if level == "param":
+                    out.setdefault(inp, []).append(f)
+                elif level == "model":
+                    todo.append(inp)
+    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
 
 
 def _warn_non_finite(report: RunReport) -> None:
@@ -215,9 +238,11 @@ def validate_options(
     known = {o for k in kernels for o in k.options}
     unknown = sorted(set(options) - known)
     if unknown:
+        from diffract.kernels.conventions import ww_keyword_hints
+
         raise UnknownOptionError(
             f"unknown option(s) {unknown} for the kernels of this apply; "
-            f"options they accept: {sorted(known) or 'none'}"
+            f"options they accept: {sorted(known) or 'none'}{ww_keyword_hints(unknown)}"
         )
     by_name = {k.name: k for k in kernels}
     for kname, opts in kernel_options.items():

@@ -84,6 +84,7 @@ class RunState:
         report: what the run did so far.
         t0: ``time.perf_counter()`` at the start.
         commit_every: seconds between two commits of finished values inside a chunk.
+        averaged: param field -> the requested model-level fields made from it.
     """
 
     store: Store
@@ -101,6 +102,10 @@ class RunState:
     #: seconds between two commits inside a chunk (0: after every kernel call); see
     #: benchmarks/commit_cadence.py
     commit_every: float = field(default_factory=lambda: COMMIT_EVERY)
+    #: per-parameter field -> the requested model-level fields computed from it: a slice
+    #: where it failed is reported as failed, though not asked for (the model value
+    #: averages over the other slices)
+    averaged: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def opts(self, k: Kernel) -> dict[str, Any]:
         """The options kernel ``k`` runs with: defaults, then ``options``, then its own."""

@@ -1,8 +1,9 @@
 """The session layer: :class:`Session`, :class:`Scope` and their namespaces.
 
-``session.models``, ``session.compute``, ``session.results``, ``session.viz`` and
-``session.utils`` each live in a module of their own (``models``, ``compute``, ``results``,
-``viz``, ``utils``), as accessor classes of :class:`Scope`; views (widgets, viz, server,
+``session.models``, ``session.compute``, ``session.results``, ``session.viz``,
+``session.utils`` and ``session.weightwatcher`` each live in a module of their own (``models``,
+``compute``, ``results``, ``viz``, ``utils``, ``weightwatcher``), as accessor classes of
+:class:`Scope`; views (widgets, viz, server,
 magics) talk to the engine only through these objects.
 
 The published Diffract's session names are importable from here too: its errors
@@ -33,6 +34,7 @@ from diffract.session.summaries import (
 )
 from diffract.session.utils import Utils as Utils
 from diffract.session.viz import Viz as Viz
+from diffract.session.weightwatcher import WeightWatcher as WeightWatcher
 
 __all__ = [
     "ApplySummary",
@@ -49,5 +51,6 @@ __all__ = [
     "SessionContext",
     "Utils",
     "Viz",
+    "WeightWatcher",
     *_error_names,
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -15,6 +16,7 @@ from diffract._errors import InvalidArgumentError, KernelExecutionError, Unknown
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel, check_options
+from diffract.run.provenance import ReusedOptionsWarning, option_records, reuse_mismatches
 from diffract.run.report import ProgressCallback, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
 from diffract.session._frontends import frontend
@@ -177,6 +179,51 @@ def _run_options(
     return merged_opts, merged_kopts
 
 
+def _kernel_options(
+    session: SessionLike,
+    fields: Sequence[str],
+    options: dict[str, Any],
+    kernel_options: dict[str, dict[str, Any]],
+) -> tuple[list[Kernel], dict[str, dict[str, Any]], dict[str, set[str]]]:
+    """The run's kernels, the options each runs with, and the options given for each (by
+    name, a convention, ``configure`` or ``kernel_options``)."""
+    closure = session.registry.closure(fields)
+    opts_of, given = {}, {}
+    for k in closure:
+        own = kernel_options.get(k.name, {})
+        opts_of[k.name] = {**k.resolve_options(options), **own}
+        given[k.name] = (set(options) & set(k.options)) | set(own)
+    return closure, opts_of, given
+
+
+def _warn_reuse(
+    store: Any,
+    fields: Sequence[str],
+    closure: list[Kernel],
+    opts_of: dict[str, dict[str, Any]],
+    given: dict[str, set[str]],
+    selected: list[Any],
+) -> None:
+    """Warn when the run reuses stored values computed with other options than given."""
+    if not any(given.values()):
+        return
+    lines = reuse_mismatches(store, closure, opts_of, given, selected)
+    if not lines:
+        return
+    shown = "\n  ".join(lines[:10]) + (
+        f"\n  ... and {len(lines) - 10} more" if len(lines) > 10 else ""
+    )
+    warnings.warn(
+        f"apply({', '.join(map(repr, fields))}) reuses stored values computed with other "
+        "options than those given (stored values are kept whatever the options, as in "
+        "Diffract):\n  "
+        f"{shown}\napply(..., recompute=True) computes them again with the options given "
+        "(or erase them first: compute.erase(field)).",
+        ReusedOptionsWarning,
+        stacklevel=3,
+    )
+
+
 class Compute(DiffractCompute):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
@@ -191,9 +238,16 @@ class Compute(DiffractCompute):
         kernel_options: dict[str, dict[str, Any]] | None = None,
         conventions: str | None = None,
         on_failure: str | None = None,
+        recompute: bool = False,
         **options: Any,
     ) -> RunReport:
         """Compute ``fields`` (and what they depend on) where they are not stored yet.
+
+        Stored values are reused whatever the options (Diffract's rule); when an option
+        given to this apply differs from the one stored values were computed with (the
+        store records them per model), apply warns (``ReusedOptionsWarning``), naming the
+        field, the stored option and the one asked for. ``recompute=True`` computes them
+        again instead.
 
         A kernel that fails on a slice does not stop the run: the values that succeed are
         stored and the failures listed in the report (and warned about); with
@@ -215,6 +269,9 @@ class Compute(DiffractCompute):
             on_failure: ``"warn"`` (warn, return the report) or ``"raise"`` (raise
                 :class:`~diffract._errors.KernelExecutionError`, a ``SessionError``, once the
                 values that succeeded are stored); None: the session's ``on_failure``.
+            recompute: True erases (in this scope) the stored values of ``fields`` and of
+                the fields they are computed from whose kernels take an option given here,
+                with what depends on them, and computes them again.
             **options: kernel options by name, for every kernel of this run that has them;
                 they override :meth:`configure`.
 
@@ -252,6 +309,12 @@ class Compute(DiffractCompute):
             session, fields, options, kernel_options, conventions
         )
         self._store.refresh()
+        recompute = check_flag(recompute, "recompute")
+        closure, opts_of, given = _kernel_options(session, fields, merged_opts, merged_kopts)
+        if recompute:
+            self._erase_for_recompute(fields, closure, given)
+        else:
+            _warn_reuse(self._store, fields, closure, opts_of, given, self._scope._slices())
         cancel = cancel or threading.Event()
         session._cancel = cancel
         callback, finish = progress_callback(progress, fields, cancel)
@@ -271,6 +334,11 @@ class Compute(DiffractCompute):
         before = set(self._store.keys())
         report = self._run(runner, fields, finish)
         self._store.refresh()
+        written = set(self._store.keys()) - before
+        if written:  # the options the new values were computed with
+            docs = option_records(self._store, closure, opts_of, written)
+            if docs:
+                self._store.commit(Batch(documents=docs))
         #: Diffract's view of the run: the fields written, by level
         report.summary = summarize(  # type: ignore[attr-defined]
             session.registry, fields, set(self._store.keys()) - before
@@ -286,6 +354,17 @@ class Compute(DiffractCompute):
                 report,
             )
         return report
+
+    def _erase_for_recompute(
+        self, fields: Sequence[str], closure: list[Kernel], given: dict[str, set[str]]
+    ) -> None:
+        """``apply(..., recompute=True)``: erase ``fields`` and the stored outputs of the
+        kernels given options (erase takes their dependents too)."""
+        named = list(fields)
+        for k in closure:
+            if given.get(k.name):
+                named += [o for o in k.outputs if o not in k.transient]
+        self.erase(*dict.fromkeys(named))
 
     def _run(self, runner: Runner, fields: Sequence[str], finish: Finish | None) -> RunReport:
         """Run on the scope's selection (read once); then close the progress and the run."""

@@ -27,7 +27,8 @@ from diffract.session.results import Results
 from diffract.session.selection import Accessor, Selection, SessionLike
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
-from diffract.store import Store
+from diffract.session.weightwatcher import WeightWatcher
+from diffract.store import BACKENDS, Store
 
 
 class MissingConfigWarning(UserWarning):
@@ -79,6 +80,8 @@ class Scope(Selection):
     viz = Accessor(Viz)
     #: the slice table, the filter as JSON, the filter builder
     utils = Accessor(Utils)
+    #: WeightWatcher's analyze() / get_summary() / describe() tables, with its keywords
+    weightwatcher = Accessor(WeightWatcher)
 
     def __init__(self, session: SessionLike, chain: FilterChain) -> None:
         super().__init__(session, chain)
@@ -166,6 +169,8 @@ class Session(Scope):
         conventions: a kernel-option preset for every run, e.g. ``"weightwatcher"``
             (WeightWatcher's eigenvalue scale, size guards and layer selection; see
             :mod:`diffract.kernels.ww`); options set by ``configure`` or ``apply`` win.
+            Not given: ``DIFFRACT_CONVENTIONS``, then the project file's ``conventions``
+            (top level or in the profile).
         on_failure: what ``compute.apply`` does when kernels fail: ``"warn"`` (warn, return
             the report with its ``failures``) or ``"raise"`` (Diffract's: raise a
             ``SessionError``, a ``KernelExecutionError``, once what succeeded is stored).
@@ -234,7 +239,7 @@ class Session(Scope):
         if config_path is not None:
             from diffract._core.diffract_config import settings_from_file
 
-            file_settings, extras = settings_from_file(config_path)
+            file_settings, extras = settings_from_file(config_path, backends=BACKENDS)
             self.default_export_format = extras["default_export_format"]
             given = {k: v if v is not None else file_settings.get(k) for k, v in given.items()}
             given["arrays"] = file_settings.get("arrays")
@@ -243,7 +248,7 @@ class Session(Scope):
                 profile = "ram" if file_settings["backend"] == "ram" else "local"
             if profile == "ram":
                 given["backend"], given["path"] = None, None
-        self.config = resolve(profile=profile, **given)
+        self.config = resolve(profile=profile, backends=BACKENDS, **given)
         cfg = self.config
         if cfg["backend"] == "ram" and path is not None:
             raise ConfigError(
@@ -265,10 +270,15 @@ class Session(Scope):
         self.executor = executor
         self.registry = registry if registry is not None else default_registry()
         self._options: dict[str, Any] = {}
-        if conventions is not None:
+        #: the kernel-option preset of every run (argument, DIFFRACT_CONVENTIONS, the
+        #: project file or its profile), or None
+        if conventions is None:
+            conventions = cfg["conventions"]
+        self.conventions: str | None = conventions
+        if self.conventions is not None:
             from diffract.kernels.conventions import convention_options
 
-            self._options = convention_options(conventions)
+            self._options = convention_options(self.conventions)
         self._kernel_options: dict[str, dict[str, Any]] = {}
         self._cancel: threading.Event | None = None
         #: reads the weights slices reference in checkpoint files (keeps the last few files)

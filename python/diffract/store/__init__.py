@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffract._core.config import BACKENDS as BACKENDS, PROFILES as PROFILES
+from diffract._core.config import PROFILES as PROFILES
 from diffract.store._base import (
     LAYOUT_VERSION as LAYOUT_VERSION,
     Batch as Batch,
@@ -42,6 +42,7 @@ from diffract.store._copy import copy_store as copy_store
 from diffract.store._folder import STORE_MARKER as STORE_MARKER, is_sqlite_file as is_sqlite_file
 from diffract.store._lock import atomic_write_text as atomic_write_text
 from diffract.store.registry import (
+    BACKENDS as BACKENDS,
     detect_backend as detect_backend,
     open_backend as open_backend,
     open_path as open_path,

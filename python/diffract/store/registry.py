@@ -4,7 +4,9 @@ In the manner of xarray's ``BackendEntrypoint``: an entry is a small object, sep
 the store class it opens (imported only when a store is opened), with ``guess_can_open``
 telling whether an existing path holds a store of its kind. :func:`open_backend`,
 :func:`detect_backend` and :func:`open_path` look entries up here instead of branching
-on backend names.
+on backend names. The entries are the one list of backends: :data:`BACKENDS`, the
+configuration's checks (:func:`diffract._core.config.resolve` is given :data:`BACKENDS`) and
+the tests read them from here.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from diffract._core.config import BACKENDS, PROFILES
+from diffract._core.config import PROFILES
 from diffract._errors import ConfigError, StoreCorruptError, StoreError
 from diffract.store._base import RamStore, Store
 from diffract.store._folder import STORE_MARKER, is_sqlite_file, is_url, read_marker
 
 __all__ = [
+    "BACKENDS",
     "BackendEntry",
     "backend_entry",
     "backend_names",
@@ -153,10 +156,13 @@ _ENTRIES: dict[str, BackendEntry] = {
     e.name: e for e in (_Ram(), _HDF5(), _SQLite(), _Zarr(), _Hybrid())
 }
 
+#: the backend names, in registration order (the keys of the registry, nowhere else listed)
+BACKENDS: tuple[str, ...] = tuple(_ENTRIES)
+
 
 def backend_names() -> tuple[str, ...]:
-    """The registered backend names, in the order of :data:`diffract.store.BACKENDS`."""
-    return tuple(_ENTRIES)
+    """The registered backend names (:data:`BACKENDS`)."""
+    return BACKENDS
 
 
 def backend_entry(name: str) -> BackendEntry:

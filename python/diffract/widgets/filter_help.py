@@ -4,29 +4,15 @@ for names and types that match nothing, and the ``.filter(...)`` line that rebui
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["SORT_COLUMNS", "filter_code", "natural_key", "sort_slices", "suggestions"]
+from diffract.extract import natural_key
+
+__all__ = ["SORT_COLUMNS", "filter_code", "sort_slices", "suggestions"]
 
 #: the preview's columns that sort (the synced ``sort_by`` is one of them, or "")
 SORT_COLUMNS = ("model_id", "name", "type", "shape")
-_DIGITS = re.compile(r"(\d+)")
-
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """A sort key under which numbers in ``text`` compare as numbers (``layers.9`` before
-    ``layers.10``).
-
-    Args:
-        text: a model id or slice name.
-
-    Returns:
-        Alternating text and integer parts, comparable between any two strings.
-    """
-    parts = _DIGITS.split(text)
-    return tuple((0, int(p)) if i % 2 else (1, p.lower()) for i, p in enumerate(parts))
 
 
 def _shape_key(s: Any) -> tuple[int, tuple[int, ...]]:
@@ -53,8 +39,8 @@ def sort_slices(slices: Sequence[Any], column: str, descending: bool = False) ->
     if not column:
         return list(reversed(slices)) if descending else list(slices)
     keys = {
-        "model_id": lambda s: natural_key(s.model_id),
-        "name": lambda s: natural_key(s.name),
+        "model_id": lambda s: natural_key(s.model_id, fold_case=True),
+        "name": lambda s: natural_key(s.name, fold_case=True),
         "type": lambda s: s.type.value,
         "shape": _shape_key,
     }
