@@ -7,8 +7,11 @@
 import { expect, test } from './fixtures';
 import { outputText, runCode, shot } from './helpers';
 
-test('a saved panel notebook in a new kernel shows the final figure, not "model not found"', async ({ page, tmpPath }) => {
+test('a saved panel notebook in a new kernel shows the final figure, not "model not found"', async ({ page, tmpPath, consoleGuard }) => {
   test.setTimeout(240000);
+  // ipywidgets' manager logs the missing model of every saved widget output it cannot restore
+  // (a new kernel): that is the case under test, and the static copy stands in for it
+  consoleGuard.allow(/widget model not found/, 'ipywidgets logs a saved widget output whose model is gone (the case under test)');
   await page.notebook.createNew('static.ipynb');
   await runCode(
     page,
@@ -47,7 +50,7 @@ test('a saved panel notebook in a new kernel shows the final figure, not "model 
   const y = await plot.evaluate((el: any) => Array.from(el.data[0].y as ArrayLike<number>).map(Number));
   expect(y.length).toBe(stored.length);
   y.forEach((v, i) => expect(Math.abs(v - stored[i])).toBeLessThanOrEqual(1e-9 * stored[i]));
-  await expect(reopened.getByText(/model not found/)).toBeHidden();
+  await expect(reopened.getByText(/model not found|Loading widget|Error displaying widget/)).toBeHidden();
   await expect(reopened.locator('.diffract-panel')).toHaveCount(0); // the widget is gone
   await shot(page, 'panel-static-new-kernel', reopened);
 });

@@ -649,13 +649,16 @@ class FieldPanel(anywidget.AnyWidget):
 
 
 #: Hides a static copy where its panel's widget draws (the output before it holds a live
-#: ``.diffract-panel``), and the widget output's "model not found" where the copy stands in
-#: for it (a saved notebook in a new kernel). The same rules are in diffract's lab style.
+#: ``.diffract-panel``), and, until it does, the widget's output ("Loading widget...", "model
+#: not found": a saved notebook in a new kernel), where the copy stands in. The same rules are
+#: in diffract's lab style (style/index.css).
 _HIDE_STATIC = (
     "<style>.jp-OutputArea-child:has(.diffract-panel)+.jp-OutputArea-child{display:none}"
-    ".jp-OutputArea-child:has(>.jp-OutputArea-output[data-mime-type='application/"
-    "vnd.jupyter.widget-view+json']:not(:has(*))):has(+.jp-OutputArea-child "
-    ".diffract-snapshot){display:none}</style>"
+    ".jp-OutputArea-child:has(>.jp-OutputArea-output:is(.lm-Panel,[data-mime-type='application/"
+    "vnd.jupyter.widget-view+json'])):not(:has(.diffract-panel)):has(+.jp-OutputArea-child "
+    ":is(.diffract-snapshot,.jp-RenderedPlotly,[data-mime-type='application/vnd.plotly.v1+json']"
+    ")){display:none}"
+    "</style>"
 )
 
 
