@@ -121,7 +121,10 @@ def test_magics_and_widgets_in_a_real_kernel(in_tmp):
     assert any(
         widget in o.get("data", {}) for o in outs[5]
     )  # progress widget of the blocking apply
-    assert any(widget in o.get("data", {}) and "text/html" in o["data"] for o in outs[6])
+    # a panel: the widget's output, then its static copy (the figure as Plotly JSON and HTML)
+    kinds = [set(o.get("data", {})) for o in outs[6]]
+    i = next(k for k, d in enumerate(kinds) if widget in d)
+    assert {"application/vnd.plotly.v1+json", "text/html"} <= kinds[i + 1]
     assert any(widget in o.get("data", {}) for o in outs[7])
     # a usage error is one line on stderr, not a traceback
     text = "".join(o.get("text", "") for o in outs[8])
