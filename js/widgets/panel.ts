@@ -1,12 +1,13 @@
 /**
  * FieldPanel, in anywidget's module form (`export default { render }`): a Plotly figure of
  * stored fields that Python (`diffract.viz`) builds and this view only draws. State: PanelState
- * in wire.ts. Plotly (its cartesian bundle: scatter, bar, heatmap) is bundled into this one
- * module, so the panel needs no CDN and runs wherever anywidget does (JupyterLab, Notebook 7,
- * VS Code, marimo).
+ * in wire.ts. Plotly (its cartesian bundle: scatter, bar, heatmap; static/plotly.js, built from
+ * js/widgets/plotly.ts) comes from the kernel once per page, in answer to a custom message, and
+ * is shared by every panel: no CDN, and each panel's module stays small (anywidget gives a
+ * model 2 s to load its module). Runs wherever anywidget does (JupyterLab, Notebook 7, VS Code,
+ * marimo).
  */
 import type { AnyModel, AnyWidget, RenderProps } from '@anywidget/types';
-import Plotly from 'plotly.js-cartesian-dist-min';
 
 import { el } from '../shared/format';
 import { injectStyle } from '../shared/theme';
@@ -21,6 +22,44 @@ const PANEL_CSS = `
 .diffract-panel a.diffract-panel-csv-link { color: var(--jp-content-link-color, #1976d2); margin: 0 4px; }
 .diffract-panel .diffract-panel-plot { width: 100%; min-width: 0; }
 `;
+
+interface PlotlyApi {
+  react(el: HTMLElement, data: unknown[], layout?: unknown, config?: unknown): Promise<unknown>;
+  purge(el: HTMLElement): void;
+  Plots: { resize(el: HTMLElement): void };
+}
+
+const SHARED = '__diffract_plotly__';
+
+/** Plotly, asked from the kernel the first time a panel of this page needs it (later panels
+ * share the answer); asked again through another panel when no answer came within 20 s. */
+export function plotly(model: AnyModel<PanelState>): Promise<PlotlyApi> {
+  const g = globalThis as unknown as Record<string, Promise<PlotlyApi> | undefined>;
+  const pending = g[SHARED];
+  if (pending) {
+    return pending;
+  }
+  const loaded = new Promise<PlotlyApi>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      model.off('msg:custom', onMsg);
+      g[SHARED] = undefined;
+      reject(new Error('diffract: no answer from the kernel with Plotly (is it running?)'));
+    }, 20000);
+    const onMsg = (msg: { type?: string; source?: string }) => {
+      if (msg?.type !== 'plotly-js' || typeof msg.source !== 'string') {
+        return;
+      }
+      clearTimeout(timer);
+      model.off('msg:custom', onMsg);
+      const url = URL.createObjectURL(new Blob([msg.source], { type: 'text/javascript' }));
+      import(/* webpackIgnore: true */ /* @vite-ignore */ url).then(m => resolve(m.default as PlotlyApi), reject);
+    };
+    model.on('msg:custom', onMsg);
+    model.send({ type: 'plotly-js' });
+  });
+  g[SHARED] = loaded;
+  return loaded;
+}
 
 /** The figure to draw: the spec Python built, with the page's font colour where the spec sets none. */
 export function figureOf(model: AnyModel<PanelState>): { data: unknown[]; layout: Record<string, unknown>; config: Record<string, unknown> } {
@@ -63,12 +102,20 @@ function render({ model, el: root }: RenderProps<PanelState>): () => void {
   box.append(el('div', { class: 'd-panel-bar' }, status, fmt, csv), plot);
   root.appendChild(box);
   let drawn = false;
+  let Plotly: PlotlyApi | null = null;
   const draw = () => {
-    const { data, layout, config } = figureOf(model);
-    void Plotly.react(plot, data, layout, config).then(() => {
-      drawn = true;
-      plot.dataset.traces = String(data.length);
-    });
+    void plotly(model)
+      .then(p => {
+        Plotly = p;
+        const { data, layout, config } = figureOf(model);
+        return p.react(plot, data, layout, config).then(() => {
+          drawn = true;
+          plot.dataset.traces = String(data.length);
+        });
+      })
+      .catch((e: unknown) => {
+        plot.textContent = String(e instanceof Error ? e.message : e);
+      });
   };
   const bar = () => {
     status.innerHTML = model.get('status_html');
@@ -81,7 +128,7 @@ function render({ model, el: root }: RenderProps<PanelState>): () => void {
   };
   bar();
   draw();
-  const observer = typeof ResizeObserver === 'undefined' ? null : new ResizeObserver(() => drawn && plot.isConnected && Plotly.Plots.resize(plot));
+  const observer = typeof ResizeObserver === 'undefined' ? null : new ResizeObserver(() => drawn && plot.isConnected && Plotly?.Plots.resize(plot));
   observer?.observe(box);
   const onFigure = () => draw();
   model.on('change:figure_json', onFigure);
@@ -98,7 +145,7 @@ function render({ model, el: root }: RenderProps<PanelState>): () => void {
     for (const k of ['status_html', 'csv_href', 'image_format', 'value_count', 'download_name'] as const) {
       model.off(`change:${k}`, bar);
     }
-    Plotly.purge(plot);
+    Plotly?.purge(plot);
   };
 }
 

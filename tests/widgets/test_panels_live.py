@@ -149,3 +149,21 @@ def test_static_copy_is_the_final_figure_in_ipynb_and_nbconvert_html(tmp_path):
     assert "12 values" in shown and "frob_norm · run demo" in shown
     for stale in ("waiting for", "nothing stored yet", "model not found", "running"):
         assert stale not in shown, stale
+
+
+def test_views_get_plotly_once_from_the_kernel(monkeypatch):
+    """A panel's module is small; its views ask the kernel for Plotly (one message per page)."""
+    from diffract.widgets import STATIC
+
+    with Session("ram") as s:
+        s.models.add(_weights(0), "m")
+        p = FieldPanel(s, "frob_norm", poll=None)
+        assert len(p._esm) < 100_000  # the panel's module, without Plotly
+        sent = []
+        monkeypatch.setattr(p, "send", lambda content, buffers=None: sent.append(content))
+        p._on_view_msg(p, {"type": "plotly-js"}, [])
+        p._on_view_msg(p, {"type": "something else"}, [])
+        (reply,) = sent
+        assert reply["type"] == "plotly-js"
+        assert reply["source"] == (STATIC / "plotly.js").read_text(encoding="utf-8")
+        assert 'name:"heatmap"' in reply["source"]  # the cartesian bundle: heatmaps too

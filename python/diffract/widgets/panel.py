@@ -24,7 +24,7 @@ from plotly.utils import PlotlyJSONEncoder
 from diffract import viz
 from diffract._core.csv_cells import safe_cell
 from diffract.viz import registry
-from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _esm
+from diffract.widgets import _PANELS, _SNAP_STYLE, STATIC, _as_scope, _esm
 
 #: the figure kinds a panel draws (:data:`diffract.viz.registry.KINDS` offered to panels)
 KINDS = registry.panel_kinds()
@@ -224,10 +224,16 @@ class FieldPanel(anywidget.AnyWidget):
             download_name=self.file_stem(),
             **first,
         )
+        self.on_msg(self._on_view_msg)
         if live:
             _PANELS.add(self)
         if poll:
             self.watch(poll)
+
+    def _on_view_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A view asks for Plotly (once per page; see js/widgets/panel.ts): the built bundle."""
+        if isinstance(content, dict) and content.get("type") == "plotly-js":
+            self.send({"type": "plotly-js", "source": _plotly_module()})
 
     @t.validate("image_format")
     def _check_format(self, proposal: Any) -> str:
@@ -697,6 +703,18 @@ def _with_static(bundle: Any, static: dict[str, Any]) -> tuple[dict[str, Any], d
         data, meta = bundle, {}
     data = {**(data or {}), **static}
     return data, dict(meta or {})
+
+
+def _plotly_module() -> str:
+    """Plotly's cartesian bundle as an ES module (static/plotly.js, built with the widgets), or
+    a module whose import fails with what to do when the bundle was not built."""
+    path = STATIC / "plotly.js"
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    return (
+        "throw new Error('diffract: the widget bundle plotly.js was not built. Reinstall "
+        "diffract-lab (pip install .) or run npm run build.');"
+    )
 
 
 def _plotlyjs_script() -> str:
