@@ -35,7 +35,10 @@ export const WIDGET_CSS = `
 .diffract-w button.d-danger { border-color: var(--jp-error-color1, #c62828); color: var(--jp-error-color1, #c62828); }
 .diffract-w .d-bar { height: 10px; background: var(--jp-layout-color3, #ddd); border-radius: 5px; overflow: hidden; flex: 1; min-width: 200px; margin-top: 4px; }
 .diffract-w .d-bar > div { height: 100%; background: var(--jp-brand-color1, #1976d2); transition: width 0.2s; }
-.diffract-w.d-status-cancelled .d-bar > div, .diffract-w.d-status-cancelling .d-bar > div { background: var(--jp-warn-color1, #f57c00); }
+.diffract-w.d-status-cancelling .d-bar > div { background: var(--jp-warn-color1, #f57c00); }
+.diffract-w.d-status-cancelled .d-bar > div { background: var(--jp-ui-font-color3, #9e9e9e); }
+.diffract-w .diffract-pct { min-width: 3em; text-align: right; font-variant-numeric: tabular-nums; }
+.diffract-w .d-detail summary { cursor: pointer; color: var(--jp-ui-font-color2, #555); }
 .diffract-w.d-status-error .d-bar > div { background: var(--jp-error-color1, #c62828); }
 .diffract-w.d-status-done .d-bar > div { background: var(--jp-success-color1, #388e3c); }
 .diffract-w .d-stats { display: flex; gap: 14px; flex-wrap: wrap; color: var(--jp-ui-font-color2, #555); font-size: 12px; }

@@ -65,10 +65,22 @@ export interface ProgressState {
   /** slices whose values are committed to the store (slices_done also counts those reached) */
   slices_stored: number;
   kernel_calls: number;
+  /** requested values (a requested field on a slice) made, and planned */
+  values_done: number;
+  values_total: number;
+  /** share of the planned work done (0..1): the bar; never goes back while running */
+  fraction: number;
+  /** the requested field in progress ("" for a step the requested fields share) */
   field: string;
+  /** the slice in progress (model:slice) */
   param: string;
+  /** the kernel in progress, its slices, kernel steps, chunks */
+  detail: string;
   elapsed: number;
   eta: number | null;
+  /** the range of the time left; null until it means something */
+  eta_low: number | null;
+  eta_high: number | null;
   failures: number;
   failure_list: ProgressFailure[];
   /** the final one-line summary: empty while the run goes on */

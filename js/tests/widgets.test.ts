@@ -84,10 +84,16 @@ function progressState(): ProgressState {
     slices_total: 80,
     slices_stored: 18,
     kernel_calls: 41,
+    values_done: 20,
+    values_total: 80,
+    fraction: 0.25,
     field: 'pl_alpha',
     param: 'layers.2.weight',
+    detail: 'kernel powerlaw (2 of 2): 20/80 slices · step 41/160 · chunk 3/8',
     elapsed: 3.5,
     eta: 10.5,
+    eta_low: 8,
+    eta_high: 14,
     failures: 1,
     failure_list: [],
     outcome: '',
@@ -104,8 +110,8 @@ test('progress shows chunks, field, time and failures; Cancel asks the kernel', 
   const box = el.querySelector('.diffract-progress') as HTMLElement;
   assert.equal(box.dataset.status, 'running');
   assert.equal(el.querySelector('.diffract-chunks')!.textContent, '2/8');
-  assert.equal(el.querySelector('.diffract-current')!.textContent, 'pl_alpha @ layers.2.weight');
-  assert.equal(el.querySelector('.diffract-eta')!.textContent, '10.5s');
+  assert.equal(el.querySelector('.diffract-current')!.textContent, 'pl_alpha on layers.2.weight');
+  assert.equal(el.querySelector('.diffract-eta')!.textContent, 'about 8.0s–14.0s');
   assert.equal(el.querySelector('.diffract-failures')!.textContent, '1');
   assert.equal((el.querySelector('[role=progressbar] > div') as HTMLElement).style.width, '25%');
   const cancel = el.querySelector('.diffract-cancel') as HTMLButtonElement;
@@ -117,7 +123,7 @@ test('progress shows chunks, field, time and failures; Cancel asks the kernel', 
   model.update({
     status: 'cancelled',
     slices_done: 18,
-    outcome: 'cancelled: 36 computed · 0 already stored · 1 failed · 124 skipped (values)',
+    outcome: 'cancelled: kept 36 computed value(s) · 124 not computed (run again to finish) · 1 failed',
     failure_list: [{ model_id: 'm1', slice: 'layers.3.weight', uid: 'u3', field: 'pl_alpha', kernel: 'powerlaw', error: 'LinAlgError: SVD did not converge' }],
     message: 'cancelled: finished values kept'
   });
@@ -128,15 +134,15 @@ test('progress shows chunks, field, time and failures; Cancel asks the kernel', 
   assert.ok((el.querySelector('.diffract-now') as HTMLElement).hidden);
   assert.ok((el.querySelector('.diffract-eta-item') as HTMLElement).hidden);
   assert.equal(el.querySelector('.diffract-slices')!.textContent, '18/80');
-  assert.match(el.querySelector('.diffract-outcome')!.textContent!, /124 skipped/);
-  assert.equal(el.querySelector('.diffract-progress-title')!.textContent, 'pl_alpha');
+  assert.match(el.querySelector('.diffract-outcome')!.textContent!, /124 not computed/);
+  assert.equal(el.querySelector('.diffract-progress-title')!.textContent, 'pl_alpha on 80 slices');
   const row = el.querySelector('.diffract-failure-list .diffract-failure')!;
   assert.deepEqual(Array.from(row.querySelectorAll('td')).map(td => td.textContent), ['m1:layers.3.weight', 'powerlaw (pl_alpha)', 'LinAlgError: SVD did not converge']);
   assert.match(el.querySelector('.diffract-failure-list summary')!.textContent!, /^1 failure$/);
 });
 
 test('progress: nothing to compute when every value is stored', () => {
-  const model = new MockModel<ProgressState>({ ...progressState(), status: 'done', chunks_total: 0, chunks_done: 0, slices_done: 0, slices_total: 0, slices_stored: 0, failures: 0, eta: null, outcome: '' });
+  const model = new MockModel<ProgressState>({ ...progressState(), status: 'done', chunks_total: 0, chunks_done: 0, slices_done: 0, slices_total: 0, slices_stored: 0, values_done: 0, values_total: 0, fraction: 0, failures: 0, eta: null, eta_low: null, eta_high: null, outcome: '' });
   const el = document.createElement('div');
   progress.render(renderProps(model, el));
   assert.equal(el.querySelector('.diffract-outcome')!.textContent, 'nothing to compute: every requested value is stored');

@@ -2,11 +2,14 @@
  * The progress widget of a chunked computation, in anywidget's module form:
  * `export default { render }`. State: ProgressState in wire.ts.
  *
- * While the run goes on the elapsed time (and the ETA, counted down) tick every second between
- * the kernel's updates, and the bar shows the share of the run's time spent (elapsed over
- * elapsed + ETA, never going back) once the engine gives an ETA, else the slices done; once it has ended the widget shows how (done, cancelled, failed, or
- * nothing to compute), the counts of its report, and the failures in an expandable list, with
- * no Cancel button and no "now" line.
+ * It counts what the user asked for: the fields and slices requested (the title), the requested
+ * values made out of those planned (the one counter), and a bar that is the share of the planned
+ * work done as the kernel counts it (never going back). The time left is a range counted down
+ * every second between the kernel's updates, and "estimating…" until enough of the run is
+ * measured. Kernel names, slices complete, kernel steps and chunks are in a "details" view. Once
+ * the run has ended the widget shows how (done, cancelled with what was kept and a grey bar
+ * where the work stopped, failed, or nothing to compute), the counts of its report, and the
+ * failures in an expandable list, with no Cancel button and no "now" line.
  */
 import type { AnyWidget, RenderProps } from '@anywidget/types';
 
@@ -18,7 +21,7 @@ const LABELS: Record<string, string> = {
   waiting: 'waiting',
   running: 'running',
   cancelling: 'cancelling…',
-  cancelled: 'cancelled (finished values kept)',
+  cancelled: 'cancelled: finished values kept',
   done: 'done',
   error: 'failed'
 };
@@ -36,6 +39,32 @@ function failureList(rows: ProgressFailure[], total: number): HTMLElement {
   return el('details', { class: 'd-failures diffract-failure-list' }, el('summary', {}, `${total} failure${total === 1 ? '' : 's'}${more}`), table);
 }
 
+type Model = RenderProps<ProgressState>['model'];
+
+/** What was asked for: "pl_alpha, stable_rank on 200 slices" (a count past four fields). */
+function request(model: Model): string {
+  const fields = model.get('fields');
+  const names = fields.length <= 4 ? fields.join(', ') : `${fields.length} fields`;
+  const n = model.get('slices_total');
+  return n > 0 ? `${names} on ${n} slice${n === 1 ? '' : 's'}` : names;
+}
+
+/** The one counter: requested values made of those planned (slices when not counted). */
+function counterText(model: Model): string {
+  const vt = model.get('values_total');
+  if (vt > 0) {
+    return `${model.get('values_done')} of ${vt} requested values`;
+  }
+  return `${model.get('slices_done')} of ${model.get('slices_total')} slices`;
+}
+
+/** "about 3m 10s–4m 50s" (one number when the two round to the same). */
+export function etaRange(lo: number, hi: number): string {
+  const a = fmtSeconds(lo);
+  const b = fmtSeconds(hi);
+  return a === b ? `about ${a}` : `about ${a}–${b}`;
+}
+
 function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   injectStyle(root);
   const box = el('div', { class: 'diffract-w diffract-progress' });
@@ -50,57 +79,57 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   box.append(el('div', { class: 'd-head' }, title, el('span', {}, status, ' ', cancel)));
   const fill = el('div', { style: 'width:0%' });
   const bar = el('div', { class: 'd-bar', role: 'progressbar', 'aria-valuemin': '0', 'aria-valuemax': '100' }, fill);
-  const chunks = el('b', { class: 'diffract-chunks' });
-  const slices = el('b', { class: 'diffract-slices' });
-  const calls = el('b', { class: 'diffract-kernel-calls' });
+  const pctText = el('span', { class: 'diffract-pct' });
+  const counter = el('b', { class: 'diffract-counter' });
   const current = el('b', { class: 'diffract-current' });
   const elapsed = el('b', { class: 'diffract-elapsed' });
   const eta = el('b', { class: 'diffract-eta' });
   const failures = el('b', { class: 'diffract-failures' });
   const nowItem = el('span', { class: 'diffract-now' }, 'now ', current);
-  const etaItem = el('span', { class: 'diffract-eta-item' }, 'ETA ', eta);
+  const etaItem = el('span', { class: 'diffract-eta-item' }, 'left ', eta);
+  // the engine's own counts: chunks, slices complete and stored, kernel steps, the kernel
+  const chunks = el('b', { class: 'diffract-chunks' });
+  const slices = el('b', { class: 'diffract-slices' });
+  const calls = el('b', { class: 'diffract-kernel-calls' });
+  const detailText = el('span', { class: 'diffract-detail-text' });
+  const detail = el(
+    'details',
+    { class: 'd-detail diffract-detail' },
+    el('summary', {}, 'details'),
+    el('div', { class: 'd-stats' }, el('span', {}, 'slices complete ', slices), el('span', {}, 'kernel steps ', calls), el('span', {}, 'chunks ', chunks), detailText)
+  );
   box.append(
-    el('div', { class: 'd-row' }, bar),
-    el(
-      'div',
-      { class: 'd-stats' },
-      el('span', {}, 'chunks ', chunks),
-      el('span', {}, 'slices ', slices),
-      el('span', {}, 'kernel calls ', calls),
-      nowItem,
-      el('span', {}, 'elapsed ', elapsed),
-      etaItem,
-      el('span', {}, 'failures ', failures)
-    )
+    el('div', { class: 'd-row' }, bar, pctText),
+    el('div', { class: 'd-stats' }, counter, nowItem, el('span', {}, 'elapsed ', elapsed), etaItem, el('span', {}, 'failures ', failures)),
+    detail
   );
   const outcome = el('div', { class: 'd-outcome diffract-outcome' });
   const failBox = el('div', {});
   const msg = el('div', { class: 'd-msg diffract-message' });
   box.append(outcome, failBox, msg);
 
-  // the kernel's elapsed/eta and when they arrived: the display ticks from there
+  // the kernel's elapsed/ETA range and when they arrived: the display ticks from there
   let since = performance.now();
   let shownFailures = '';
   let shownPct = 0;
   const setBar = (pct: number) => {
     fill.style.width = `${pct.toFixed(1)}%`;
     bar.setAttribute('aria-valuenow', pct.toFixed(0));
+    pctText.textContent = `${Math.floor(pct)}%`;
   };
-  const tick = (fromTimer = true) => {
+  const tick = () => {
     const st = model.get('status');
     const extra = ACTIVE.has(st) && st !== 'waiting' ? (performance.now() - since) / 1000 : 0;
-    const spent = model.get('elapsed') + extra;
-    elapsed.textContent = fmtSeconds(spent);
-    const e = model.get('eta');
-    const left = e != null ? Math.max(e - extra, 0) : null;
-    eta.textContent = st === 'running' && left != null ? fmtSeconds(left) : '–';
-    if (st === 'running' && e != null) {
-      // the share of the run's time spent (the kernel's figures, moved on by this clock
-      // between its messages): moves every second, never back
-      const s = fromTimer ? spent : model.get('elapsed');
-      const l = fromTimer ? (left as number) : e;
-      shownPct = s + l > 0 ? Math.min(Math.max(shownPct, (100 * s) / (s + l)), 99.9) : shownPct;
-      setBar(shownPct);
+    elapsed.textContent = fmtSeconds(model.get('elapsed') + extra);
+    const lo = model.get('eta_low');
+    const hi = model.get('eta_high');
+    if (st !== 'running') {
+      eta.textContent = '–';
+    } else if (lo == null || hi == null) {
+      // too little of the run is measured for a number that means something
+      eta.textContent = 'estimating…';
+    } else {
+      eta.textContent = etaRange(Math.max(lo - extra, 0), Math.max(hi - extra, 0));
     }
   };
   const update = () => {
@@ -108,26 +137,28 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
     const active = ACTIVE.has(st);
     box.className = `diffract-w diffract-progress d-status-${st}`;
     box.dataset.status = st;
-    const fields = model.get('fields').join(', ');
-    title.textContent = active ? `computing ${fields}` : fields;
+    title.textContent = active ? `computing ${request(model)}` : request(model);
     status.textContent = LABELS[st] ?? st;
     const ct = model.get('chunks_total');
     const cd = model.get('chunks_done');
     const sd = model.get('slices_done');
     const stot = model.get('slices_total');
     const nothing = st === 'done' && stot === 0;
-    const pct = stot > 0 ? (100 * sd) / stot : ct > 0 ? (100 * cd) / ct : st === 'done' ? 100 : 0;
-    if (!active || pct > shownPct) {
-      shownPct = st === 'done' ? 100 : pct;
-    }
+    // the share of the work done, as the kernel counts it; never back while it runs
+    const frac = Math.min(Math.max(model.get('fraction') ?? 0, 0), 1);
+    const pct = st === 'done' ? 100 : 100 * frac;
+    shownPct = active ? Math.max(shownPct, pct) : pct;
     setBar(shownPct);
+    bar.setAttribute('aria-valuetext', counterText(model));
+    counter.textContent = counterText(model);
     chunks.textContent = `${cd}/${ct}`;
     const stored = model.get('slices_stored');
     slices.textContent = active && sd > stored ? `${sd}/${stot} (${stored} stored)` : `${sd}/${stot}`;
     calls.textContent = String(model.get('kernel_calls'));
+    detailText.textContent = model.get('detail') ?? '';
     const f = model.get('field');
     const p = model.get('param');
-    current.textContent = f ? `${f}${p ? ' @ ' + p : ''}` : '–';
+    current.textContent = p ? `${f || 'shared step'} on ${p}` : f || '–';
     nowItem.hidden = !active;
     etaItem.hidden = !active;
     const nf = model.get('failures');
@@ -145,7 +176,7 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
       failBox.replaceChildren(...(rows.length ? [failureList(rows, nf)] : []));
     }
     msg.textContent = model.get('message');
-    tick(false);
+    tick();
   };
   const onTime = () => {
     since = performance.now();
@@ -155,19 +186,22 @@ function render({ model, el: root }: RenderProps<ProgressState>): () => void {
   const timer = setInterval(() => tick(), 1000);
   // under Node (the unit tests) a pending interval would keep the process alive
   (timer as unknown as { unref?: () => void }).unref?.();
-  const keys: (keyof ProgressState)[] = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'slices_stored', 'kernel_calls', 'field', 'param', 'failures', 'failure_list', 'outcome', 'message', 'cancellable', 'cancel_requested', 'fields'];
+  const keys: (keyof ProgressState)[] = ['status', 'chunks_done', 'chunks_total', 'slices_done', 'slices_total', 'slices_stored', 'kernel_calls', 'values_done', 'values_total', 'fraction', 'detail', 'field', 'param', 'failures', 'failure_list', 'outcome', 'message', 'cancellable', 'cancel_requested', 'fields'];
   for (const k of keys) {
     model.on(`change:${k}`, update);
   }
-  model.on('change:elapsed', onTime);
-  model.on('change:eta', onTime);
+  const timed: (keyof ProgressState)[] = ['elapsed', 'eta', 'eta_low', 'eta_high'];
+  for (const k of timed) {
+    model.on(`change:${k}`, onTime);
+  }
   return () => {
     clearInterval(timer);
     for (const k of keys) {
       model.off(`change:${k}`, update);
     }
-    model.off('change:elapsed', onTime);
-    model.off('change:eta', onTime);
+    for (const k of timed) {
+      model.off(`change:${k}`, onTime);
+    }
   };
 }
 

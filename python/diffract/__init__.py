@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from diffract._core.config import list_profiles as list_profiles
     from diffract.edit import svd_sharpness as svd_sharpness, svd_smoothing as svd_smoothing
     from diffract.extract import ModelTree as ModelTree, register_extractor as register_extractor
+    from diffract.finetune import DiffResult as DiffResult, diff as diff
     from diffract.kernels.registry import kernel as kernel
     from diffract.kernels.spec import Kernel as Kernel
     from diffract.run.report import (
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [  # the public names; dir(diffract) lists these (plus dunders and entry points)
     "ConfigError",
     "DependencyCycleError",
+    "DiffResult",
     "DiffractError",
     "DuplicateModelError",
     "ExtractionError",
@@ -95,6 +97,7 @@ __all__ = [  # the public names; dir(diffract) lists these (plus dunders and ent
     "UnknownModelError",
     "UnknownOptionError",
     "combine",
+    "diff",
     "fields",
     "filter",
     "is_array",
@@ -143,6 +146,8 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "upgrade_metadata_index": "diffract.session.diffract_compat",
     "svd_smoothing": "diffract.edit",  # model editing (WeightWatcher's SVDSmoothing)
     "svd_sharpness": "diffract.edit",
+    "diff": "diffract.finetune",  # fine-tune diff: base vs tuned, per layer
+    "DiffResult": "diffract.finetune",
 }
 
 

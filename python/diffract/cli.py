@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -108,6 +109,7 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 def cmd_analyze(args: argparse.Namespace) -> int:
     from diffract._core.config import check_workers
     from diffract.kernels.registry import default_registry
+    from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
 
     path = Path(args.path) if args.path else demo_model_path()
     model_id = args.id or (DEMO_MODEL_ID if not args.path else default_model_id(path))
@@ -138,8 +140,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.table == "ww":
             return _print_ww_table(scope)
         options = {"conventions": args.conventions} if args.conventions else {}
+        wanted = args.diagnose or args.traps or not (args.fields or args.no_diagnosis)
+        diag = diagnosis_fields(traps=args.traps) if wanted else ()
         report = scope.compute.apply(
             *fields,
+            *(f for f in diag if f not in fields),
             progress=not args.quiet and sys.stderr.isatty(),
             workers=args.workers,
             **options,
@@ -151,6 +156,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for r in rows:
             r["shape"] = "x".join(str(d) for d in session.store.slice(r["uid"]).shape)
         print(format_table(rows, ["name", "type", "shape", *fields]))
+        if diag:
+            print("\n" + "\n".join(diagnosis_lines(scope) or ["diagnosis: nothing to diagnose"]))
         where = session.store.path or "memory"
         print(f"\n{len(rows)} layers; fields stored in {where}", file=sys.stderr)
     return 0
@@ -287,6 +294,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from diffract.report import build_html
     from diffract.session import Session
     from diffract.store import atomic_write_text
+    from diffract.viz.kinds.diagnosis import diagnosis_fields
 
     if args.esds < 1:
         raise DiffractError(f"--esds must be a positive number, got {args.esds}")
@@ -319,7 +327,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         with Session(profile="ram") as session:
             slices = session.models.add(str(path), model_id=model_id)
             print(f"added {model_id!r}: {len(slices)} slices from {path}", file=sys.stderr)
-            report = session.compute.apply(*fields, progress=False, workers=args.workers)
+            diag = [f for f in diagnosis_fields(traps=False) if f not in fields]
+            report = session.compute.apply(*fields, *diag, progress=False, workers=args.workers)
             print(str(report), file=sys.stderr)
             rows = _report_rows(session, fields)
             summary = f"{model_id}: {report} (analyzed in memory; nothing stored)"
@@ -439,6 +448,83 @@ def _backend_for(dst: str) -> str:
     return "hdf5"
 
 
+#: the diff table's numeric columns, in order (``update_kind`` shows as the type column)
+DIFF_COLUMNS = (
+    "change_rank",
+    "rel_change",
+    "norm_ratio",
+    "signal_rank",
+    "signal_share",
+    "effective_rank",
+    "stable_rank",
+    "noise_sigma",
+    "bulk_ks",
+    "subspace_overlap",
+)
+
+
+def diff_html(result: Any) -> str:
+    """The fine-tune diff as one offline HTML page: the summary, the ``diff`` figure and the
+    per-layer table, with Plotly written in (as ``diffract report``'s page)."""
+    import html
+
+    from plotly.offline import get_plotlyjs
+
+    from diffract.report import _STYLE, _figure_div, table_html
+    from diffract.viz.kinds.diff import diff_figure
+
+    title = f"{result.tuned} vs {result.base}"
+    rows = [{**r, "type": r["update_kind"]} for r in result.ranked()]
+    summary = "".join(f"<p>{html.escape(line)}</p>" for line in result.text().splitlines())
+    skipped = "".join(
+        f"<li>{html.escape(n)}: {html.escape(why)}</li>" for n, why in result.skipped.items()
+    )
+    body = (
+        f"<h1>diffract diff: {html.escape(title)}</h1>"
+        f'<p class="meta">base {html.escape(result.base)}, tuned {html.escape(result.tuned)}; '
+        f"thresholds {html.escape(json.dumps(result.options))} (docs: finetune-diff)</p>"
+        f"<h2>Summary</h2>{summary}"
+        "<h2>What changed per layer</h2>"
+        + _figure_div("figure-diff", diff_figure(result))
+        + f"<h2>Layers, most changed first ({len(rows)})</h2>"
+        + table_html(rows, DIFF_COLUMNS, models=False)
+        + (f"<h2>Not compared</h2><ul>{skipped}</ul>" if skipped else "")
+    )
+    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>diffract diff: {html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><script>{plotly_js}</script></head>"
+        f"<body>{body}</body></html>"
+    )
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """``diffract diff BASE TUNED``: what fine-tuning changed per layer; ``-o`` writes the
+    offline HTML report, ``--json`` prints the result as JSON."""
+    from diffract._core.jsonable import to_jsonable
+    from diffract.finetune import diff
+    from diffract.store import atomic_write_text
+
+    result = diff(
+        args.base,
+        args.tuned,
+        k=args.k,
+        low_rank_fraction=args.low_rank_fraction,
+        bulk_ks_max=args.bulk_ks_max,
+    )
+    if args.json:
+        print(json.dumps(to_jsonable(result.to_dict(), where="diff", other="str"), indent=1))
+    else:
+        print(result.text())
+        with_pd = result.table.drop(columns=["shape", "low_rank", "overlap_left", "overlap_right"])
+        print(with_pd.sort_values("change_rank").to_string(float_format="%.4g"))
+    if args.output:
+        atomic_write_text(Path(args.output), diff_html(result))
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     """``diffract describe``: names, shapes, dtypes, counts per type and layer, and what an
     analysis would skip and why, read from the checkpoint's headers only."""
@@ -507,6 +593,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="fields: one column per field (default); ww: WeightWatcher 0.7.7's analyze() "
         "table and get_summary() (its column names and order; --fields is not used)",
     )
+    a.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="print the diagnosis (docs/diagnosis.md) also with --fields (default: without)",
+    )
+    a.add_argument("--no-diagnosis", action="store_true", help="skip the diagnosis")
+    a.add_argument(
+        "--traps",
+        action="store_true",
+        help="also check correlation traps (a randomized ESD: a second SVD of every slice)",
+    )
     store_args(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -552,6 +649,30 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--json", action="store_true", help="print the description as JSON")
     ds.set_defaults(func=cmd_describe)
 
+    df = sub.add_parser(
+        "diff",
+        help="what fine-tuning changed per layer: base vs tuned (full or LoRA), as a table "
+        "and an offline HTML report",
+    )
+    df.add_argument("base", help="the base model: a checkpoint file or folder")
+    df.add_argument("tuned", help="the fine-tuned model (a PEFT adapter folder is merged)")
+    df.add_argument("-o", "--output", help="write the offline HTML report here")
+    df.add_argument("--json", action="store_true", help="print the result as JSON")
+    df.add_argument("--k", type=int, default=10, help="top singular vectors compared (10)")
+    df.add_argument(
+        "--low-rank-fraction",
+        type=float,
+        default=0.1,
+        help="largest signal rank of a low-rank update, share of min(m, n) (0.1)",
+    )
+    df.add_argument(
+        "--bulk-ks-max",
+        type=float,
+        default=0.05,
+        help="largest KS distance of a low-rank update's bulk to the MP law (0.05)",
+    )
+    df.set_defaults(func=cmd_diff)
+
     fl = sub.add_parser("fields", help="list every field a kernel can compute")
     fl.set_defaults(func=cmd_fields)
 
@@ -592,7 +713,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a closed pipe is seen below, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader stopped (``diffract fields | head``): what it read is what it wanted.
+        # Point stdout at /dev/null so the interpreter's last flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (DiffractError, FileNotFoundError, KeyError, ValueError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"diffract: error: {msg}", file=sys.stderr)

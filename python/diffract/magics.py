@@ -40,6 +40,10 @@ USAGE = """Work with a diffract store from a cell. Subcommands:
         when the name is in several models); --kind compare --models A B draws B - A (or
         B / A with --mode ratio) per slice; --kind evolution draws a tracked run (--run NAME)
         layer x training step.
+  %diffract diagnose [--traps] [--models ID...] [--names NAME...] [--types TYPE...]
+        Compute the diagnosis fields (diag_*, docs/diagnosis.md) not stored yet and print
+        which layers look over-trained, under-trained, collapsed, badly fit or out of line
+        with their neighbours, each with its reason; --traps also checks correlation traps.
   %diffract filter
         The interactive filter builder; its .scope is the chosen selection.
   %diffract runs [PATH]
@@ -94,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     selection(p)
     # the spelling of the 0.x docs; one model id, added to --models (not in the help)
     p.add_argument("--model", action="append", dest="models", help=argparse.SUPPRESS)
+    p = sub.add_parser("diagnose", add_help=False)
+    p.add_argument("--traps", action="store_true")
+    selection(p)
     sub.add_parser("filter", add_help=False)
     p = sub.add_parser("runs", add_help=False)
     p.add_argument("path", nargs="?", default=".")
@@ -126,8 +133,8 @@ class DiffractMagics(Magics):
             raise UsageError(f"%diffract: {exc}") from None
         if args.cmd is None:
             raise UsageError(
-                "%diffract needs a subcommand: open, use, add, compute, show, filter, runs, export "
-                "(see %diffract?)"
+                "%diffract needs a subcommand: open, use, add, compute, show, diagnose, filter, "
+                "runs, export (see %diffract?)"
             )
         if args.cmd == "add":
             args.raw_expr = _raw_add_expr(line)
@@ -347,6 +354,14 @@ class DiffractMagics(Magics):
             return FieldPanel(scope, fields, kind="evolution", run=args.run)
         return FieldPanel(scope, fields, kind=args.kind)
 
+    def _cmd_diagnose(self, args: argparse.Namespace) -> None:
+        from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
+
+        scope = self._scope(args)
+        report = scope.compute.apply(*diagnosis_fields(traps=args.traps), progress=False)
+        print(report)
+        print("\n".join(diagnosis_lines(scope) or ["diagnosis: nothing to diagnose"]))
+
     def _cmd_filter(self, args: argparse.Namespace) -> Any:
         from diffract.widgets import FilterBuilder
 
@@ -437,14 +452,14 @@ def _open_session(args: argparse.Namespace) -> Any:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         session = Session(args.profile, path=args.path, readonly=args.readonly)
-    for w in caught:
-        text = str(w.message)
-        if "takes the writer lock over" in text:
-            text = (
-                f"another session of this kernel had {_describe(session)} open for writing; "
-                "the new session took its writer lock over, so the earlier one can only read "
-                "now (close sessions you replace)"
-            )
+    notes = [str(w.message) for w in caught]
+    if getattr(session.store, "took_over", False):
+        notes.append(
+            f"another session of this kernel had {_describe(session)} open for writing; "
+            "the new session took its writer lock over, so the earlier one can only read "
+            "now (close sessions you replace)"
+        )
+    for text in notes:
         print(f"%diffract open: note: {text}", file=sys.stderr)
     return session
 
@@ -565,7 +580,7 @@ class RunsTable:
             )
             for m in s["models"]:
                 lines.append(
-                    f"  {m['model_id']}: {m['slices']} slices, fields: {', '.join(m['fields']) or '-'}"
+                    f"  {m['model_id']}: {m['slices']} slices · {_fields_summary(m['fields'])}"
                 )
         return "\n".join(lines)
 
@@ -576,18 +591,47 @@ class RunsTable:
             return (
                 f"<p>No diffract stores under <code>{html.escape(os.fspath(self.root))}</code>.</p>"
             )
+        # JupyterLab right-aligns table cells: names read left to right, counts on the right
+        left = "text-align:left;vertical-align:top"
+        right = "text-align:right;vertical-align:top"
         rows = []
         for s in self.stores:
-            for m in s["models"] or [{"model_id": "(no models)", "slices": 0, "fields": []}]:
-                rows.append(
-                    f"<tr><td><code>{html.escape(s['path'] or '.')}</code></td><td>{html.escape(m['model_id'])}</td>"
-                    f"<td>{m['slices']}</td><td>{html.escape(', '.join(m['fields']))}</td></tr>"
+            models = s["models"] or [{"model_id": "(no models)", "slices": 0, "fields": []}]
+            for i, m in enumerate(models):
+                store = (
+                    f"<td style='{left}' rowspan='{len(models)}'><code>{html.escape(s['path'] or '.')}</code></td>"
+                    if i == 0
+                    else ""
                 )
-        return (
-            "<table class='diffract-runs-table'><tr><th>store</th><th>model</th><th>slices</th><th>fields</th></tr>"
-            + "".join(rows)
-            + "</table>"
+                fields = list(m["fields"])
+                cell = html.escape(_fields_summary(fields))
+                if len(fields) > RUNS_FIELDS_SHOWN:
+                    cell = (
+                        f"<details><summary>{cell}</summary>"
+                        f"<div style='max-width:60em;white-space:normal'>{html.escape(', '.join(fields))}</div></details>"
+                    )
+                rows.append(
+                    f"<tr>{store}<td style='{left}'>{html.escape(m['model_id'])}</td>"
+                    f"<td style='{right}'>{m['slices']}</td><td style='{left}'>{cell}</td></tr>"
+                )
+        head = "".join(
+            f"<th style='{left if h != 'slices' else right}'>{h}</th>"
+            for h in ("store", "model", "slices", "fields")
         )
+        return f"<table class='diffract-runs-table'><tr>{head}</tr>" + "".join(rows) + "</table>"
+
+
+#: field names listed in a ``%diffract runs`` row before "(+N more)"
+RUNS_FIELDS_SHOWN = 5
+
+
+def _fields_summary(fields: Sequence[str]) -> str:
+    """``"12 fields: alpha, stable_rank, ... (+7 more)"``: a count and the first names."""
+    if not fields:
+        return "no fields yet"
+    names = ", ".join(fields[:RUNS_FIELDS_SHOWN])
+    more = f" (+{len(fields) - RUNS_FIELDS_SHOWN} more)" if len(fields) > RUNS_FIELDS_SHOWN else ""
+    return f"{len(fields)} field{'s' if len(fields) != 1 else ''}: {names}{more}"
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -17,13 +17,16 @@ from diffract._core.jsonable import to_jsonable
 
 #: ESD panels in the grid at most (spread evenly across depth)
 MAX_ESDS = 12
+#: models drawn as lines across depth at most; past it the figure is a layer x model
+#: heatmap (48 checkpoints are 48 lines nobody can tell apart, and a legend of 48 entries)
+MAX_LINES = 8
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1200px;
        padding: 0 16px; color: #1d1d1f; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; }
 .meta { color: #555; }
-.table-wrap { overflow-x: auto; }
+.table-wrap { overflow: auto; max-height: 70vh; border: 1px solid #ddd; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
 th { position: sticky; top: 0; background: #f6f6f6; }
@@ -161,7 +164,14 @@ def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ES
     from diffract.viz import registry
 
     depth = registry.build(scope, "layers", alpha_field)
-    if any(t["y"] for t in depth["data"]):
+    lines = [t for t in depth["data"] if t["y"]]
+    if len(lines) > MAX_LINES:
+        heat = registry.build(scope, "heatmap", alpha_field)
+        alpha = (
+            f'<p class="meta">{len(lines)} models: one row each (too many for lines).</p>'
+            + _figure_div("alpha-depth", _fit_rows(heat, len(lines)))
+        )
+    elif lines:
         alpha = _figure_div("alpha-depth", depth)
     else:
         alpha = f'<p class="none">No {html.escape(alpha_field)} values are stored.</p>'
@@ -179,6 +189,12 @@ def figures(scope: Any, *, alpha_field: str = "pl_alpha", max_esds: int = MAX_ES
     return f"<h2>{html.escape(alpha_field)} across depth</h2>{alpha}{extra}<h2>ESD grid</h2>{esd}"
 
 
+def _fit_rows(spec: dict[str, Any], rows: int) -> dict[str, Any]:
+    """A heatmap tall enough for ``rows`` readable rows."""
+    layout = {**spec["layout"], "height": max(360, 18 * rows + 160)}
+    return {"data": spec["data"], "layout": layout}
+
+
 def _kind_section(scope: Any, kind: Any) -> str:
     """A section for a figure kind the registry marks for the report (drawn with its default
     fields), or nothing while none of its values is stored."""
@@ -193,6 +209,31 @@ def _kind_section(scope: Any, kind: Any) -> str:
         return ""
     title = html.escape(kind.title[:1].upper() + kind.title[1:])
     return f"<h2>{title}</h2>" + _figure_div(f"figure-{kind.name}", spec)
+
+
+def diagnosis_html(scope: Any) -> str:
+    """The report's diagnosis section: per model the count of flagged layers, a list of them
+    with each rule's reason, and the ``diagnosis`` figure; "" while no ``diag_*`` field is
+    stored."""
+    from diffract.viz import registry
+    from diffract.viz.kinds.diagnosis import diagnosis_rows, label
+
+    rows = diagnosis_rows(scope)
+    if not rows:
+        return ""
+    items = []
+    for r in rows:
+        if not r["findings"]:
+            continue
+        what = "; ".join(
+            f"<b>{html.escape(label(k))}</b> ({html.escape(v)})" for k, v in r["findings"].items()
+        )
+        items.append(f"<li>{html.escape(r['model_id'])} · {html.escape(r['name'])}: {what}</li>")
+    flagged = len(items)
+    head = f'<p class="meta">{flagged} of {len(rows)} layers flagged by the rules.</p>'
+    listing = f"<ul>{''.join(items)}</ul>" if items else '<p class="none">No layer flagged.</p>'
+    spec = registry.build(scope, "diagnosis")
+    return f"<h2>Diagnosis</h2>{head}{listing}" + _figure_div("figure-diagnosis", spec)
 
 
 def build_html(
@@ -226,7 +267,8 @@ def build_html(
     body = (
         f"<h1>diffract report: {html.escape(title)}</h1>"
         f'<p class="meta">{html.escape(summary)}</p>'
-        f"<h2>Per-layer table ({len(rows)} layers)</h2>"
+        + diagnosis_html(scope)
+        + f"<h2>Per-layer table ({len(rows)} layers)</h2>"
         + table_html(rows, fields, models=models)
         + figures(scope, alpha_field=alpha, max_esds=max_esds)
         + f"<h2>Failures</h2>{failures_html(failures)}"

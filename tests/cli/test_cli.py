@@ -28,7 +28,9 @@ def test_analyze_demo_model_prints_a_per_layer_table(in_tmp):
     assert (
         header[:3] == ["name", "type", "shape"] and "frob_norm" in header and "pl_alpha" in header
     )
-    rows = [line for line in lines[2:] if line.strip()]
+    table = lines[2 : lines.index("")]  # the diagnosis block follows an empty line
+    rows = [line for line in table if line.strip()]
+    assert lines[lines.index("") + 1].startswith("diagnosis of all-MiniLM-L6-v2: ")
     assert len(rows) == 40  # MiniLM's 2-D weights: 36 encoder matrices, 3 embeddings, the pooler
     assert any(r.startswith("encoder.layer.0.attention.self.query.weight") for r in rows)
     assert "added 'all-MiniLM-L6-v2': 103 slices" in proc.stderr

@@ -23,6 +23,9 @@ PUBLIC = {
     # sessions and scopes
     "Session",
     "Scope",
+    # fine-tune diff (docs/finetune-diff.md)
+    "diff",
+    "DiffResult",
     # identity
     "ParameterType",
     "SliceInfo",

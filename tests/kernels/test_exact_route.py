@@ -25,13 +25,18 @@ def replaced_count(a, rtol=CONTRACT_RTOL):
     return int(np.sum(ref**2 < _linalg._gram_threshold(float(ref[0] ** 2), rtol))), ref
 
 
-def check_route(a):
+def check_route(a, exact=None):
+    """The route's values against gesdd's; the recomputed ones against ``exact`` (the
+    singular values ``a`` was constructed with) where given, since gesdd's own error on a
+    value far below s_max (~eps * s_max / s) can exceed the route's promise."""
     k, ref = replaced_count(a)
     got, path = _linalg.matrix_svals(a, "float32")
     assert path == "ritz"
     assert k >= 1
     rel = np.abs(got - ref) / ref
-    assert rel[-k:].max() <= REPLACED_RTOL, rel[-k:]
+    truth = ref if exact is None else np.sort(np.asarray(exact, dtype=np.float64))[::-1]
+    rel_replaced = np.abs(got - truth)[-k:] / truth[-k:]
+    assert rel_replaced.max() <= REPLACED_RTOL, rel_replaced
     # the values kept from the first pass meet the default contract (the float64 path's)
     assert rel.max() <= CONTRACT_RTOL
     return got, k
@@ -81,7 +86,8 @@ def test_clustered_tail():
 def test_wide_matrix_uses_the_smaller_gram():
     s = np.r_[np.linspace(2.0, 0.5, 124), [1e-4, 1e-6]]
     a = np.ascontiguousarray(prescribed(s, 400, 7).T)  # 126 x 400
-    got, _ = check_route(a)
+    # gesdd is 1.9e-10 from the constructed 1e-6 here (numpy 2.4.6), the route 4.7e-11
+    got, _ = check_route(a, exact=s)
     assert got.shape == (126,)
 
 

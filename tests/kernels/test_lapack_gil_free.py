@@ -108,3 +108,95 @@ def test_in_place_keeps_the_strict_lower_triangle(dtype):
     fortran = np.asfortranarray(g)  # not C-ordered: copied, left as it was
     np.testing.assert_array_equal(_lapack.eigvalsh(fortran, overwrite=True), expected)
     np.testing.assert_array_equal(fortran, g)
+
+
+# --- Cholesky and the tridiagonal eigensolver (the spectrum's default path without scipy) ---
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cond"),
+    [
+        (np.float64, None),
+        (np.float64, 1e3),
+        (np.float64, 1e6),
+        (np.float32, None),
+        (np.float32, 1e2),
+    ],
+)
+def test_cholesky_bit_identical_to_scipy(cond, dtype):
+    import scipy.linalg as sla
+
+    rng = np.random.default_rng(11)
+    for n, m in ((40, 40), (300, 128), (129, 65)):
+        g = _gram(rng, n, m, cond).astype(dtype)
+        ref = sla.cho_factor(g, lower=True, check_finite=False)[0]
+        got = _lapack.cholesky_lower(g)
+        assert got is not None and got.dtype == dtype
+        np.testing.assert_array_equal(np.tril(got), np.tril(ref))
+        if dtype == np.float64:  # the Ritz route's solve (scipy's upcasts a float32 factor)
+            b = rng.standard_normal((m, 7))
+            want = sla.cho_solve((ref, True), b, check_finite=False)
+            np.testing.assert_array_equal(_lapack.cholesky_solve(got, b), want)
+
+
+def test_cholesky_says_not_positive_definite():
+    g = _gram(np.random.default_rng(12), 50, 20)
+    h = g.copy()
+    h.flat[::21] -= 2 * np.linalg.eigvalsh(g)[-1]  # negative definite
+    assert _lapack.cholesky_lower(h) is None
+    assert _lapack.cholesky_lower(h.astype(np.float32)) is None
+    assert _lapack.cholesky_lower(g) is not None
+
+
+def test_tridiagonal_eigenvalues_bit_identical_to_scipy():
+    import scipy.linalg as sla
+
+    rng = np.random.default_rng(13)
+    for n in range(1, 12):
+        d, e = rng.standard_normal(n), rng.standard_normal(max(n - 1, 0))
+        got = _lapack.eigvalsh_tridiagonal(d, e)
+        np.testing.assert_array_equal(got, sla.eigvalsh_tridiagonal(d, e))
+
+
+def test_the_default_spectrum_path_imports_no_scipy():
+    """Issue 31: scipy's import (~0.3 s) was paid by the first apply of a process, and its
+    BLAS, loaded after the pool's one-thread limit, ran unlimited during that call; the
+    float32 attempt (Lanczos, shifted Cholesky) and the Ritz route now call numpy's LAPACK."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np
+from diffract.kernels import _linalg
+rng = np.random.default_rng(0)
+u, _ = np.linalg.qr(rng.standard_normal((300, 64)))
+v, _ = np.linalg.qr(rng.standard_normal((64, 64)))
+s = np.r_[np.linspace(2.0, 0.5, 62), [1e-4, 1e-6]]
+paths = {_linalg.matrix_svals((u * s) @ v.T)[1], _linalg.matrix_svals(rng.standard_normal((64, 8)))[1]}
+paths.add(_linalg.matrix_svals(rng.standard_normal((300, 200)))[1])
+print(sorted(paths), "scipy" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["['float32',", "'float64',", "'ritz']", "False"], out.stdout
+
+
+def test_cholesky_and_tridiagonal_fall_back_to_scipy(monkeypatch):
+    import scipy.linalg as sla
+
+    monkeypatch.setattr(_lapack, "_EXTRA", {})
+    monkeypatch.setattr(_lapack, "_lapacke", lambda name, argtypes: None)
+    rng = np.random.default_rng(14)
+    g = _gram(rng, 60, 30)
+    c = _lapack.cholesky_lower(g)
+    ref = sla.cho_factor(g, lower=True, check_finite=False)[0]
+    np.testing.assert_array_equal(np.tril(c), np.tril(ref))
+    b = rng.standard_normal((30, 3))
+    want = sla.cho_solve((ref, True), b, check_finite=False)
+    np.testing.assert_array_equal(_lapack.cholesky_solve(c, b), want)
+    h = g.copy()
+    h.flat[::31] -= 2 * np.linalg.eigvalsh(g)[-1]
+    assert _lapack.cholesky_lower(h) is None
+    d, e = rng.standard_normal(6), rng.standard_normal(5)
+    got = _lapack.eigvalsh_tridiagonal(d, e)
+    np.testing.assert_array_equal(got, sla.eigvalsh_tridiagonal(d, e))

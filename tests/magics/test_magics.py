@@ -116,11 +116,13 @@ def test_magics_and_widgets_in_a_real_kernel(in_tmp):
         os.environ["PATH"] = env_path
     outs = [c.outputs for c in nb.cells]
     widget = "application/vnd.jupyter.widget-view+json"
-    assert any(widget in o.get("data", {}) for o in outs[3])
+    # the progress widgets of the background run and of the blocking apply: once their runs
+    # ended, their outputs are the static final picture (no widget view left to go stale)
+    for cell in (outs[3], outs[5]):
+        html = [o["data"]["text/html"] for o in cell if "text/html" in o.get("data", {})]
+        assert len(html) == 1 and "data-status='done'" in html[0], cell
+        assert not any(widget in o.get("data", {}) for o in cell)
     assert "ok True done" in "".join(o.get("text", "") for o in outs[4])
-    assert any(
-        widget in o.get("data", {}) for o in outs[5]
-    )  # progress widget of the blocking apply
     # a panel: the widget's output, then its static copy (the figure as Plotly JSON and HTML)
     kinds = [set(o.get("data", {})) for o in outs[6]]
     i = next(k for k, d in enumerate(kinds) if widget in d)
@@ -166,3 +168,32 @@ def test_show_compare_and_evolution_panels(ip):
     e = ip.run_line_magic("diffract", "show frob_norm --kind evolution --run later")
     assert e.kind == "evolution" and e.run == "later" and e.n_values() == 0
     e.stop()
+
+
+def test_runs_reads_left_to_right_with_a_field_count(tmp_path):
+    """``%diffract runs``: names left-aligned (JupyterLab right-aligns table cells), a store
+    named once, the fields as a count and the first names, all of them behind a click."""
+    from _ui_helpers import mlp
+    from diffract import Session
+    from diffract.magics import RunsTable
+
+    fields = ["frob_norm", "spectral_norm", "stable_rank", "weights_std", "layer_log_norm"]
+    fields.append("esd_log_norm")
+    with Session(profile="local", path=tmp_path / "a" / ".diffract") as s:
+        s.models.add(mlp(0), "m1")
+        s.models.add(mlp(1, layers=2), "m2")
+        s.compute.apply(*fields, progress=False)
+    table = RunsTable(tmp_path, [{"path": "a/.diffract"}])
+    stored = table.stores[0]["models"][0]["fields"]
+    n = len(stored)
+    assert set(fields) <= set(stored) and n > 5
+    lines = repr(table).splitlines()
+    assert lines[0] == "a/.diffract: 2 model(s)"
+    assert lines[1].startswith(f"  m1: 8 slices · {n} fields: {', '.join(stored[:5])}")
+    assert lines[1].endswith(f"(+{n - 5} more)")
+    assert max(len(line) for line in lines) < 160
+    page = table._repr_html_()
+    assert page.count("<code>a/.diffract</code>") == 1 and "rowspan='2'" in page
+    assert "text-align:left" in page.split("<td")[2]  # the model name reads left
+    assert f"<details><summary>{n} fields: " in page and f"(+{n - 5} more)</summary>" in page
+    assert all(f in page for f in stored)  # every name, behind the click

@@ -138,8 +138,10 @@ def test_show_model_is_a_hidden_alias_of_models():
 
 def test_a_notebook_session_opened_later_is_followed(ip, in_tmp, capsys):
     ip.run_line_magic("diffract", "open")
-    with pytest.warns(UserWarning, match="takes the writer lock over"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a takeover in this process is silent (issue 29)
         ip.run_cell("session = Session()", store_history=False)
+    assert ip.user_ns["session"].store.took_over
     ip.run_line_magic("diffract", "add mlp(0) --id m1")  # not refused by the superseded one
     assert "'session' took this store's writer lock over; using it" in capsys.readouterr().out
     assert ip.user_ns["session"].models.ids() == ["m1"]

@@ -4,6 +4,7 @@ stores."""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -157,3 +158,28 @@ def test_demo_model_report(in_tmp):
     assert main(["report", "-o", "demo.html"]) == 0
     page = _read(in_tmp / "demo.html")
     assert len(page.rows) == 40 and not page.links
+
+
+def test_many_checkpoints_are_one_heatmap_row_each_and_the_table_scrolls_in_view():
+    from _ui_helpers import mlp
+    from diffract import report
+
+    s = Session("ram")
+    for i in range(report.MAX_LINES + 4):
+        s.models.add(mlp(i, layers=3), f"ckpt-{i:03d}")
+    s.compute.apply("frob_norm", progress=False)
+    page = report.figures(s, alpha_field="frob_norm")
+    spec = json.loads(re.search(r"var f=(\{.*?\});Plotly", page).group(1))
+    assert [t["type"] for t in spec["data"]] == ["heatmap"]
+    assert len(spec["data"][0]["y"]) == report.MAX_LINES + 4
+    assert f"{report.MAX_LINES + 4} models: one row each" in page
+    few = Session("ram")
+    few.models.add(mlp(0, layers=3), "a")
+    few.compute.apply("frob_norm", progress=False)
+    small = report.figures(few, alpha_field="frob_norm")
+    assert (
+        json.loads(re.search(r"var f=(\{.*?\});Plotly", small).group(1))["data"][0]["type"]
+        == "scatter"
+    )
+    # the table's box scrolls inside the window: both scrollbars in view, not under row 40
+    assert re.search(r"\.table-wrap \{[^}]*overflow: auto;[^}]*max-height: 70vh", report._STYLE)

@@ -77,3 +77,25 @@ def test_work_that_needs_no_call_counts_as_done():
     assert est.raw(1.0) == pytest.approx(1.0)  # 100 bytes left at 1 s per 100
     with pytest.raises(ValueError, match="smoothing"):
         EtaEstimator({}, start=0.0, smoothing=0.0)
+
+
+def test_the_range_waits_for_enough_work_and_widens_for_kernels_not_measured():
+    # 100 units each of two kernels; "a" costs 0.1 s per unit
+    est = EtaEstimator({"a": 100.0, "b": 100.0}, start=0.0, min_samples=3)
+    for _ in range(3):  # 3 units of 200: under 5% of the work, no range yet
+        est.add("a", 1.0, 0.1)
+    eta = est.estimate(0.3)
+    assert eta is not None and est.bounds(eta) is None
+    for _ in range(7):  # 10 of 200 units: 5%
+        est.add("a", 1.0, 0.1)
+    eta = est.estimate(1.0)
+    lo, hi = est.bounds(eta)
+    # "b" is not measured: half the time left is a guess, so the range is wide
+    assert lo < 0.75 * eta and hi > 1.9 * eta
+    for _ in range(10):  # once "b" is measured at the same cost the range narrows
+        est.add("b", 1.0, 0.1)
+    eta2 = est.estimate(2.0)
+    lo2, hi2 = est.bounds(eta2)
+    assert lo2 <= eta2 <= hi2 and (hi2 - lo2) / eta2 < (hi - lo) / eta
+    # the real time left (180 units at 0.1 s) is inside the range
+    assert lo2 <= 18.0 <= hi2

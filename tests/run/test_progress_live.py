@@ -168,12 +168,14 @@ def test_the_widget_follows_the_steps_and_calls_panels_on_commits(monkeypatch):
     def feed(ev):
         w.callback(ev)
         if ev.stage == "kernel":
-            states.append((w.slices_done, w.kernel_calls, w.field, w.param))
+            states.append((w.slices_done, w.kernel_calls, w.field, w.param, w.detail))
 
     report = s.compute.apply("slow_live_norm", progress=feed)
     w.finish(report)
     assert states[0][2] == "slow_live_norm"
-    assert states[1][3] == "m:layers.0.weight · 1/4 slices · kernel 1/1"
+    # the slice in progress in the main line, the kernel and its slices in the detail
+    assert states[1][3] == "m:layers.0.weight"
+    assert states[1][4] == "kernel slow_live_norm (1 of 1): 1/4 slices · step 1/4"
     assert [st[1] for st in states] == [0, 1, 1, 2, 2, 3, 3, 4]  # kernel steps made
     assert [st[0] for st in states] == [0, 1, 1, 2, 2, 3, 3, 4]  # slices done
     assert calls  # the chunk event asked panels to re-read the store

@@ -124,3 +124,19 @@ async def test_figure_route_refuses_bad_requests_cleanly(jp_fetch, store):
     assert code == 403
     for _, body in [await failure(jp_fetch, kind="esd", store=".diffract", uid="nope")]:
         assert "Error" not in body["error"] and str(store) not in body["error"]
+
+
+async def test_diagnosis_figure_through_the_route(jp_fetch, jp_root_dir):
+    from diffract import Session
+    from diffract.viz import diagnosis_fields
+
+    rng = np.random.default_rng(2)
+    with Session(path=jp_root_dir / "diag") as s:
+        s.models.add({"a.weight": rng.normal(size=(400, 200))}, model_id="g")
+        s.compute.apply(*diagnosis_fields(traps=False), progress=False)
+    body = await figure(jp_fetch, kind="diagnosis", store="diag")
+    (trace,) = body["figure"]["data"]
+    assert trace["type"] == "heatmap" and trace["y"] == ["a.weight"]
+    z = dict(zip(trace["x"], trace["z"][0], strict=True))
+    assert z["under-trained"] == 1 and z["over-trained"] == 0  # a random matrix
+    assert z["outlier"] == 0 and z["trap"] is None  # one layer: no outlier; traps not computed

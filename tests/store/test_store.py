@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -106,8 +107,9 @@ def test_second_writer_gets_a_clear_error_and_readers_still_read(tmp_path, mlp_w
     # after the writer closed, a new writer may open it
     with Session(profile="local", path=tmp_path / "st") as again:
         assert again.models.ids() == ["m"]
-    with Session(profile="local", path=tmp_path / "st"), pytest.warns(UserWarning, match="over"):
-        Session(profile="local", path=tmp_path / "st")  # same process: takes the lock over
+    with Session(profile="local", path=tmp_path / "st"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # same process: takes the lock over, silently
+        assert Session(profile="local", path=tmp_path / "st").store.took_over
 
 
 def test_readonly_session_refuses_writes(tmp_path, mlp_weights):
@@ -131,7 +133,8 @@ def _stored(tmp_path, mlp_weights):
 @pytest.mark.parametrize("damage", ["truncate", "random", "foreign-hdf5"])
 def test_corrupt_segment_names_the_file(tmp_path, mlp_weights, damage):
     path = _stored(tmp_path, mlp_weights)
-    seg = sorted((path / "segments").glob("*.h5"))[-1]
+    segments = sorted((path / "segments").glob("*.h5"))
+    seg = segments[-1]
     if damage == "truncate":
         data = seg.read_bytes()
         seg.write_bytes(data[: len(data) // 3])
@@ -145,8 +148,9 @@ def test_corrupt_segment_names_the_file(tmp_path, mlp_weights, damage):
             f["x"] = 1
     with pytest.raises(StoreCorruptError, match=seg.name):
         Session(profile="local", path=path)
-    # nothing else was touched: the first segment is intact and still readable on its own
-    assert len(list((path / "segments").glob("*.h5"))) == 2
+    # nothing else was touched: no segment removed or added (an apply commits its values and
+    # then the options they were computed with, so the count is not fixed here)
+    assert sorted((path / "segments").glob("*.h5")) == segments
 
 
 def test_foreign_folder_file_and_layout_versions(tmp_path, mlp_weights):
@@ -254,13 +258,14 @@ def test_a_rerun_cell_session_takes_over_and_a_dropped_one_lets_go(tmp_path, mlp
     works: the newer session writes, the older is told it was superseded; a session nobody
     references (even inside a reference cycle) releases its lock when collected."""
     import gc
-    import warnings
 
     session = Session(profile="local", path=tmp_path / "st")
     session.models.add(mlp_weights, model_id="m")
     old = session
-    with pytest.warns(UserWarning, match="takes the writer lock over"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a takeover in this process is silent (issue 29)
         session = Session(profile="local", path=tmp_path / "st")
+    assert session.store.took_over
     session.models.add(mlp_weights, model_id="m2")
     with pytest.raises(StoreError, match="newer session of this process"):
         old.models.add(mlp_weights, model_id="m3")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+import warnings
 
 import numpy as np
 import pytest
@@ -201,8 +202,10 @@ def test_a_newer_writer_of_this_process_takes_over(kind, tmp_path):
     open_ = opener(kind, tmp_path)
     older = open_()
     older.commit(Batch(fields={("u", "a"): 1.0}))
-    with pytest.warns(UserWarning, match="takes the writer lock over"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a takeover in this process is silent (issue 29)
         newer = open_()
+    assert newer.took_over
     newer.commit(Batch(fields={("u", "b"): 2.0}))
     with pytest.raises(StoreError, match="newer session of this process"):
         older.commit(Batch(fields={("u", "c"): 3.0}))

@@ -90,8 +90,10 @@ def test_a_newer_session_on_the_store_stops_the_tracker_at_its_next_step(tmp_pat
     tr = old.track("run", ["frob_norm"])
     tr.step(_weights(0), step=0)
     assert tr.flush(30)
-    with pytest.warns(UserWarning, match="takes the writer lock over"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a takeover in this process is silent (issue 29)
         new = Session(profile="local", path=tmp_path)
+    assert new.store.took_over
     with pytest.raises(StoreError, match=r"newer Session.*session\.track\('run'"):
         tr.step(_weights(1), step=1)
     with warnings.catch_warnings():

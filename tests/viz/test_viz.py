@@ -92,3 +92,24 @@ def test_ids_and_names_reach_plotly_as_text_not_markup():
     assert sc.data[0].name == escaped and sc.data[0].customdata[0][0] == escaped
     esd = s.viz.esd("<b>w</b>", model_id=evil_id)
     assert "<a" not in esd.layout.title.text and "&lt;b&gt;w&lt;/b&gt;" in esd.layout.title.text
+
+
+def test_the_heatmap_layer_axis_names_its_layers(session):
+    """One tick per column labelled with the layer's name (not -0.5..2.5), in depth order as
+    the exported table lists them."""
+    hm = session.viz.heatmap("frob_norm")
+    rows = session.results.export_table("frob_norm", export_format="list")
+    names = [r["name"] for r in rows if r["model_id"] == "ckpt-000" and r["frob_norm"] is not None]
+    x = hm.layout.xaxis
+    assert x.tickmode == "array" and list(x.tickvals) == list(range(len(names)))
+    assert list(x.ticktext) == names == [f"layers.{i}.weight" for i in range(5)]
+
+
+def test_heatmap_columns_whose_layers_differ_say_so():
+    s = Session("ram")
+    s.models.add(mlp(0, layers=3), "a")
+    s.models.add({"enc.weight": mlp(1, layers=1)["layers.0.weight"]}, "b")
+    s.compute.apply("frob_norm", progress=False)
+    ticks = list(s.viz.heatmap("frob_norm").layout.xaxis.ticktext)
+    assert ticks == ["#0 layers.0.weight", "layers.1.weight", "layers.2.weight"]
+    s.close()

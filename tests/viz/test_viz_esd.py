@@ -119,3 +119,55 @@ def test_save_images(session, tmp_path, fmt):
     assert [p.name for p in paths] == [f"m0__a.weight.{fmt}", f"m0__b.weight.{fmt}"]
     head = paths[0].read_bytes()[:8]
     assert head.startswith(b"\x89PNG") if fmt == "png" else b"<svg" in paths[0].read_bytes()[:400]
+
+
+def test_the_xmin_line_spans_the_plot_from_bottom_to_top(session):
+    fig = session.viz.esd_full("a.weight", model_id="m0")
+    line = by_meta(fig, "xmin")
+    lo, hi = fig.layout.yaxis.range
+    assert list(line.y) == [pytest.approx(10**lo), pytest.approx(10**hi)]
+
+
+def test_numerical_zero_eigenvalues_do_not_squash_the_spectrum():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((120, 20)) @ rng.standard_normal((20, 90))  # rank 20 of 90
+    s = Session("ram")
+    s.models.add({"low.weight": w}, "m")
+    s.compute.apply("esd", progress=False)
+    stored = np.asarray(s.results.get("esd", "low.weight", "m"), dtype=float)
+    big = stored.max()
+    zeros = int(np.sum(stored < big * 1e-10))  # round-off of the 70 missing directions
+    # what is kept is numpy's rank: the 70 others are round-off (1e-13 and such)
+    assert stored.size - zeros == np.linalg.matrix_rank(w) == 20
+    real = np.sort(stored)[-20:]
+    for fig in (s.viz.esd("low.weight", model_id="m"), s.viz.esd_full("low.weight", model_id="m")):
+        xs = [x for t in fig.data if t.meta == "eigenvalue" for x in t.x]
+        # the axis covers the 20 real eigenvalues, from the smallest to the largest
+        assert real.min() * 0.5 <= min(xs) and max(xs) <= real.max() * 2
+        assert f"{zeros} eigenvalue(s) ≈ 0 not drawn" in fig.layout.title.text
+    s.close()
+
+
+def test_the_grid_has_one_legend_axis_titles_and_the_same_colours_in_every_panel(session):
+    fig = session.viz.esd_grid(cols=2)  # 4 panels, 2 x 2
+    assert fig.layout.showlegend is not False
+    shown = [t.name for t in fig.data if t.showlegend is not False]
+    kinds = {t.meta for t in fig.data}
+    assert len(shown) == len(set(shown)) == len(kinds)  # one entry per kind of trace
+    assert {"ESD", "power-law fit", "xmin of the fit"} <= set(shown)
+    for kind in kinds:  # the same colour in every panel
+        colours = {
+            (t.line.color if t.mode == "lines" else t.marker.color)
+            for t in fig.data
+            if t.meta == kind
+        }
+        assert len(colours) == 1 and None not in colours, (kind, colours)
+    # the fit keeps its panel's own alpha in its hover text
+    alpha = session.results.get("pl_alpha", "a.weight", "m0")
+    fit = [t for t in fig.data if t.meta == "pl_fit" and t.xaxis == "x"]
+    assert f"α={alpha:.3g}" in fit[0].hovertext
+    # the bottom row's x axes and the left column's y axes are titled
+    lay = fig.layout
+    assert lay.xaxis3.title.text == lay.xaxis4.title.text == "eigenvalue"
+    assert lay.yaxis.title.text == lay.yaxis3.title.text == "density"
+    assert lay.xaxis.title.text is None and lay.yaxis2.title.text is None

@@ -101,10 +101,17 @@ def test_widget_updates_reach_the_front_end_inside_the_chunk(kernel, code):
     inside = _inside_chunk(updates)
     slices = sorted({st["slices_done"] for st in inside if "slices_done" in st})
     params = {st["param"] for st in inside if st.get("param")}
+    details = {st["detail"] for st in inside if st.get("detail")}
+    values = sorted({st["values_done"] for st in inside if "values_done" in st})
     # the 8 slices of the one chunk are seen one after another before it is committed
     assert len([n for n in slices if 0 < n < 8]) >= 5, slices
-    assert any("/8 slices · kernel 1/1" in p for p in params), params
+    assert len([n for n in values if 0 < n < 8]) >= 5, values  # the one counter moves too
+    assert any(p.startswith("m:layers.") for p in params), params  # the slice in progress
+    assert any("/8 slices · step " in d for d in details), details  # the kernel, in details
     assert any(st.get("eta") is not None for st in inside)
+    # the bar moves inside the chunk, never back
+    fractions = [st["fraction"] for st in inside if "fraction" in st]
+    assert fractions == sorted(fractions) and len([f for f in fractions if 0 < f < 1]) >= 5
     # and they came spread over the run, not in a burst at its end
     times = [t for t, st in updates if "slices_done" in st and 0 < st["slices_done"] < 8]
     assert times[-1] - times[0] > 1.5

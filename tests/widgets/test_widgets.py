@@ -148,13 +148,21 @@ def test_filter_builder_static_fallback(session):
 def test_progress_widget_follows_events(session):
     w = ProgressWidget(["frob_norm"])
     w.throttle = 0
-    report = session.compute.apply("frob_norm", progress=w.callback, memory_budget=4000)
+    now = []
+
+    def feed(ev):
+        w.callback(ev)
+        now.append((w.field, w.param))
+
+    report = session.compute.apply("frob_norm", progress=feed, memory_budget=4000)
+    assert ("frob_norm", "m1:layers.0.weight") in now  # the field and slice in progress
     w.finish(report)
     st = _state(w)
     assert st["status"] == "done"
     assert st["chunks_done"] == st["chunks_total"] > 1
     assert st["slices_done"] == st["slices_total"] == 8  # weight matrices only
-    assert st["field"] == "frob_norm" and st["param"]
+    assert st["values_done"] == st["values_total"] == 8 and st["fraction"] == 1.0
+    assert st["field"] == st["param"] == ""  # nothing is in progress once it ended
     assert st["failures"] == 0 and "computed" in st["message"]
     data = w._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data

@@ -44,7 +44,7 @@ test.describe('widget kit', () => {
     await expect(w).toBeVisible();
     await expect(w).toHaveAttribute('data-status', 'running');
     await expect.poll(async () => Number((await w.locator('.diffract-chunks').textContent())!.split('/')[0]), { timeout: 30000 }).toBeGreaterThanOrEqual(2);
-    await expect(w.locator('.diffract-current')).toContainText(/slow_norm @ m[12]:layers\./);
+    await expect(w.locator('.diffract-current')).toContainText(/slow_norm on m[12]:layers\./);
     await shot(page, 'progress-running', w);
     // the kernel is idle while the run goes on, so it receives the click
     await w.locator('.diffract-cancel').click();
@@ -55,7 +55,9 @@ test.describe('widget kit', () => {
     // after the end: no Cancel, no "now", and counts from the report
     await expect(w.locator('.diffract-cancel')).toBeHidden();
     await expect(w.locator('.diffract-now')).toBeHidden();
-    await expect(w.locator('.diffract-outcome')).toContainText(/^cancelled: \d+ computed · 0 already stored · 8 not applicable · \d+ skipped \(values\)$/);
+    await expect(w.locator('.diffract-outcome')).toContainText(/^cancelled: kept \d+ computed value\(s\) · 8 not applicable · \d+ not computed \(run again to finish\)$/);
+    await expect(w.locator('.diffract-progress-status')).toHaveText('cancelled: finished values kept');
+    expect(Number(await w.locator('[role=progressbar]').getAttribute('aria-valuenow'))).toBeLessThan(100);
     await shot(page, 'progress-cancelled', w);
     const idx = await runCode(
       page,
@@ -99,7 +101,7 @@ test.describe('widget kit', () => {
     await expect(w.locator('.diffract-outcome')).toHaveText(/^done: 8 computed · 0 already stored/);
     await expect(w.locator('.diffract-cancel')).toBeHidden();
     await expect(w.locator('.diffract-now')).toBeHidden();
-    await expect(w.locator('.diffract-progress-title')).toHaveText('slow_norm');
+    await expect(w.locator('.diffract-progress-title')).toHaveText('slow_norm on 8 slices');
     await shot(page, 'progress-done', w);
     // everything stored: says so
     await runCode(page, 'run_with_progress(session, "slow_norm")');

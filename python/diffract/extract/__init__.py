@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -301,7 +302,10 @@ def _dtype_problem(name: str, dtype: str) -> str:
 
 
 def _is_masked(leaf: Any) -> bool:
-    return isinstance(leaf, np.ma.MaskedArray)
+    # a masked array exists only once numpy.ma is imported: no import of it here (numpy
+    # loads it lazily, ~30 ms of a process's first extraction)
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(leaf, ma.MaskedArray)
 
 
 _MASKED = (

@@ -41,29 +41,46 @@ def _candidate_libraries() -> list[str]:
     )
 
 
-def _entry_point(letter: str) -> Any:
-    """``LAPACKE_?syevd`` of the first library that has it (scipy-openblas wheels prefix
-    ``scipy_``, ILP64 builds suffix ``64_``), or None."""
-    names = [f"{p}LAPACKE_{letter}syevd{s}" for p in ("scipy_", "") for s in ("64_", "")]
-    for path in _candidate_libraries():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in names:
-            func = getattr(lib, name, None)
-            if func is None:
-                continue
-            # lapack_int arguments passed as 64-bit: an LP64 build reads their low half, an
-            # ILP64 one all of it (values are small); the returned info read as a C int
-            i64 = ctypes.c_int64
-            func.argtypes = [
-                ctypes.c_int, ctypes.c_char, ctypes.c_char, i64, ctypes.c_void_p, i64,
-                ctypes.c_void_p,
-            ]  # fmt: skip
-            func.restype = ctypes.c_int
-            return func
+_LIBS: list[Any] = []
+_LIBS_LOCK = threading.Lock()  # apart from _LOCK, which is held while an entry point is sought
+
+
+def _libraries() -> list[Any]:
+    """The candidate libraries, opened, once per process (each look-up scanned the loaded
+    libraries again: ~2 ms, 30 ms the first time, per routine)."""
+    with _LIBS_LOCK:
+        if not _LIBS:
+            for path in _candidate_libraries():
+                try:
+                    _LIBS.append(ctypes.CDLL(path))
+                except OSError:
+                    continue
+        return list(_LIBS)
+
+
+def _lapacke(name: str, argtypes: list[Any]) -> Any:
+    """``LAPACKE_<name>`` of the first library that has it (scipy-openblas wheels prefix
+    ``scipy_``, ILP64 builds suffix ``64_``), its argument types set, or None.
+
+    lapack_int arguments are declared 64-bit: an LP64 build reads their low half, an ILP64
+    one all of it (values are small); the returned info is read as a C int."""
+    names = [f"{p}LAPACKE_{name}{s}" for p in ("scipy_", "") for s in ("64_", "")]
+    for lib in _libraries():
+        for full in names:
+            func = getattr(lib, full, None)
+            if func is not None:
+                func.argtypes = argtypes
+                func.restype = ctypes.c_int
+                return func
     return None
+
+
+_I64, _CHR, _PTR = ctypes.c_int64, ctypes.c_char, ctypes.c_void_p
+
+
+def _entry_point(letter: str) -> Any:
+    """``LAPACKE_?syevd`` of the first library that has it, or None."""
+    return _lapacke(f"{letter}syevd", [ctypes.c_int, _CHR, _CHR, _I64, _PTR, _I64, _PTR])
 
 
 def _make_solver(dtype: np.dtype) -> Solver | None:
@@ -92,7 +109,12 @@ def _make_solver(dtype: np.dtype) -> Solver | None:
 
     probe = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]], dtype=dtype)
     try:
-        ok = np.array_equal(solve(probe), reference_eigvalsh(probe))
+        if dtype == np.float64:
+            ok = np.array_equal(solve(probe), reference_eigvalsh(probe))
+        else:  # the call works (scipy's ssyevd, the bit-identical reference, is not imported
+            # for this: its import is ~0.3 s of a first call; the tests compare the bits)
+            want = np.linalg.eigvalsh(probe.astype(np.float64))
+            ok = np.allclose(solve(probe), want, rtol=1e-5, atol=0.0)
     except Exception:
         ok = False
     return solve if ok else None
@@ -148,3 +170,88 @@ def restore_symmetric(g: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
 def gil_free() -> bool:
     """Whether float64 eigenvalues go through the GIL-free entry point in this process."""
     return _solver(np.dtype(np.float64)) is not None
+
+
+# --- Cholesky and the tridiagonal eigensolver, without importing scipy ----------------------
+# The spectrum's default path needs three more LAPACK routines: ``?potrf`` (the float32
+# path's shifted-Cholesky test, the Ritz route's factor), ``?potrs`` (the Ritz route's inverse
+# iteration) and ``?stevd`` (the Lanczos bounds of the float32 path's test). Through scipy
+# they cost its import (~0.3 s) on the first call of a process, and their BLAS, loaded after
+# the pool limited BLAS to one thread, ran unlimited during that call (a 256 x 256 Cholesky
+# took 170 ms). Here they come from the LAPACK numpy links, like ``?syevd``; scipy's are the
+# fallback where no entry point is found.
+
+_EXTRA: dict[str, Any] = {}
+
+
+def _extra(name: str, argtypes: list[Any]) -> Any:
+    if name not in _EXTRA:
+        with _LOCK:
+            if name not in _EXTRA:
+                try:
+                    _EXTRA[name] = _lapacke(name, argtypes)
+                except Exception:  # threadpoolctl missing or a library it cannot inspect
+                    _EXTRA[name] = None
+    return _EXTRA[name]
+
+
+def _letter(dtype: np.dtype) -> str:
+    return {np.dtype(np.float64): "d", np.dtype(np.float32): "s"}[np.dtype(dtype)]
+
+
+def cholesky_lower(g: np.ndarray) -> np.ndarray | None:
+    """The Cholesky factor of the exactly symmetric float32/float64 matrix ``g`` as LAPACK's
+    ``?potrf`` (lower) leaves it: a Fortran-ordered copy whose lower triangle is L (the
+    strict upper triangle is ``g``'s, as scipy's ``cho_factor(..., lower=True)`` leaves it);
+    None when ``g`` is not numerically positive definite. For :func:`cholesky_solve`."""
+    a = np.array(g, order="F", copy=True)
+    func = _extra(f"{_letter(a.dtype)}potrf", [ctypes.c_int, _CHR, _I64, _PTR, _I64])
+    if func is None:
+        import scipy.linalg as sla
+
+        potrf = sla.get_lapack_funcs("potrf", (a,))
+        c, info = potrf(a, lower=True, overwrite_a=True, clean=False)
+        return c if info == 0 else None
+    n = a.shape[0]
+    info = func(_COL_MAJOR, b"L", n, a.ctypes.data, max(n, 1))
+    return a if info == 0 else None
+
+
+def cholesky_solve(c: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``G^-1 b`` from :func:`cholesky_lower`'s factor ``c`` (LAPACK ``?potrs``, lower), as
+    a Fortran-ordered array (``b`` is not modified)."""
+    x = np.array(b, dtype=c.dtype, order="F", copy=True)
+    argtypes = [ctypes.c_int, _CHR, _I64, _I64, _PTR, _I64, _PTR, _I64]
+    func = _extra(f"{_letter(c.dtype)}potrs", argtypes)
+    if func is None:
+        import scipy.linalg as sla
+
+        return sla.cho_solve((c, True), x, check_finite=False)
+    n, nrhs = x.shape[0], (x.shape[1] if x.ndim == 2 else 1)
+    info = func(_COL_MAJOR, b"L", n, nrhs, c.ctypes.data, max(n, 1), x.ctypes.data, max(n, 1))
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK potrs failed (info = {info})")
+    return x
+
+
+def eigvalsh_tridiagonal(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Eigenvalues (ascending) of the symmetric tridiagonal matrix with diagonal ``d`` and
+    off-diagonal ``e`` (float64): LAPACK ``dstevd`` without vectors, the routine scipy's
+    ``eigvalsh_tridiagonal`` calls."""
+    w = np.array(d, dtype=np.float64, copy=True)
+    n = w.shape[0]
+    if n == 1:
+        return w
+    ee = np.zeros(n, dtype=np.float64)  # LAPACKE's work copy of e is n long
+    ee[: n - 1] = e
+    z = np.zeros(1, dtype=np.float64)
+    argtypes = [ctypes.c_int, _CHR, _I64, _PTR, _PTR, _PTR, _I64]
+    func = _extra("dstevd", argtypes)
+    if func is None:
+        import scipy.linalg as sla
+
+        return sla.eigvalsh_tridiagonal(d, e)
+    info = func(_COL_MAJOR, b"N", n, w.ctypes.data, ee.ctypes.data, z.ctypes.data, 1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dstevd failed (info = {info})")
+    return w

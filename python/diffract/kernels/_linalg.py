@@ -120,19 +120,13 @@ def float32_error_bound(lam: np.ndarray, m: int) -> np.ndarray:
 def _shift_cholesky_ok(g: np.ndarray, shift: float) -> bool:
     """Whether ``g - shift * I`` is (numerically) positive definite, i.e. lambda_min > shift
     (one Cholesky factorization, on a copy)."""
-    import scipy.linalg as sla
-
     h = g.copy()
     h.flat[:: h.shape[0] + 1] -= h.dtype.type(shift)
-    potrf = sla.get_lapack_funcs("potrf", (h,))
-    _, info = potrf(h, lower=True, overwrite_a=True, clean=False)
-    return info == 0
+    return _lapack.cholesky_lower(h) is not None
 
 
 def _eigvalsh_tridiagonal(d: np.ndarray, e: np.ndarray) -> np.ndarray:
-    import scipy.linalg as sla
-
-    return sla.eigvalsh_tridiagonal(d, e)
+    return _lapack.eigvalsh_tridiagonal(d, e)
 
 
 def _ritz_bounds(
@@ -273,17 +267,14 @@ def ritz_bottom(t64: np.ndarray, g64: np.ndarray, lam: np.ndarray, rtol: float):
     kk = int(np.searchsorted(lam, RITZ_SPAN * thr, side="right"))
     if m < RITZ_MIN_M or k == 0 or kk > RITZ_MAX_SHARE * m or float(lam[0]) <= 0.0:
         return None
-    import scipy.linalg as sla
-
     fro2 = float(np.trace(g64))
     mu = float(lam[kk]) - math.sqrt(t64.shape[0]) * EPS64 * fro2  # lambda_{kk+1}, from below
-    try:
-        chol = sla.cho_factor(g64, lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
+    chol = _lapack.cholesky_lower(g64)
+    if chol is None:
         return None
     x = np.random.default_rng(0x5EED).standard_normal((m, kk))
     for _ in range(RITZ_STEPS):
-        x, _ = np.linalg.qr(sla.cho_solve(chol, x, check_finite=False))
+        x, _ = np.linalg.qr(_lapack.cholesky_solve(chol, x))
     s = np.linalg.svd(t64 @ x, compute_uv=False)[::-1][:k]
     theta = s * s
     if not (mu > float(theta[-1]) > 0.0) or not np.all(theta > 0.0):

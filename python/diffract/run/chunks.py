@@ -360,6 +360,12 @@ def make_chunks(slices: list[SliceInfo], budget: int, min_chunks: int = 1) -> li
     return chunks
 
 
+def requested_in(batch: Batch, explicit: set[str]) -> int:
+    """How many of ``batch``'s values were asked for (stored intermediates are not counted:
+    "computed" says what the user asked for)."""
+    return sum(1 for (_, o) in batch.fields if o in explicit)
+
+
 def planned_count(slices: Iterable[SliceInfo], plans: Plans, explicit: set[str]) -> int:
     """How many requested values the plans of ``slices`` would make."""
     return sum(1 for s in slices for k in plans[s.uid].kernels for o in k.outputs if o in explicit)
@@ -567,10 +573,10 @@ class LocalChunks:
         def commit_part(kept: set[tuple[str, str]]) -> int:
             batch = chunk_batch(state, chunk, plans, values, self.explicit, kept, final=False)
             state.store.commit(batch)
-            state.report.computed += len(batch.fields)
+            state.report.computed += requested_in(batch, self.explicit)
             return len(batch.fields)
 
-        live = self.live or RunProgress(state, [chunk], plans)
+        live = self.live or RunProgress(state, [chunk], plans, self.explicit)
         hooks = ChunkProgress(state, live, chunk, at, plans, commit_part)
         compute_here(state, chunk, plans, self.pool, hooks, state.cancel.is_set, prepared)
         return values, hooks.kept
@@ -704,9 +710,17 @@ def run_chunks(
     total = sum(len(c) for c in chunks)
     done = 0
     pending: deque[tuple[list[SliceInfo], Any]] = deque()
-    live = RunProgress(state, chunks, plans)
+    live = RunProgress(state, chunks, plans, explicit)
     runner.begin(live, explicit)
-    state.emit("start", 0, len(chunks), 0, total, steps_total=live.steps_total)
+    state.emit(
+        "start",
+        0,
+        len(chunks),
+        0,
+        total,
+        steps_total=live.steps_total,
+        values_total=live.values_total,
+    )
 
     def finish_one() -> None:
         nonlocal done
@@ -718,9 +732,10 @@ def run_chunks(
         kept = runner.kept(handle)
         if kept is None:  # a remote chunk: its steps end together
             live.steps_done += sum(len(plans[s.uid].kernels) for s in chunk)
+            live.values_done += sum(live.asked(k) for s in chunk for k in plans[s.uid].kernels)
         batch = chunk_batch(state, chunk, plans, values, explicit, kept)
         state.store.commit(batch)
-        report.computed += len(batch.fields)
+        report.computed += requested_in(batch, explicit)
         report.chunks += 1
         done += len(chunk)
         state.emit("chunk", report.chunks, len(chunks), done, total, **live.counts())
@@ -746,4 +761,11 @@ def run_chunks(
             finish_one()
     finally:
         runner.close()
-    state.emit("done", report.chunks, len(chunks), done, total, **{**live.counts(), "eta": None})
+    state.emit(
+        "done",
+        report.chunks,
+        len(chunks),
+        done,
+        total,
+        **{**live.counts(), "eta": None, "eta_low": None, "eta_high": None},
+    )

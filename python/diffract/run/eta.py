@@ -6,18 +6,29 @@ its calls (a kernel not seen yet costs the average of those seen), converts the 
 left to wall time with the ratio observed so far (threads side by side, reading, commits),
 and smooths the result: each new estimate moves the previous one, counted down, part of
 the way. It says nothing before ``min_samples`` calls.
+
+:meth:`EtaEstimator.bounds` gives a range around the estimate instead of one number, and
+none until ``min_share`` of the planned work is done: early on, and while kernels that have
+not run yet are left (their cost is a guess), the range is wide, so a user is not told a
+confident number that later swings by a factor of three.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["ETA_MIN_SAMPLES", "ETA_SMOOTHING", "EtaEstimator"]
+__all__ = ["ETA_MIN_SAMPLES", "ETA_MIN_SHARE", "ETA_SMOOTHING", "EtaEstimator"]
 
 #: weight of the newest raw estimate in the smoothed one
 ETA_SMOOTHING = 0.3
 #: kernel calls measured before an ETA is given
 ETA_MIN_SAMPLES = 3
+#: share of the planned work done before a range is given
+ETA_MIN_SHARE = 0.05
+#: relative half-width of the range when the cost of the work left is well measured
+ETA_BASE_SPREAD = 0.1
+#: a kernel not measured yet may cost this many times less, or more, than the average
+ETA_UNSEEN_FACTOR = 3.0
 
 
 class EtaEstimator:
@@ -41,6 +52,7 @@ class EtaEstimator:
         if not 0 < smoothing <= 1:
             raise ValueError(f"smoothing must be in (0, 1], got {smoothing!r}")
         self.left = {k: float(v) for k, v in planned.items()}
+        self.planned = sum(self.left.values())
         self.start = start
         self.min_samples = min_samples
         self.smoothing = smoothing
@@ -91,3 +103,36 @@ class EtaEstimator:
             eta = self.smoothing * raw + (1 - self.smoothing) * counted_down
         self._eta, self._at = eta, now
         return eta
+
+    def bounds(self, eta: float | None) -> tuple[float, float] | None:
+        """A range ``(low, high)`` of seconds left around the smoothed estimate ``eta``.
+
+        None before ``min_samples`` calls or before ``ETA_MIN_SHARE`` of the planned work is
+        done. Its half-width is ``ETA_BASE_SPREAD`` plus one over the square root of the calls
+        measured, and the share of the time left that falls on kernels not measured yet
+        widens it by up to ``ETA_UNSEEN_FACTOR`` either way.
+
+        Args:
+            eta: the smoothed estimate (:meth:`estimate`).
+        """
+        if eta is None or self.samples < self.min_samples or self.planned <= 0:
+            return None
+        left = sum(self.left.values())
+        if (self.planned - left) / self.planned < ETA_MIN_SHARE:
+            return None
+        if eta <= 0:
+            return (0.0, 0.0)
+        busy = sum(self.busy.values())
+        units = sum(self.done.values())
+        mean_rate = busy / units if units > 0 else 0.0
+        seen = unseen = 0.0
+        for k, rest in self.left.items():
+            if self.done.get(k):
+                seen += rest * self.busy[k] / self.done[k]
+            else:
+                unseen += rest * mean_rate
+        share = unseen / (seen + unseen) if seen + unseen > 0 else 0.0
+        spread = ETA_BASE_SPREAD + self.samples**-0.5
+        low = eta * max(1.0 - spread, 0.1) * (1.0 - share * (1.0 - 1.0 / ETA_UNSEEN_FACTOR))
+        high = eta * (1.0 + spread) * (1.0 + share * (ETA_UNSEEN_FACTOR - 1.0))
+        return (low, high)

@@ -123,7 +123,7 @@ def run_model_level(state: RunState, plan: Plan) -> None:
                 continue
             call_owner_kernel(state, k, args, task.owner, fields, computed, batch, where)
     state.store.commit(batch)
-    state.report.computed += len(batch.fields)
+    state.report.computed += sum(1 for (_, o) in batch.fields if o in fields)
 
 
 def _model_args(state: RunState, k: Kernel, task: ModelTask, computed: dict[str, Any]) -> list:
@@ -213,7 +213,7 @@ def run_cross_level(state: RunState, planner: Planner, plan: Plan) -> None:
             continue
         _run_pair(state, planner, task, fields, inputs_of, batch)
     state.store.commit(batch)
-    report.computed += len(batch.fields)
+    report.computed += sum(1 for (_, o) in batch.fields if o in fields)
 
 
 def _run_pair(

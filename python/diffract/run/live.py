@@ -45,16 +45,28 @@ class RunProgress:
         plans: uid -> the slice's plan.
     """
 
-    def __init__(self, state: RunState, chunks: list[list[SliceInfo]], plans: Plans) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        chunks: list[list[SliceInfo]],
+        plans: Plans,
+        explicit: set[str] | None = None,
+    ) -> None:
         planned: dict[str, float] = {}
         names: dict[str, Kernel] = {}
         self.steps_total = 0
+        #: the requested fields (None: every output counts as asked for)
+        self.explicit = explicit
+        #: requested values planned (a requested output of a planned kernel on a slice)
+        self.values_total = 0
+        self.values_done = 0
         for chunk in chunks:
             for s in chunk:
                 for k in plans[s.uid].kernels:
                     planned[k.name] = planned.get(k.name, 0.0) + work_of(s)
                     names.setdefault(k.name, k)
                     self.steps_total += 1
+                    self.values_total += self.asked(k)
         everything = [o for k in names.values() for o in k.outputs]
         order = [k.name for k in state.registry.closure(everything) if k.name in names]
         #: kernel name -> its place (1-based) in the run's dependency order
@@ -63,28 +75,48 @@ class RunProgress:
         self.lock = threading.Lock()
         self.eta = EtaEstimator(planned, state.t0)
 
+    def asked(self, k: Kernel) -> int:
+        """How many of kernel ``k``'s outputs were asked for (per slice)."""
+        if self.explicit is None:
+            return len(k.outputs)
+        return sum(1 for o in k.outputs if o in self.explicit)
+
     def step(self, k: Kernel, slices: list[SliceInfo], seconds: float, called: bool) -> None:
         """Kernel ``k`` is done with ``slices`` (``called``: in a call of ``seconds``)."""
         units = sum(work_of(s) for s in slices)
         with self.lock:
             self.steps_done += len(slices)
+            self.values_done += len(slices) * self.asked(k)
             if called:
                 self.eta.add(k.name, units, seconds)
             else:
                 self.eta.skip(k.name, units)
 
     def counts(self) -> dict[str, Any]:
-        """The step counts, and the ETA once there is one, as event fields."""
-        out: dict[str, Any] = {"steps_done": self.steps_done, "steps_total": self.steps_total}
-        eta = self.estimate()
+        """The step and value counts, and the ETA (and its range) once there is one, as
+        event fields."""
+        out: dict[str, Any] = {
+            "steps_done": self.steps_done,
+            "steps_total": self.steps_total,
+            "values_done": self.values_done,
+            "values_total": self.values_total,
+        }
+        eta, low, high = self.estimate_range()
         if eta is not None:
-            out["eta"] = eta
+            out.update(eta=eta, eta_low=low, eta_high=high)
         return out
 
     def estimate(self) -> float | None:
         """The smoothed seconds left now (None before enough calls)."""
         with self.lock:
             return self.eta.estimate(time.perf_counter())
+
+    def estimate_range(self) -> tuple[float | None, float | None, float | None]:
+        """The smoothed seconds left and its range ``(eta, low, high)``; None where not known."""
+        with self.lock:
+            eta = self.eta.estimate(time.perf_counter())
+            b = self.eta.bounds(eta)
+        return (eta, None, None) if b is None else (eta, b[0], b[1])
 
 
 class ChunkProgress:
@@ -157,11 +189,16 @@ class ChunkProgress:
             return
         ci, nchunks, done, total = self.at
         live = self.live
+        eta, low, high = live.estimate_range()
         extra: dict[str, Any] = {
             "steps_done": live.steps_done,
             "steps_total": live.steps_total,
+            "values_done": live.values_done,
+            "values_total": live.values_total,
             "slices_stored": done + self.stored,
-            "eta": live.estimate(),
+            "eta": eta,
+            "eta_low": low,
+            "eta_high": high,
         }
         if k is not None:
             extra.update(

@@ -81,7 +81,10 @@ class ProgressEvent:
     run in this process, ``steps_done``/``steps_total`` count kernel steps (one per planned
     kernel and slice), ``kernel`` is the kernel in progress, ``kernel_rank`` its place among
     the ``kernels_total`` of the run, ``kernel_done``/``kernel_total`` its slices in the
-    chunk; ``eta`` is smoothed (:class:`~diffract.run.eta.EtaEstimator`)."""
+    chunk; ``eta`` is smoothed (:class:`~diffract.run.eta.EtaEstimator`), ``eta_low`` and
+    ``eta_high`` bound it (None until enough of the run is measured for a range to mean
+    something). ``values_done``/``values_total`` count the requested values (a requested
+    field on a slice) whose kernel has run: what the user asked for, not kernel steps."""
 
     stage: str
     chunks_done: int
@@ -102,6 +105,10 @@ class ProgressEvent:
     kernels_total: int = 0
     kernel_done: int = 0
     kernel_total: int = 0
+    values_done: int = 0
+    values_total: int = 0
+    eta_low: float | None = None
+    eta_high: float | None = None
 
 
 @dataclass

@@ -22,6 +22,7 @@ FRONTENDS: dict[str, str] = {
     "run_with_progress": "diffract.widgets:run_with_progress",  # compute.apply_async()
     "filter_builder": "diffract.widgets:FilterBuilder",  # utils.filter_builder()
     "tracker": "diffract.tracking:Tracker",  # session.track(...): a training-run tracker
+    "finetune_diff": "diffract.finetune:diff_stored",  # results.diff(base, tuned)
 }
 
 

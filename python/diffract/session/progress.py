@@ -62,20 +62,27 @@ def _tqdm_progress(fields: Sequence[str]) -> tuple[ProgressCallback, Finish]:
     bar: dict[str, Any] = {}
 
     def on_event(ev: ProgressEvent) -> None:
+        # the bar is the work done (kernel steps, when the engine counts them); the postfix
+        # counts the requested values made, then (shortened) the kernel in progress
+        steps = ev.steps_total > 0
         if ev.stage == "start":
             bar["bar"] = tqdm(
-                total=ev.slices_total, desc=", ".join(fields)[:40], unit="slice", leave=True
+                total=ev.steps_total if steps else ev.slices_total,
+                desc=", ".join(fields)[:40],
+                unit="step" if steps else "slice",
+                leave=True,
             )
             return
         b = bar.get("bar")
         if b is None:
             return
-        if ev.kernel:  # inside a chunk: the kernel in progress and its slices
-            now = f"{ev.kernel} {ev.kernel_done}/{ev.kernel_total} @ {ev.param or ''}"
-            b.set_postfix_str(now[:60], refresh=False)
+        now = f"values {ev.values_done}/{ev.values_total}" if ev.values_total else ""
+        if ev.kernel:
+            now += f" · {ev.kernel} @ {ev.param or ''}"
         elif ev.param:
-            b.set_postfix_str(f"{ev.field} @ {ev.param}"[:50], refresh=False)
-        b.n = ev.slices_done
+            now += f" · {ev.field} @ {ev.param}"
+        b.set_postfix_str(now.strip(" ·")[:60], refresh=False)
+        b.n = max(b.n, ev.steps_done if steps else ev.slices_done)
         b.refresh()
 
     def finish() -> None:

@@ -323,3 +323,21 @@ class Results(DiffractResults):
         self._store.refresh()
         owners = set(self._scope._owners())
         return sorted({f for (o, f) in self._store.keys() if o in owners})
+
+    def diff(self, base: str, tuned: str, **options: Any) -> Any:
+        """What fine-tuning changed: the per-layer fine-tune diff of two stored models
+        (relative change, effective and signal rank, low-rank or full-rank, signal share above
+        the Marchenko-Pastur edge, top singular subspace overlap, ranking); see
+        ``docs/finetune-diff.md``.
+
+        Args:
+            base: the base model's id.
+            tuned: the fine-tuned model's id.
+            **options: ``k``, ``min_change``, ``low_rank_fraction``, ``bulk_ks_max``.
+
+        Returns:
+            A :class:`diffract.finetune.DiffResult` (``.table`` a DataFrame, ``.summary``).
+        """
+        from diffract.session._frontends import frontend
+
+        return frontend("finetune_diff")(self._scope, base, tuned, **options)

@@ -374,6 +374,13 @@ class Store:
         lock = getattr(self, "_lock", None)  # RAM stores and readers hold no lock
         return bool(getattr(lock, "superseded", False))
 
+    @property
+    def took_over(self) -> bool:
+        """Whether this store took the writer lock over from an older session of this
+        process (which can now only read)."""
+        lock = getattr(self, "_lock", None)
+        return bool(getattr(lock, "took_over", False))
+
     # --- writes --------------------------------------------------------------------------
     @locked
     def commit(self, batch: Batch) -> None:

@@ -9,7 +9,6 @@ import fcntl
 import os
 import threading
 import time
-import warnings
 import weakref
 from pathlib import Path
 
@@ -80,9 +79,11 @@ class WriterLock:
 
     The kernel releases an flock when its process dies, so a killed writer never leaves
     a stale lock behind. Within one process a newer lock on the same file takes over from
-    an older one (with a warning): re-running a notebook cell ``session = Session()`` works,
-    and the older session becomes unable to write (:attr:`superseded`), with an error saying
-    so. A lock object that is garbage collected releases its lock.
+    an older one (:attr:`took_over`), silently: re-running a notebook cell
+    ``session = Session()`` is the common case and rebinds the name to the new session at
+    once, so a warning would only alarm. The older session becomes unable to write
+    (:attr:`superseded`), and its next write raises an error saying why and what to use.
+    A lock object that is garbage collected releases its lock.
     """
 
     def __init__(self, path: Path, store_name: str) -> None:
@@ -92,6 +93,8 @@ class WriterLock:
         self._finalizer: weakref.finalize | None = None
         #: another writer of this process took this lock over; writes must stop
         self.superseded = False
+        #: this lock was taken over from an older writer of this process
+        self.took_over = False
 
     @property
     def held(self) -> bool:
@@ -161,12 +164,8 @@ class WriterLock:
             if older._finalizer is not None:
                 older._finalizer.detach()
             older._fd, older._finalizer, older.superseded = None, None, True
-        warnings.warn(
-            f"store {self.store_name}: an earlier session of this process had it open for "
-            "writing; this session takes the writer lock over and the earlier one can only read "
-            "now (close sessions you replace, or use `with Session(...) as session:`)",
-            stacklevel=4,
-        )
+        # no warning: the older session says so itself if it is asked to write again
+        self.took_over = True
         self._own(fd)
         return True
 

@@ -14,6 +14,7 @@ from diffract.tracking.adapters import (
     keras_callback,
     lightning_callback,
 )
+from diffract.tracking.alerts import DiagnosisWarning, RuleEvent
 from diffract.tracking.ids import STEP_DIGITS, checkpoint_id, parse_checkpoint_id
 from diffract.tracking.ledger import (
     DOC_KIND,
@@ -37,7 +38,9 @@ __all__ = [
     "POLICIES",
     "RUN_KIND",
     "STEP_DIGITS",
+    "DiagnosisWarning",
     "LightningTracking",
+    "RuleEvent",
     "RunSteps",
     "Snapshot",
     "SnapshotQueue",

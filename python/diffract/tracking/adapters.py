@@ -4,7 +4,8 @@ and Hugging Face's ``Trainer``.
 All only call :meth:`Tracker.step <diffract.tracking.Tracker.step>` with the framework's
 count of optimizer updates as the step, snapshot the initial weights when training starts,
 and flush the tracker when it ends (the tracker stays open: close it yourself, or use it as a
-context manager around ``fit``).
+context manager around ``fit``). When the tracker's experimental stop signal is set (a rule of
+its ``stop_on`` fired, :mod:`diffract.tracking.alerts`) they ask the framework to stop.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def keras_callback(tracker: Any) -> Any:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             self._step()
+            if self.tracker.should_stop:  # experimental: a stop_on rule fired
+                self.model.stop_training = True
 
         def on_train_end(self, logs: Any = None) -> None:
             self.tracker.flush()
@@ -85,8 +88,11 @@ class LightningTracking:
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Offer the weights after an optimizer step."""
+        """Offer the weights after an optimizer step; stop the trainer once the tracker's
+        experimental stop signal is set (a ``stop_on`` rule fired)."""
         self.tracker.step(pl_module, step=int(trainer.global_step))
+        if self.tracker.should_stop:
+            trainer.should_stop = True
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         """Wait for the queued snapshots."""
@@ -163,8 +169,11 @@ def hf_callback(tracker: Any, *, merged: bool = False) -> Any:
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self._step(state, kwargs.get("model"))
 
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             self._step(state, kwargs.get("model"))
+            if self.tracker.should_stop:  # experimental: a stop_on rule fired
+                control.should_training_stop = True
+            return control
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:

@@ -25,7 +25,15 @@ from diffract._errors import (
     StoreLockedError,
 )
 from diffract.extract.lora import check_lora_options
-from diffract.tracking.ids import STEP_DIGITS, check_run, check_step, checkpoint_id
+from diffract.tracking.alerts import (
+    AlertCallback,
+    Alerts,
+    RuleEvent,
+    alert_callbacks,
+    check_rules,
+    rule_fields,
+)
+from diffract.tracking.ids import STEP_DIGITS, check_run, check_step, checkpoint_id, literal_ids
 from diffract.tracking.ledger import committed_ids, drop_incomplete, mark_run, run_steps
 from diffract.tracking.policy import SnapshotQueue, check_policy
 from diffract.tracking.snapshot import register_snapshot_extractor, take_snapshot
@@ -118,6 +126,14 @@ class Tracker:
         non_blocking: copy CUDA tensors asynchronously.
         nice: lower the worker's priority by this much (Linux), so training gets the CPU
             first on a busy machine; 0 keeps it.
+        alerts: the diagnosis rules watched (``True``: every per-layer rule of
+            ``diffract.kernels.diagnosis.RULES``; names: those): their ``diag_*`` fields are
+            computed on each step, and a layer that turns flagged raises one
+            :class:`~diffract.tracking.alerts.RuleEvent` (docs/tracking.md#alerts).
+        on_alert: called with each event, in the worker thread; a callable or a list.
+        warn_alerts: also emit each event as a ``DiagnosisWarning``.
+        stop_on: (experimental) rules whose event sets :attr:`should_stop`, which the
+            Keras, Lightning and Hugging Face callbacks act on by stopping training.
         **options: passed to every ``compute.apply`` (kernel options, ``conventions=``,
             ``memory_budget=``, ``kernel_options=``); ``workers`` defaults to 1 (one
             analysis thread beside training) instead of the session's.
@@ -146,6 +162,10 @@ class Tracker:
         on_step: StepCallback | Sequence[StepCallback] | None = None,
         non_blocking: bool = True,
         nice: int = 10,
+        alerts: bool | str | Sequence[str] | None = None,
+        on_alert: AlertCallback | Sequence[AlertCallback] | None = None,
+        warn_alerts: bool = True,
+        stop_on: str | Sequence[str] = (),
         **options: Any,
     ) -> None:
         if getattr(session, "readonly", False):
@@ -153,6 +173,15 @@ class Tracker:
         self.session = session
         self.run = check_run(run)
         self.fields = _check_fields(session, fields)
+        stops = check_rules(stop_on, "stop_on")
+        watched = check_rules(True if alerts is None and (on_alert or stops) else alerts, "alerts")
+        watched = tuple(dict.fromkeys([*watched, *stops]))
+        self._alerts = (
+            Alerts(run, watched, alert_callbacks(on_alert), warn=bool(warn_alerts), stop_on=stops)
+            if watched
+            else None
+        )
+        self.fields = list(dict.fromkeys([*self.fields, *rule_fields(watched)]))
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise InvalidArgumentError(f"every must be an int >= 1, got {every!r}")
         if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
@@ -343,12 +372,43 @@ class Tracker:
                 self._counts["failures"].append((step, f"{detail} slice failure(s) in the run"))
             return
         self._bump(event)  # "committed", or "finished" for a resumed checkpoint
+        if self._alerts is not None:
+            self._alert(step, str(detail))
         for cb in self._callbacks:
             try:
                 cb(step, detail)
             except Exception as exc:  # a callback's error must not stop the worker
                 with self._lock:
                     self._counts["failures"].append((step, f"on_step callback: {exc!r}"))
+
+    def _alert(self, step: int, model_id: str) -> None:
+        """Read the diagnosis of a committed step and raise its new crossings."""
+        assert self._alerts is not None
+        try:
+            scope = self.session.filter(model_ids=literal_ids([model_id]))
+            errors = self._alerts.emit(self._alerts.observe(scope, step, model_id))
+        except Exception as exc:  # the alerts must not stop the worker
+            errors = [f"alerts: {exc!r}"]
+        if errors:
+            with self._lock:
+                self._counts["failures"].extend((step, e) for e in errors)
+
+    @property
+    def alerts(self) -> list[RuleEvent]:
+        """The rule crossings raised so far, in order (empty without ``alerts=``)."""
+        return list(self._alerts.events) if self._alerts is not None else []
+
+    @property
+    def should_stop(self) -> bool:
+        """(Experimental) True once a rule of ``stop_on`` fired: the framework callbacks
+        stop training at their next batch. Like WeightWatcher's early stopping, a heuristic
+        from the weights alone: read :attr:`stop_reason` before trusting it."""
+        return self._alerts is not None and self._alerts.stop_event is not None
+
+    @property
+    def stop_reason(self) -> RuleEvent | None:
+        """(Experimental) the event that set :attr:`should_stop`, or None."""
+        return self._alerts.stop_event if self._alerts is not None else None
 
     @property
     def status(self) -> TrackerStatus:

@@ -21,6 +21,8 @@ Figures:
     figure.
 ``compare(field, models=(a, b), mode=...)``, ``evolution(field, run=...)``
     Two models slice by slice (difference or ratio); a tracked run across its steps.
+``figure("diagnosis")``, ``diagnosis_lines()``, ``diagnosis_rows()``
+    Which layers the diagnosis rules flag (``diag_*`` fields), as a figure, text or rows.
 ``figure(kind, ...)``
     Any kind of :mod:`diffract.viz.registry` by name.
 
@@ -58,6 +60,13 @@ from diffract.viz.kinds.compare import (
     common_slices as common_slices,
     compare_models as compare_models,
     compare_spec as compare_spec,
+)
+from diffract.viz.kinds.diagnosis import (
+    DIAGNOSIS_FIELDS as DIAGNOSIS_FIELDS,
+    diagnosis_fields as diagnosis_fields,
+    diagnosis_lines as diagnosis_lines,
+    diagnosis_rows as diagnosis_rows,
+    diagnosis_spec as diagnosis_spec,
 )
 from diffract.viz.kinds.esd import esd_spec as esd_spec
 from diffract.viz.kinds.esd_full import esd_full_spec as esd_full_spec

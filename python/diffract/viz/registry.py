@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz.kinds import alpha_errorbars, compare, esd_full, esd_grid, evolution
+from diffract.viz.kinds import alpha_errorbars, compare, diagnosis, esd_full, esd_grid, evolution
+from diffract.viz.kinds.diff import diff_spec
 from diffract.viz.kinds.heatmap import heatmap_spec
 from diffract.viz.kinds.layers import layers_spec
 from diffract.viz.kinds.scatter import scatter_spec
@@ -118,6 +119,10 @@ def _prepare_evolution(scope: Any, r: Request) -> Request:
     return dataclasses.replace(r, run=evolution.pick_run(scope, r.run))
 
 
+def _prepare_diff(scope: Any, r: Request) -> Request:
+    return dataclasses.replace(r, models=list(compare.compare_models(scope, r.models)))
+
+
 def _esd_full(scope: Any, r: Request) -> dict[str, Any]:
     assert r.slice is not None  # check() asks for it
     return esd_full.esd_full_spec(scope, r.slice, model_id=r.model_id)
@@ -183,6 +188,22 @@ KINDS: dict[str, FigureKind] = {
             "a power-law alpha per layer with its standard error",
             default_fields=("pl_alpha",),
             report=True,
+        ),
+        FigureKind(
+            "diagnosis",
+            lambda s, r: diagnosis.diagnosis_spec(s, models=r.models),
+            "which layers each diagnosis rule flags (hover: the reason, with its numbers)",
+            fields=0,
+            # what a panel watches for new values; the figure reads every diag_* field
+            default_fields=("diag_over_trained",),
+        ),
+        FigureKind(
+            "diff",
+            lambda s, r: diff_spec(s, list(r.models or ())),
+            "fine-tune diff of models [base, tuned]: relative change, update kind, signal share",
+            fields=0,
+            pair=True,
+            prepare=_prepare_diff,
         ),
     )
 }

@@ -162,7 +162,7 @@ class FieldPanel(anywidget.AnyWidget):
             fields = fields or list(spec_kind.default_fields)
         elif spec_kind.default_fields and not fields:
             fields = list(spec_kind.default_fields)
-        if not spec_kind.slice and len(fields) < 1:
+        if not spec_kind.slice and spec_kind.fields >= 1 and len(fields) < 1:
             raise ValueError(f"a {kind} panel needs a field, e.g. FieldPanel(session, 'pl_alpha')")
         if spec_kind.fields == 1 and len(fields) > 1:
             raise ValueError(f"a {kind} panel shows one field; make one panel per field")
@@ -429,13 +429,15 @@ class FieldPanel(anywidget.AnyWidget):
         return n
 
     def _status_text(self) -> str:
+        first = self.fields[0] if self.fields else ""  # a diff panel reads no field
         what = {
             "esd": str(self.slice),
             "scatter": " vs ".join(reversed(self.fields)),
-            "compare": f"{self.fields[0]}: "
+            "compare": f"{first}: "
             + (" / " if self.mode == "ratio" else " - ").join(reversed(self.models or [])),
-            "evolution": f"{self.fields[0]} · run {self.run}",
-        }.get(self.kind, self.fields[0])
+            "evolution": f"{first} · run {self.run}",
+            "diff": "fine-tune diff: " + " vs ".join(reversed(self.models or [])),
+        }.get(self.kind, first)
         n = self.n_values()
         traces = len(self.spec["data"])
         if n:

@@ -4,10 +4,14 @@ and :func:`run_with_progress` (a run in a worker thread, cancellable from the wi
 The widget follows the engine's :class:`~diffract.run.report.ProgressEvent` stream: "start",
 "kernel" events as each kernel call starts and ends, "commit" when the values finished inside
 a chunk are committed (live panels re-read the store), "chunk" when a chunk is committed,
-"done". Inside a chunk it shows the slices done and stored, the kernel steps made, and the
-kernel in progress with its slices ("now"); the ETA is the engine's smoothed one
-(:mod:`diffract.run.eta`); the browser ticks the elapsed time between events. The final state says how the run
-ended (done, cancelled, failed, or nothing to compute) with counts taken from the run's report.
+"done". It counts what the user asked for: the requested values (a field on a slice) made
+out of those planned, for the fields and slices requested; the bar is the share of the
+planned work (kernel steps) done, never going back; the time left is a range, and none
+until enough of the run is measured (:meth:`~diffract.run.eta.EtaEstimator.bounds`). Kernel
+names, their slices and the chunks are in a detail line. The final state says how the run
+ended (done, cancelled with what was kept, failed, or nothing to compute) with counts taken
+from the run's report; a displayed widget's static HTML (saved notebooks, nbconvert) is
+updated to that final state when the run ends.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets as t
 
+from diffract.run.eta import ETA_MIN_SHARE
 from diffract.widgets import _SNAP_STYLE, _as_scope, _esm, _snapshot_bundle, notify_panels
 
 if TYPE_CHECKING:
@@ -36,6 +41,8 @@ ETA_SMOOTHING = 0.3
 #: seconds between two "kernel" updates of a displayed widget (a fast kernel makes hundreds
 #: of calls a second: one comm message each would queue up behind the run)
 SHOWN_THROTTLE = 0.1
+#: the range around an ETA made from slices alone (chunks run elsewhere), as factors
+SLICE_ETA_RANGE = (0.7, 1.5)
 #: failures listed in the widget (the report holds all of them)
 MAX_FAILURES_SHOWN = 50
 
@@ -66,10 +73,22 @@ class ProgressWidget(anywidget.AnyWidget):
     slices_stored = t.Int(0).tag(sync=True)
     #: kernel calls made so far (one per kernel and slice)
     kernel_calls = t.Int(0).tag(sync=True)
+    #: requested values (a requested field on a slice) made, and planned
+    values_done = t.Int(0).tag(sync=True)
+    values_total = t.Int(0).tag(sync=True)
+    #: share of the planned work done (0..1), what the bar shows; never goes back
+    fraction = t.Float(0.0).tag(sync=True)
+    #: the requested field in progress ("" for a step the requested fields share)
     field = t.Unicode("").tag(sync=True)
+    #: the slice in progress (``model:slice``)
     param = t.Unicode("").tag(sync=True)
+    #: the engine's detail: kernel in progress, its slices, steps, chunks
+    detail = t.Unicode("").tag(sync=True)
     elapsed = t.Float(0.0).tag(sync=True)
     eta = t.Float(None, allow_none=True).tag(sync=True)
+    #: the range of the time left (None: not known well enough to say)
+    eta_low = t.Float(None, allow_none=True).tag(sync=True)
+    eta_high = t.Float(None, allow_none=True).tag(sync=True)
     failures = t.Int(0).tag(sync=True)
     #: the first failures: ``{"model_id", "slice", "uid", "field", "kernel", "error"}``
     failure_list = t.List(t.Dict()).tag(sync=True)
@@ -99,6 +118,7 @@ class ProgressWidget(anywidget.AnyWidget):
         self._chunk_seen: set[str] = set()
         self._eta_at: tuple[float, float] | None = None  # (smoothed eta, elapsed when set)
         self._last_event: ProgressEvent | None = None
+        self._handles: list[Any] = []  # display handles, updated with the final snapshot
         self.observe(self._on_cancel, names="cancel_requested")
 
     def _on_cancel(self, change: Any) -> None:
@@ -142,6 +162,9 @@ class ProgressWidget(anywidget.AnyWidget):
             self.slices_total = ev.slices_total
             self.elapsed = float(ev.elapsed)
             self.failures = ev.failures
+            if ev.values_total:
+                self.values_total = ev.values_total
+                self.values_done = max(min(ev.values_done, ev.values_total), self.values_done)
             if steps:
                 self._follow_steps(ev)
             else:
@@ -151,24 +174,44 @@ class ProgressWidget(anywidget.AnyWidget):
                     self.field = ev.field
                 if ev.param:
                     self.param = ev.param
-                self.eta = self._smoothed_eta(float(ev.elapsed))
+                eta = self._smoothed_eta(float(ev.elapsed))
+                self.eta = eta
+                if ev.slices_total:
+                    self._advance(self.slices_done / ev.slices_total)
+                # slices are all the engine tells here: a wide range, once some are done
+                known = eta is not None and self.fraction >= ETA_MIN_SHARE
+                self.eta_low = eta * SLICE_ETA_RANGE[0] if eta is not None and known else None
+                self.eta_high = eta * SLICE_ETA_RANGE[1] if eta is not None and known else None
+                self.detail = f"chunk {ev.chunks_done}/{ev.chunks_total}" if ev.chunks_total else ""
         if ev.stage in ("commit", "chunk", "done"):
             notify_panels()
 
+    def _advance(self, share: float) -> None:
+        """Move the bar to ``share`` of the work (it never goes back)."""
+        self.fraction = min(max(self.fraction, share), 1.0)
+
     def _follow_steps(self, ev: ProgressEvent) -> None:
         """The counts of an engine that reports its kernel steps: slices with every kernel
-        done, those stored, steps made, the kernel in progress with its slices, its ETA."""
+        done, those stored, steps made, the share of the work done, the requested field and
+        slice in progress (the kernel and its slices in the detail), the ETA and its range."""
         self.slices_done = ev.slices_done
         self.slices_stored = ev.slices_done if ev.slices_stored is None else ev.slices_stored
         self.kernel_calls = ev.steps_done
+        self._advance(ev.steps_done / ev.steps_total)
         self.eta = ev.eta
+        self.eta_low, self.eta_high = ev.eta_low, ev.eta_high
+        parts = [f"step {ev.steps_done}/{ev.steps_total}"]
         if ev.kernel:
-            self.field = ev.kernel
-            where = f"{ev.param} · " if ev.param else ""
-            self.param = (
-                f"{where}{ev.kernel_done}/{ev.kernel_total} slices"
-                f" · kernel {ev.kernel_rank}/{ev.kernels_total}"
+            self.field = ev.field if ev.field in self.fields else ""
+            self.param = ev.param or ""
+            parts.insert(
+                0,
+                f"kernel {ev.kernel} ({ev.kernel_rank} of {ev.kernels_total}):"
+                f" {ev.kernel_done}/{ev.kernel_total} slices",
             )
+        if ev.chunks_total > 1:
+            parts.append(f"chunk {min(ev.chunks_done + 1, ev.chunks_total)}/{ev.chunks_total}")
+        self.detail = " · ".join(parts)
 
     def _smoothed_eta(self, elapsed: float) -> float | None:
         """Seconds left: the rate so far (in slices reached) blended with the previous estimate
@@ -187,6 +230,9 @@ class ProgressWidget(anywidget.AnyWidget):
 
     def finish(self, report: RunReport | None = None, error: BaseException | None = None) -> None:
         """Mark the run finished (done, cancelled or error) with counts that add up.
+
+        A cancelled or failed run keeps its bar where the work stopped and counts what was
+        kept; a done run fills it. Every display of the widget gets the final snapshot.
 
         Args:
             report: the run's report, for its summary, failures and elapsed time.
@@ -212,36 +258,56 @@ class ProgressWidget(anywidget.AnyWidget):
             elif cancelled:
                 self.status = "cancelled"
                 self.message = str(report) if report is not None else "cancelled"
+                if report is not None and self.values_total:
+                    # what is stored, not what was reached: the step in progress was not kept
+                    self.values_done = min(report.computed, self.values_total)
                 self.outcome = self._outcome(report, "cancelled")
             else:
                 self.status = "done"
                 self.message = str(report) if report is not None else ""
                 self.outcome = self._outcome(report, "done")
                 self.slices_done = self.slices_stored = self.slices_total
+                self.values_done = self.values_total
+                self.fraction = 1.0
                 if self.chunks_total:
                     self.chunks_done = self.chunks_total
             if cancelled or error is not None:
                 # what is stored, not what was reached: the slice in progress was not finished
                 self.slices_done = self.slices_stored
-            self.eta = None
+            self.eta = self.eta_low = self.eta_high = None
+            self.field = self.param = ""
             self.cancellable = False
+        self._update_displays()
         notify_panels(force=True)
 
     def _outcome(self, report: RunReport | None, how: str) -> str:
         if report is None:
             if how == "done" and self.slices_total == 0 and self.events:
                 return "nothing to compute: every requested value is stored"
+            if how == "cancelled" and self.values_total:
+                return (
+                    f"cancelled: {self.slices_stored} of {self.slices_total} slice(s) complete"
+                    " (finished values kept)"
+                )
             return f"{how}: {self.slices_stored} of {self.slices_total} slice(s) stored"
         if how == "done" and report.computed == 0 and not report.failures and report.chunks == 0:
             return f"nothing to compute: all {report.reused} requested value(s) are stored"
+        if report.cancelled or how == "cancelled":
+            parts = [f"kept {report.computed} computed value(s)"]
+            if report.reused:
+                parts.append(f"{report.reused} were already stored")
+            if report.not_applicable:
+                parts.append(f"{report.not_applicable} not applicable")
+            parts.append(f"{report.skipped} not computed (run again to finish)")
+            if report.failures:
+                parts.append(f"{len(report.failures)} failed")
+            return "cancelled: " + " · ".join(parts)
         parts = [f"{report.computed} computed", f"{report.reused} already stored"]
         if report.not_applicable:
             parts.append(f"{report.not_applicable} not applicable")
         if report.failures:
             parts.append(f"{len(report.failures)} failed")
-        if report.cancelled or how == "cancelled":
-            parts.append(f"{report.skipped} skipped")
-        return f"{how}: " + " · ".join(parts) + " (values)"
+        return f"{how}: " + " · ".join(parts) + " (requested values)"
 
     def _failure_row(self, f: Any) -> dict[str, str]:
         kernel = f.field
@@ -257,25 +323,141 @@ class ProgressWidget(anywidget.AnyWidget):
             "error": f.error,
         }
 
+    def request_text(self) -> str:
+        """What was asked for: ``"alpha, stable_rank on 200 slices"`` (as the live view)."""
+        names = ", ".join(self.fields) if len(self.fields) <= 4 else f"{len(self.fields)} fields"
+        n = self.slices_total
+        return f"{names} on {n} slice{'s' * (n != 1)}" if n else names
+
+    def counter_text(self) -> str:
+        """The one counter: requested values made of those planned (slices when the engine
+        does not count values)."""
+        if self.values_total:
+            return f"{self.values_done} of {self.values_total} requested values"
+        return f"{self.slices_done} of {self.slices_total} slices"
+
+    #: the states a run ends in: its displays become the static final picture
+    FINAL = ("done", "cancelled", "error")
+
     def snapshot_html(self) -> str:
-        """A static one-line HTML summary of the run's progress, for notebooks viewed without a
-        running kernel.
+        """A static HTML picture of the run's progress: what it was asked, a bar, the one
+        counter, times, the outcome, the failures and the details, with the class names of
+        the live view. Shown where no widget model is around (saved notebooks, nbconvert,
+        GitHub); once the run has ended it is the final state, and it replaces the live view.
 
         Returns:
-            HTML with the status, chunk and slice counts, times and failures.
+            HTML with the request, status, bar, counts, times, outcome and failures.
         """
-        eta = "" if self.eta is None else f", ETA {self.eta:.1f}s"
+        esc = html.escape
+        label = {
+            "waiting": "waiting",
+            "running": "running",
+            "cancelling": "cancelling",
+            "cancelled": "cancelled: finished values kept",
+            "done": "done",
+            "error": "failed",
+        }.get(self.status, self.status)  # the live view's labels
+        colour = {"done": "#2e7d32", "cancelled": "#9e9e9e", "error": "#c62828"}.get(
+            self.status, "#1976d2"
+        )
+        pct = 100.0 if self.status == "done" else 100.0 * self.fraction
+        left = ""
+        if self.status == "running" and self.eta_low is not None and self.eta_high is not None:
+            left = f" · left <b class='diffract-eta'>{_fmt_range(self.eta_low, self.eta_high)}</b>"
+        bar = (
+            f"<div role='progressbar' aria-valuemin='0' aria-valuemax='100' aria-valuenow='{pct:.0f}'"
+            f" aria-valuetext='{esc(self.counter_text(), quote=True)}'"
+            " style='height:8px;background:rgba(127,127,127,.25);border-radius:4px;margin:4px 0;max-width:480px'>"
+            f"<div class='diffract-snapshot-bar' style='height:8px;width:{pct:.1f}%;background:{colour};"
+            "border-radius:4px'></div></div>"
+        )
+        counts = (
+            f"<div><b class='diffract-counter'>{esc(self.counter_text())}</b>"
+            f" · elapsed <b class='diffract-elapsed'>{_fmt_seconds(self.elapsed)}</b>{left}"
+            f" · failures <b class='diffract-failures'>{self.failures}</b></div>"
+        )
+        outcome = f"<div class='diffract-outcome'>{esc(self.outcome)}</div>" if self.outcome else ""
+        failures = ""
+        if self.failure_list:
+            rows = "".join(
+                f"<tr class='diffract-failure'><td>{esc(f['model_id'])}:{esc(f['slice'])}</td>"
+                f"<td>{esc(_kernel_of(f))}</td><td>{esc(f['error'])}</td></tr>"
+                for f in self.failure_list
+            )
+            n = self.failures
+            failures = (
+                f"<details class='diffract-failure-list'><summary>{n} failure{'s' * (n != 1)}</summary>"
+                f"<table style='text-align:left'>{rows}</table></details>"
+            )
+        detail = (
+            "<details class='diffract-detail'><summary>details</summary>"
+            f"slices complete <b class='diffract-slices'>{self.slices_done}/{self.slices_total}</b>"
+            f" · kernel steps <b class='diffract-kernel-calls'>{self.kernel_calls}</b>"
+            f" · chunks <b class='diffract-chunks'>{self.chunks_done}/{self.chunks_total}</b>"
+            + (f" · {esc(self.detail)}" if self.detail and self.status not in self.FINAL else "")
+            + "</details>"
+        )
         return (
-            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>diffract {html.escape(', '.join(self.fields))}</b>: "
-            f"{html.escape(self.status)}, chunks {self.chunks_done}/{self.chunks_total}, slices {self.slices_done}/{self.slices_total}, "
-            f"elapsed {self.elapsed:.1f}s{eta}, failures {self.failures}"
-            + (f"<div>{html.escape(self.outcome)}</div>" if self.outcome else "")
-            + (f"<div>{html.escape(self.message)}</div>" if self.message else "")
-            + "</div>"
+            f"<div class='diffract-snapshot diffract-progress-snapshot diffract-progress'"
+            f" data-status='{esc(self.status)}' style='{_SNAP_STYLE}'>"
+            f"<div><b class='diffract-progress-title'>{esc(self.request_text())}</b>"
+            f" · <span class='diffract-progress-status'>{esc(label)}</span></div>"
+            f"{bar}{counts}{outcome}{failures}{detail}</div>"
         )
 
+    def _final_bundle(self) -> dict[str, str]:
+        """The static final picture alone: a finished run has nothing left to follow, and a
+        widget view would read "model not found" in a new kernel, and nothing in nbconvert."""
+        return {"text/html": self.snapshot_html(), "text/plain": self.outcome or self.status}
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        if self.status in self.FINAL:
+            return self._final_bundle()
         return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display with a handle, so that :meth:`finish` can replace the output (the live
+        view and the static snapshot a saved notebook and nbconvert keep) with the final
+        state."""
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_()
+        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+        handle = display(data, metadata=meta, raw=True, display_id=True)
+        if handle is not None and self.status not in self.FINAL:
+            self._handles.append(handle)
+
+    def _update_displays(self) -> None:
+        handles, self._handles = self._handles, []
+        if not handles:
+            return
+        data = self._final_bundle()
+        for handle in handles:
+            with contextlib.suppress(Exception):  # no kernel around any more: nothing to update
+                handle.update(data, raw=True)
+
+
+def _kernel_of(f: dict[str, str]) -> str:
+    """A failure's kernel column, as the live view shows it: ``"kernel (field)"``."""
+    return (
+        f"{f['kernel']} ({f['field']})" if f["kernel"] and f["kernel"] != f["field"] else f["field"]
+    )
+
+
+def _fmt_seconds(sec: float) -> str:
+    sec = max(float(sec), 0.0)
+    if sec < 60:
+        return f"{sec:.0f}s" if sec >= 10 else f"{sec:.1f}s"
+    m, s = divmod(round(sec), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def _fmt_range(low: float, high: float) -> str:
+    """``"about 3m10s–4m50s"``: a range of seconds left."""
+    return f"about {_fmt_seconds(low)}–{_fmt_seconds(high)}"
 
 
 def notebook_progress(
@@ -427,6 +609,9 @@ class ProgressRun:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        self.widget._ipython_display_(**kwargs)
 
     def __repr__(self) -> str:
         return f"<ProgressRun {list(self.fields)}: {self.widget.status}>"

@@ -22,6 +22,19 @@ _HOVER = (
 )
 
 
+def stored_sigmas(scope: Scope, field: str, reference: str | None = None) -> dict[str, float]:
+    """uid -> the stored ``<field>_sigma`` (a fitted exponent's standard error), or {} when
+    no such field exists or none is stored; the ``layers`` kind draws them as error bars."""
+    from diffract._errors import DiffractError
+
+    sigma = f"{field}_sigma"
+    try:
+        rows = field_rows(scope, sigma, reference=reference)
+    except DiffractError:  # no kernel produces <field>_sigma
+        return {}
+    return {r["uid"]: r[sigma] for r in rows if is_number(r.get(sigma))}
+
+
 def alpha_errorbars_spec(
     scope: Scope,
     field: str = "pl_alpha",

@@ -20,6 +20,32 @@ from diffract.viz._common import (
 if TYPE_CHECKING:
     from diffract.session import Scope
 
+#: eigenvalues below this share of the largest are numerical zeros (a rank-deficient
+#: matrix's round-off, 1e-13 and such): drawn, they stretch a log axis over ten decades and
+#: squash the spectrum into its right edge
+ZERO_EVAL_SHARE = 1e-10
+
+
+def drawn_evals(raw: Any) -> tuple[Any, int]:
+    """The eigenvalues an ESD figure draws and how many numerical zeros it leaves out.
+
+    Args:
+        raw: the stored eigenvalues.
+
+    Returns:
+        ``(evals, zeros)``: the finite positive values not below ``ZERO_EVAL_SHARE`` of the
+        largest, and the count of the finite values (zeros included) left out.
+    """
+    import numpy as np
+
+    v = np.asarray(raw, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    pos = positive(v)
+    if not pos.size:
+        return pos, int(v.size)
+    kept = pos[pos >= pos.max() * ZERO_EVAL_SHARE]
+    return kept, int(v.size - kept.size)
+
 
 def esd_spec(
     scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60
@@ -53,7 +79,7 @@ def esd_spec(
             "data": [],
             "layout": layout(title + " (esd not computed yet)", "eigenvalue", "density"),
         }
-    evals = positive(raw)
+    evals, zeros = drawn_evals(raw)
     data: list[dict[str, Any]] = []
     if evals.size:
         edges = log_edges(float(evals.min()), float(evals.max()), bins)
@@ -88,9 +114,12 @@ def esd_spec(
                     "y": ys.tolist(),
                     "hoverinfo": "name",
                     "line": {"dash": "dash"},
+                    "meta": "pl_fit",
                 }
             )
             title += f" (α={alpha:.3g})"
+    if zeros:
+        title += f" · {zeros} eigenvalue(s) ≈ 0 not drawn"
     axes: dict[str, Any] = {"xaxis": {"type": "log"}, "yaxis": {"type": "log"}}
     if data:
         px = [x for t in data for x in t["x"] if x > 0]

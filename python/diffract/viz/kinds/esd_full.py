@@ -20,7 +20,7 @@ from diffract.viz._common import (
     positive,
     stored,
 )
-from diffract.viz.kinds.esd import esd_spec
+from diffract.viz.kinds.esd import drawn_evals, esd_spec
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -53,7 +53,7 @@ def _overlays(scope: Scope, uid: str, ymax: float) -> list[dict[str, Any]]:
                 "mode": "lines",
                 "name": f"xmin={xmin:.3g}",
                 "x": [float(xmin), float(xmin)],
-                "y": [ymax * 1e-6, ymax * 10],
+                "y": [ymax * 1e-6, ymax * 10],  # spans the axis range once it is known
                 "line": {"color": "#d62728", "width": 1.5},
                 "hoverinfo": "name",
                 "meta": "xmin",
@@ -118,7 +118,7 @@ def esd_full_spec(
     if not spec["data"]:
         return spec
     uid = find_slice(scope, slice, model_id).uid
-    evals = positive(scope.results.get("esd", uid))
+    evals = drawn_evals(scope.results.get("esd", uid))[0]
     ymax = max(max(t["y"]) for t in spec["data"] if t["y"])
     data = list(spec["data"]) + _overlays(scope, uid, ymax)
     rand = stored(scope, uid, "esd_rand")
@@ -132,5 +132,9 @@ def esd_full_spec(
     layout = dict(spec["layout"])
     layout["xaxis"] = {**layout["xaxis"], **exponent_ticks(min(xs), max(xs))}
     layout["yaxis"] = {**layout["yaxis"], **exponent_ticks(min(ys), max(ys))}
-    layout["yaxis"]["range"] = [math.log10(min(ys)) - 0.2, math.log10(max(ys)) + 0.2]
+    lo, hi = math.log10(min(ys)) - 0.2, math.log10(max(ys)) + 0.2
+    layout["yaxis"]["range"] = [lo, hi]
+    for t in data:  # the xmin line spans the plot, bottom to top, not from mid-air
+        if t.get("meta") == "xmin":
+            t["y"] = [10**lo, 10**hi]
     return {"data": data, "layout": layout}

@@ -20,6 +20,35 @@ def esd_slices(scope: Scope, slices: list[str] | None) -> list[Any]:
     return [s for s in scope.models.slices() if stored(scope, s.uid, "esd") is not None]
 
 
+#: one colour per kind of trace, the same in every panel (Plotly's cycle would give the
+#: ESD of each panel another colour), and the legend entry that names it once
+GRID_STYLE: dict[str, tuple[str, str]] = {
+    "eigenvalue": ("#1f77b4", "ESD"),
+    "pl_fit": ("#9467bd", "power-law fit"),
+    "xmin": ("#d62728", "xmin of the fit"),
+    "mp_bulk": ("#2ca02c", "Marchenko-Pastur bulk"),
+    "esd_rand": ("#ff7f0e", "randomized ESD"),
+}
+
+
+def _styled(t: dict[str, Any], seen: set[str]) -> dict[str, Any]:
+    """Trace ``t`` with its kind's colour and legend group; the first of each kind has the
+    legend entry, the panel's own label (α, xmin, edge) stays in its hover text."""
+    kind = t.get("meta") or ""
+    if kind not in GRID_STYLE:
+        return t
+    colour, label = GRID_STYLE[kind]
+    out = {**t, "legendgroup": kind, "showlegend": kind not in seen, "name": label}
+    seen.add(kind)
+    if t.get("mode") == "lines":
+        out["line"] = {**t.get("line", {}), "color": colour}
+        if t.get("hoverinfo") == "name":
+            out["hoverinfo"], out["hovertext"] = "text", t.get("name", label)
+    else:
+        out["marker"] = {**t.get("marker", {}), "color": colour}
+    return out
+
+
 def esd_grid_spec(
     scope: Scope, slices: list[str] | None = None, *, cols: int = 3, bins: int = 40
 ) -> dict[str, Any]:
@@ -45,13 +74,17 @@ def esd_grid_spec(
     data: list[dict[str, Any]] = []
     layout: dict[str, Any] = {
         "title": {"text": f"ESDs ({len(chosen)} slices)"},
-        "showlegend": False,
+        "showlegend": True,
+        # one legend for every panel, above them, under the title
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"},
+        "margin": {"t": 100},
         "annotations": [],
-        "height": 280 * rows + 80,
+        "height": 280 * rows + 120,
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
     }
     gap = 0.06
+    seen: set[str] = set()
     for i, s in enumerate(chosen):
         r, c = divmod(i, cols)
         x0, x1 = c / cols + gap / 2, (c + 1) / cols - gap / 2
@@ -59,10 +92,13 @@ def esd_grid_spec(
         panel = esd_full_spec(scope, s.uid, bins=bins)
         n = "" if i == 0 else str(i + 1)
         for t in panel["data"]:
-            data.append({**t, "xaxis": f"x{n}", "yaxis": f"y{n}"})
+            data.append({**_styled(t, seen), "xaxis": f"x{n}", "yaxis": f"y{n}"})
+        last_row = i + cols >= len(chosen)  # nothing under this panel: its x axis is titled
         for axis, other, dom in (("x", "y", [x0, x1]), ("y", "x", [y0, y1])):
             settings = dict(panel["layout"][f"{axis}axis"])
-            settings.pop("title", None)
+            titled = (axis == "x" and last_row) or (axis == "y" and c == 0)
+            if not titled:
+                settings.pop("title", None)
             layout[f"{axis}axis{n}"] = {**settings, "domain": dom, "anchor": f"{other}{n}"}
         title = panel["layout"]["title"]["text"].removeprefix("ESD of ")
         layout["annotations"].append(

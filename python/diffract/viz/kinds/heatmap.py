@@ -10,6 +10,27 @@ if TYPE_CHECKING:
     from diffract.session import Scope
 
 
+def column_ticks(groups: dict[str, list[dict[str, Any]]], width: int) -> dict[str, Any]:
+    """The x axis of a layer x model heatmap: one tick per column, labelled with its layer's
+    name (``x`` stays the column index, so an update never turns the axis into a numeric
+    one reading -0.5..2.5). A column whose layer differs between models is labelled
+    ``"#i name"`` with the name of the model that has the most layers."""
+    longest = max(groups.values(), key=len, default=[])
+    labels = []
+    for i in range(width):
+        names = {str(rs[i]["name"]) for rs in groups.values() if i < len(rs)}
+        name = plain(longest[i]["name"] or "(model)") if i < len(longest) else str(i)
+        labels.append(name if len(names) == 1 else f"#{i} {name}")
+    if len(set(labels)) < len(labels):  # repeated names: the column number tells them apart
+        labels = [f"#{i} {n}" for i, n in enumerate(labels)]
+    return {
+        "tickmode": "array",
+        "tickvals": list(range(width)),
+        "ticktext": labels,
+        "automargin": True,
+    }
+
+
 def heatmap_spec(
     scope: Scope, field: str, *, models: list[str] | None = None, reference: str | None = None
 ) -> dict[str, Any]:
@@ -54,6 +75,10 @@ def heatmap_spec(
             }
         )
     out = layout(
-        f"{field}: layer x model", "layer (depth order)", "model", yaxis={"type": "category"}
+        f"{field}: layer x model",
+        "layer (depth order)",
+        "model",
+        yaxis={"type": "category"},
+        xaxis=column_ticks(groups, width),
     )
     return {"data": data, "layout": out}

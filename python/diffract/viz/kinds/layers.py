@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from diffract.viz._common import HOVER, by_model, custom, field_rows, layout, plain
+from diffract.viz.kinds.alpha_errorbars import stored_sigmas
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -31,7 +32,8 @@ def layers_spec(
 
     Returns:
         ``{"data": traces, "layout": layout}`` as plain dicts (Plotly's figure format); each
-        point's ``customdata`` is ``[model, name, type, value, uid]``.
+        point's ``customdata`` is ``[model, name, type, value, uid]``. Where ``<field>_sigma``
+        is stored (``pl_alpha_sigma``), each trace has ``error_y``: alpha +- sigma.
 
     Raises:
         ValueError: ``kind`` is neither ``"line"`` nor ``"bar"``.
@@ -39,6 +41,8 @@ def layers_spec(
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
     rows = field_rows(scope, field, reference=reference, complete=True, keep=models or ())
+    # a fitted exponent (pl_alpha) with its standard error stored: error bars, alpha +- sigma
+    sigmas = stored_sigmas(scope, field, reference) if rows else {}
     data = []
     for m, rs in by_model(rows, field, models).items():
         trace: dict[str, Any] = {
@@ -52,6 +56,9 @@ def layers_spec(
         }
         if kind == "line":
             trace["mode"] = "lines+markers"
+        if sigmas:
+            errs = [sigmas.get(str(r.get("uid"))) for r in rs]
+            trace["error_y"] = {"type": "data", "array": errs, "visible": True}
         data.append(trace)
     depth = max((len(t["x"]) for t in data), default=0)
     # integer ticks only: about a dozen labels whatever the depth (no repeated "1, 1, 2, 2")
