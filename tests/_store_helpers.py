@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from diffract import ParameterType, SliceInfo
-from diffract._core.slices import make_uid
+from diffract._vocab.slices import make_uid
 
 
 def make_slices(model_id, arrays):

@@ -7,15 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from diffract._core.filters import Filter as Filter, FilterChain as FilterChain
-from diffract._core.slices import ParameterType as ParameterType, SliceInfo as SliceInfo
-from diffract._core.tree import (
-    combine as combine,
-    filter as filter,  # mirrors equinox.filter
-    is_array as is_array,
-    is_inexact_array as is_inexact_array,
-    partition as partition,
-)
 from diffract._errors import (
     ConfigError as ConfigError,
     DependencyCycleError as DependencyCycleError,
@@ -35,10 +26,19 @@ from diffract._errors import (
     UnknownModelError as UnknownModelError,
     UnknownOptionError as UnknownOptionError,
 )
+from diffract._vocab.filters import Filter as Filter, FilterChain as FilterChain
+from diffract._vocab.slices import ParameterType as ParameterType, SliceInfo as SliceInfo
+from diffract._vocab.tree import (
+    combine as combine,
+    filter as filter,  # mirrors equinox.filter
+    is_array as is_array,
+    is_inexact_array as is_inexact_array,
+    partition as partition,
+)
 
 if TYPE_CHECKING:
-    from diffract._core.arrays import LazyArray as LazyArray
-    from diffract._core.config import list_profiles as list_profiles
+    from diffract._vocab.arrays import LazyArray as LazyArray
+    from diffract._vocab.config import list_profiles as list_profiles
     from diffract.compat import (
         Scope as Scope,
         Session as Session,
@@ -141,11 +141,11 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "MissingValuesWarning": "diffract.session.results",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
-    "LazyArray": "diffract._core.arrays",
+    "LazyArray": "diffract._vocab.arrays",
     "Kernel": "diffract.kernels.spec",
     "kernel": "diffract.kernels.registry",
     "ParameterOverrides": "diffract.session.summaries",  # Diffract's names
-    "list_profiles": "diffract._core.config",
+    "list_profiles": "diffract._vocab.config",
     "upgrade_metadata_index": "diffract.compat",
     "svd_smoothing": "diffract.edit",  # model editing (WeightWatcher's SVDSmoothing)
     "svd_sharpness": "diffract.edit",

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from diffract._core.csv_cells import safe_frame
 from diffract._errors import DiffractError
+from diffract._vocab.csv_cells import safe_frame
 
 DEMO_MODEL_ID = "all-MiniLM-L6-v2"
 #: preferred default fields of ``analyze``, those the registry knows are used
@@ -107,7 +107,7 @@ def _session(args: argparse.Namespace, *, readonly: bool = False):
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from diffract._core.config import check_workers
+    from diffract._vocab.config import check_workers
     from diffract.kernels.registry import default_registry
     from diffract.viz.kinds.diagnosis import diagnosis_fields, diagnosis_lines
 
@@ -232,7 +232,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with _session(args, readonly=True) as session:
         if args.models:
-            from diffract._core.filters import Filter
+            from diffract._vocab.filters import Filter
 
             stored = session.store.models()
             missing = [  # each entry (exact or re:) must select some stored model
@@ -290,7 +290,7 @@ def _stored_fields(session: Any) -> list[str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from diffract._core.config import check_workers
+    from diffract._vocab.config import check_workers
     from diffract.report import build_html
     from diffract.session import Session
     from diffract.store import atomic_write_text
@@ -390,7 +390,7 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from diffract._core.config import resolve
+    from diffract._vocab.config import resolve
     from diffract.store import BACKENDS
 
     print(resolve(profile=args.profile_name, backends=BACKENDS).as_table())
@@ -451,7 +451,7 @@ def _backend_for(dst: str) -> str:
 def cmd_diff(args: argparse.Namespace) -> int:
     """``diffract diff BASE TUNED``: what fine-tuning changed per layer; ``-o`` writes the
     offline HTML report, ``--json`` prints the result as JSON."""
-    from diffract._core.jsonable import to_jsonable
+    from diffract._vocab.jsonable import to_jsonable
     from diffract.finetune import diff
     from diffract.report import diff_report_html
     from diffract.store import atomic_write_text

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.tree import (
+from diffract._errors import InvalidArgumentError
+from diffract._vocab.tree import (
     combine,
     dotted_name,
     is_array,
@@ -34,7 +35,6 @@ from diffract._core.tree import (
     tree_leaves_with_path,
     tree_map,
 )
-from diffract._errors import InvalidArgumentError
 from diffract.extract import extract
 
 #: the ways :func:`svd_smoothing` chooses how many components to keep (WeightWatcher's names)

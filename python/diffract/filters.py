@@ -1,8 +1,8 @@
 """Filters as data: :class:`Filter` and :class:`FilterChain` (public path ``diffract.filters``).
 
-The implementation lives in :mod:`diffract._core.filters`; this module is its public face.
+The implementation lives in :mod:`diffract._vocab.filters`; this module is its public face.
 """
 
-from diffract._core.filters import Filter as Filter, FilterChain as FilterChain
+from diffract._vocab.filters import Filter as Filter, FilterChain as FilterChain
 
 __all__ = ["Filter", "FilterChain"]

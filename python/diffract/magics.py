@@ -16,7 +16,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from diffract._core.csv_cells import safe_cell
+from diffract._vocab.csv_cells import safe_cell
 
 USAGE = """Work with a diffract store from a cell. Subcommands:
 
@@ -211,7 +211,7 @@ class DiffractMagics(Magics):
         return self.session
 
     def _cmd_open(self, args: argparse.Namespace) -> Any:
-        from diffract._core.config import resolve
+        from diffract._vocab.config import resolve
         from diffract.store import BACKENDS
 
         old = self.session

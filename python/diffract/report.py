@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from diffract._core.jsonable import to_jsonable
+from diffract._vocab.jsonable import to_jsonable
 
 #: ESD panels in the grid at most (spread evenly across depth)
 MAX_ESDS = 12

@@ -226,11 +226,11 @@ def figure_reply(path: Path, kind: str, fields: list[str], **params: Any) -> dic
             the store (404).
         StoreError: the store cannot be read.
     """
-    from diffract._core.jsonable import to_jsonable
     from diffract._errors import (
         DiffractError,
         UnknownFieldError,
     )
+    from diffract._vocab.jsonable import to_jsonable
     from diffract.session import Session
     from diffract.store.registry import detect_backend
     from diffract.viz import registry

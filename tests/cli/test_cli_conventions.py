@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from diffract import ConfigError, Session
-from diffract._core.config import CONVENTION_NAMES, resolve
+from diffract._vocab.config import CONVENTION_NAMES, resolve
 from diffract.cli import main
 from diffract.kernels.conventions import CONVENTIONS
 

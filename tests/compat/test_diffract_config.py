@@ -11,8 +11,8 @@ import pytest
 
 import diffract
 from diffract import Session
-from diffract._core.diffract_config import settings_from_file
 from diffract._errors import ConfigError, IncompatibleSessionsError
+from diffract._vocab.diffract_config import settings_from_file
 from diffract.session import SessionError
 
 INI = """

@@ -331,7 +331,7 @@ def test_api_reference_cites_public_paths_only():
     ("text", "private"),
     [
         ("::: diffract._kernel.kernel", True),
-        ("::: diffract._core.slices.SliceInfo", True),
+        ("::: diffract._vocab.slices.SliceInfo", True),
         ("see `diffract.run.runner`", True),
         ("::: diffract.kernels.spec.Kernel", True),
         ("::: diffract.session.api.Session", True),

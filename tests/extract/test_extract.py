@@ -344,7 +344,7 @@ def test_safetensors_is_read_lazily(weights, tmp_path):
     from safetensors.numpy import save_file
 
     from diffract import LazyArray
-    from diffract._core.tree import tree_leaves_with_path
+    from diffract._vocab.tree import tree_leaves_with_path
     from diffract.extract import model_tree
 
     path = tmp_path / "m.safetensors"

@@ -75,7 +75,7 @@ def test_training_checkpoint_copied_has_no_optimizer_slices(tmp_path):
 
 
 def test_checkpoint_tensors_at_any_depth_are_lazy(tmp_path):
-    from diffract._core.tree import tree_leaves_with_path
+    from diffract._vocab.tree import tree_leaves_with_path
     from diffract.extract import model_tree
 
     m = mlp()

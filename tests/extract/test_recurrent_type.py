@@ -12,7 +12,7 @@ import pytest
 
 from _engine_fields import NA
 from diffract import ParameterType
-from diffract._core.slices import infer_type
+from diffract._vocab.slices import infer_type
 from diffract.extract import extract
 
 torch = pytest.importorskip("torch")

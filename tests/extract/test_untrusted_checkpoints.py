@@ -300,7 +300,7 @@ def test_bounded_regex_matches_as_python_re(pattern):
     """Whichever engine runs a pattern, it matches exactly what Python's ``re`` matches."""
     import re
 
-    from diffract._core.filters import compile_pattern
+    from diffract._vocab.filters import compile_pattern
 
     compiled = compile_pattern("re:" + pattern, "param_names")
     for text in ["aaa", "été.x_1", "12.weight", "layer", "aa", "ab", "ÉTÉ", "m\ud800", ""]:

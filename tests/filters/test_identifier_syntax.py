@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from diffract import InvalidModelIdError, Session
-from diffract._core.filters import REGEX_PREFIX
-from diffract._core.owners import contextual_field, contextual_key, parse_contextual_key
-from diffract._core.slices import FILTER_REGEX_PREFIX
+from diffract._vocab.filters import REGEX_PREFIX
+from diffract._vocab.owners import contextual_field, contextual_key, parse_contextual_key
+from diffract._vocab.slices import FILTER_REGEX_PREFIX
 
 
 def _w(seed: int) -> np.ndarray:

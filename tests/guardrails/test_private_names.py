@@ -1,5 +1,5 @@
 """No module imports another module's private name (issue 27): a name with a leading
-underscore is its module's own business. Private *modules* (``diffract._core``,
+underscore is its module's own business. Private *modules* (``diffract._vocab``,
 ``extract/_files.py``) are the package's, and may be imported inside it; the names in them
 that siblings use are public (no underscore)."""
 

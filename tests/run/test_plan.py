@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from diffract import Session, UnknownModelError, UnknownOptionError
-from diffract._core.owners import cross_owner, model_owner
+from diffract._vocab.owners import cross_owner, model_owner
 from diffract.kernels import KernelRegistry, make_kernel
 from diffract.run.plan import cross_pairs, make_plan, nothing_to_compare
 from diffract.store import Batch

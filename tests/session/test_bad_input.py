@@ -285,7 +285,7 @@ def test_bad_lock_timeout(tmp_path, timeout):
 def test_good_settings_still_accepted(tmp_path):
     s = Session(profile="ram", memory_budget="1GB", workers=2, lock_timeout=0.5)
     assert s.memory_budget == 1024**3 and s.workers == 2
-    from diffract._core.config import resolve
+    from diffract._vocab.config import resolve
 
     cfg = resolve(cwd=tmp_path, env={"DIFFRACT_WORKERS": "3", "DIFFRACT_LOCK_TIMEOUT": "2"})
     assert cfg["workers"] == 3 and cfg["lock_timeout"] == 2.0

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from diffract import Session
-from diffract._core.csv_cells import FORMULA_STARTS, safe_cell
+from diffract._vocab.csv_cells import FORMULA_STARTS, safe_cell
 from diffract.cli import main
 
 HOSTILE = [

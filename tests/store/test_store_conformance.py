@@ -10,7 +10,7 @@ import pytest
 
 from _store_helpers import make_slices
 from diffract import Session, StoreError
-from diffract._core.slices import make_uid
+from diffract._vocab.slices import make_uid
 from diffract.store import BACKENDS as REGISTERED, Batch, LRUCache, open_backend, open_path
 
 #: every registered backend, plus Zarr in memory and a hybrid store keeping its arrays in Zarr

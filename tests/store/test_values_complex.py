@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import diffract
 from diffract import Session
-from diffract._core.arrays import storable_error
+from diffract._vocab.arrays import storable_error
 from diffract.kernels import default_registry
 from diffract.store import BACKENDS, Batch, open_backend
 from diffract.store._copy import copy_store

@@ -23,7 +23,7 @@ from diffract import (
     StoreError,
     UnknownFieldError,
 )
-from diffract._core.steps import order_by_step, step_of
+from diffract._vocab.steps import order_by_step, step_of
 from diffract.kernels import default_registry, make_kernel
 from diffract.tracking import (
     DOC_KIND,

@@ -1,4 +1,4 @@
-"""The wire contract is the same on both sides: ``_core/wire.py`` TypedDicts, the TS
+"""The wire contract is the same on both sides: ``_vocab/wire.py`` TypedDicts, the TS
 interfaces in ``js/shared/wire.ts``, the widgets' synced traits and the server's answers."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from _ui_helpers import ts_interfaces
-from diffract._core.wire import MIRRORED
+from diffract._vocab.wire import MIRRORED
 
 
 @pytest.mark.parametrize("name", sorted(MIRRORED))

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import SliceInfo
 from diffract._errors import OptionValueError
+from diffract._vocab.slices import SliceInfo
 from diffract.core.compute.config import KernelConfig
 from diffract.core.compute.execution import (
     BINARY_KERNELS,

@@ -8,10 +8,10 @@ import json
 from functools import partial as partial_
 from typing import Any
 
-from diffract._core.arrays import LazyArray
-from diffract._core.owners import cross_owner, model_owner, parse_owner
-from diffract._core.slices import SliceInfo, make_uid, validate_model_id
 from diffract._errors import ParameterNotFoundError, SessionError, UnknownModelError
+from diffract._vocab.arrays import LazyArray
+from diffract._vocab.owners import cross_owner, model_owner, parse_owner
+from diffract._vocab.slices import SliceInfo, make_uid, validate_model_id
 from diffract.compat.aliases import with_aliases
 from diffract.session.models import Models as OurModels
 from diffract.session.records import CONTEXT_DOC, META_DOC, check_identifier, other_meta

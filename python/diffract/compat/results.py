@@ -16,13 +16,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from diffract._core.owners import cross_owner
 from diffract._errors import (
     InvalidArgumentError,
     ParameterNotFoundError,
     SessionError,
     UnknownFieldError,
 )
+from diffract._vocab.owners import cross_owner
 from diffract.session.compute import dependents
 from diffract.session.models import Models as OurModels, read_weights
 from diffract.session.records import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from diffract._core.slices import ParameterType
+from diffract._vocab.slices import ParameterType
 from diffract.compat.compute import Compute
 from diffract.compat.models import Models
 from diffract.compat.results import Results

@@ -18,16 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import dtype_name, shape_of
-from diffract._core.slices import ParameterType, infer_type
-from diffract._core.tree import (
+from diffract._errors import ExtractionError
+from diffract._vocab.arrays import dtype_name, shape_of
+from diffract._vocab.slices import ParameterType, infer_type
+from diffract._vocab.tree import (
     dotted_name,
     is_array,
     is_inexact_array,
     partition,
     tree_leaves_with_path,
 )
-from diffract._errors import ExtractionError
 
 
 @dataclass

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import LazyArray, dtype_name, to_numpy
 from diffract._errors import ExtractionError
+from diffract._vocab.arrays import LazyArray, dtype_name, to_numpy
 from diffract.extract import Extractor, ModelTree, nest_dotted
 from diffract.extract.safetensors import safetensors_leaves
 

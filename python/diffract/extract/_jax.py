@@ -17,8 +17,8 @@ import re
 import sys
 from typing import Any
 
-from diffract._core.slices import ParameterType
-from diffract._core.tree import dotted_name, tree_leaves_with_path, tree_map
+from diffract._vocab.slices import ParameterType
+from diffract._vocab.tree import dotted_name, tree_leaves_with_path, tree_map
 from diffract.extract import Extractor, ModelTree
 
 #: class names of recurrent layers and cells (Flax ``LSTMCell``, ``OptimizedLSTMCell``,

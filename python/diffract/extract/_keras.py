@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from diffract._core.arrays import to_numpy
-from diffract._core.slices import ParameterType
-from diffract._core.tree import is_array
+from diffract._vocab.arrays import to_numpy
+from diffract._vocab.slices import ParameterType
+from diffract._vocab.tree import is_array
 from diffract.extract import Extractor, ModelTree, nest_dotted
 from diffract.extract._jax import class_type
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from diffract._core.tree import tree_leaves_with_path
 from diffract._errors import ExtractionError
+from diffract._vocab.tree import tree_leaves_with_path
 from diffract.extract import Extractor, ModelTree, nest_dotted
 
 

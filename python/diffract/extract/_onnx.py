@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any
 
-from diffract._core.slices import ParameterType
 from diffract._errors import ExtractionError
+from diffract._vocab.slices import ParameterType
 from diffract.extract import Extractor, ModelTree, nest_dotted
 
 _OP_TYPES = {

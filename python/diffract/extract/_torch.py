@@ -17,8 +17,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from diffract._core.slices import ParameterType
 from diffract._errors import ExtractionError
+from diffract._vocab.slices import ParameterType
 from diffract.extract import Extractor, ModelTree, nest_dotted
 
 

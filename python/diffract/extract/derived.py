@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import ParameterType
+from diffract._vocab.slices import ParameterType
 from diffract.extract.lora import as_numpy
 
 

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diffract._core.dtypes import itemsize
-from diffract._core.slices import infer_type
 from diffract._errors import ExtractionError
+from diffract._vocab.dtypes import itemsize
+from diffract._vocab.slices import infer_type
 from diffract.extract import natural_key
 
 #: what an analysis does with a tensor
@@ -268,7 +268,7 @@ def _describe_safetensors(path: Path) -> ModelDescription:
         nb = math.prod(leaf.shape) * itemsize(leaf.dtype)
         out.append(_entry(leaf.name, leaf.shape, leaf.dtype, nb, None, leaf.meta))
     arrays = {leaf.name: leaf for leaf in leaves}
-    from diffract._core.tree import dotted_name, tree_leaves_with_path
+    from diffract._vocab.tree import dotted_name, tree_leaves_with_path
 
     flat = {dotted_name(p): a for p, a in tree_leaves_with_path(mt.tree)}
     for name, why in skipped.items():

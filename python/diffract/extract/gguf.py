@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import LazyArray
 from diffract._errors import ExtractionError
+from diffract._vocab.arrays import LazyArray
 
 GGUF_MAGIC = b"GGUF"
 #: the GGUF versions read here (1 used 32-bit counts and is obsolete)

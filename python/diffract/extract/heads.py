@@ -60,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import ParameterType
 from diffract._errors import ExtractionError
+from diffract._vocab.slices import ParameterType
 from diffract.extract.derived import derived_leaf
 from diffract.extract.lora import as_numpy
 

@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.tree import dotted_name, tree_leaves_with_path
 from diffract._errors import ExtractionError
+from diffract._vocab.tree import dotted_name, tree_leaves_with_path
 from diffract.extract import Extractor, ModelTree, nest_dotted
 
 _PAIR = re.compile(r"^(?P<layer>.+)\.lora_(?P<ab>[AB])(?:\.(?P<adapter>[^.]+))?\.weight$")

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import to_numpy
-from diffract._core.slices import SliceInfo
-from diffract._core.tree import dotted_name, tree_leaves_with_path
 from diffract._errors import StoreError
+from diffract._vocab.arrays import to_numpy
+from diffract._vocab.slices import SliceInfo
+from diffract._vocab.tree import dotted_name, tree_leaves_with_path
 
 __all__ = [
     "INDEX_FILE",

@@ -1,5 +1,5 @@
 """Safetensors files read without torch: the header parsed here, tensors memory-mapped one at a
-time as :class:`~diffract._core.arrays.LazyArray` leaves."""
+time as :class:`~diffract._vocab.arrays.LazyArray` leaves."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import LazyArray
-from diffract._core.dtypes import NON_NUMPY_FLOATS, itemsize
 from diffract._errors import ExtractionError
+from diffract._vocab.arrays import LazyArray
+from diffract._vocab.dtypes import NON_NUMPY_FLOATS, itemsize
 
 # --- safetensors: header parsed here, tensors memory-mapped one at a time ---------------
 # (The safetensors package's NumPy reader cannot return bf16/fp8 without torch; the format

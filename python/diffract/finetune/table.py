@@ -217,7 +217,7 @@ class DiffResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (JSON-ready after :func:`diffract._core.jsonable.to_jsonable`)."""
+        """Plain data (JSON-ready after :func:`diffract._vocab.jsonable.to_jsonable`)."""
         return {
             "base": self.base,
             "tuned": self.tuned,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.threads import BLAS_LIMIT
+from diffract._vocab.threads import BLAS_LIMIT
 from diffract.kernels import _lapack
 
 EPS32 = float(np.finfo(np.float32).eps)

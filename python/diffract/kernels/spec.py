@@ -26,11 +26,11 @@ from typing import Any, Literal, TypedDict, Unpack
 
 import numpy as np
 
-from diffract._core.arrays import storable_error
 from diffract._errors import (
     KernelDefinitionError,
     OptionValueError,
 )
+from diffract._vocab.arrays import storable_error
 
 Level = Literal["param", "model", "cross"]
 LEVELS: tuple[str, ...] = ("param", "model", "cross")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diffract._core.slices import ParameterType
+from diffract._vocab.slices import ParameterType
 from diffract.kernels.basic import LORA_EVALS, lora_kept_evals
 from diffract.kernels.conventions import CONVENTIONS as CONVENTIONS
 from diffract.kernels.norms import finite_values, nonempty

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from diffract._core.arrays import storable_error
-from diffract._core.slices import SliceInfo
-from diffract._core.threads import BLAS_LIMIT
+from diffract._vocab.arrays import storable_error
+from diffract._vocab.slices import SliceInfo
+from diffract._vocab.threads import BLAS_LIMIT
 from diffract.extract.references import reference_file
 from diffract.kernels.spec import Kernel, SliceNotApplicable
 from diffract.run.live import ChunkProgress, RunProgress

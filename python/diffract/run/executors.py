@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from diffract._core.threads import BLAS_LIMIT
 from diffract._errors import ConfigError
+from diffract._vocab.threads import BLAS_LIMIT
 from diffract.extract.references import readable_here
 
 Submit = Callable[..., Any]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from diffract._core.arrays import storable_error
-from diffract._core.slices import SliceInfo
+from diffract._vocab.arrays import storable_error
+from diffract._vocab.slices import SliceInfo
 from diffract.kernels.spec import Kernel
 from diffract.run.chunks import (
     LocalChunks,

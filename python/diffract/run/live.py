@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from diffract._core.slices import SliceInfo
+from diffract._vocab.slices import SliceInfo
 from diffract.kernels.spec import Kernel
 from diffract.run.eta import EtaEstimator
 from diffract.run.plan import SlicePlan

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from diffract._core.owners import cross_owner, model_owner
-from diffract._core.slices import SliceInfo
 from diffract._errors import UnknownModelError, UnknownOptionError
+from diffract._vocab.owners import cross_owner, model_owner
+from diffract._vocab.slices import SliceInfo
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import LEVELS, Kernel
 from diffract.store import Store

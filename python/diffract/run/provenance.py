@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from diffract._core.jsonable import to_jsonable
-from diffract._core.slices import SliceInfo
+from diffract._vocab.jsonable import to_jsonable
+from diffract._vocab.slices import SliceInfo
 from diffract.kernels.spec import Kernel
 from diffract.run.report import ReusedOptionsWarning
 from diffract.store import Store

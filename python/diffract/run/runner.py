@@ -16,9 +16,9 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from diffract._core.config import DEFAULT_MEMORY_BUDGET
-from diffract._core.slices import SliceInfo
 from diffract._errors import ConfigError, OptionValueError, UnknownOptionError
+from diffract._vocab.config import DEFAULT_MEMORY_BUDGET
+from diffract._vocab.slices import SliceInfo
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options, is_builtin
 from diffract.run.executors import make_executor

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.config import DEFAULT_MEMORY_BUDGET
+from diffract._vocab.config import DEFAULT_MEMORY_BUDGET
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel
 from diffract.run.report import Failure, ProgressCallback, ProgressEvent, RunReport

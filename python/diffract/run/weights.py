@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import ParameterType, SliceInfo
+from diffract._vocab.slices import ParameterType, SliceInfo
 from diffract.extract.references import ReferenceReader
 from diffract.run.state import Failed, NonFiniteWeights, short_error
 from diffract.store import Store

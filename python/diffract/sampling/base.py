@@ -7,8 +7,8 @@ import hashlib
 import json
 from typing import Any
 
-from diffract._core.jsonable import canonical_json as _canonical_json
 from diffract._errors import DiffractError
+from diffract._vocab.jsonable import canonical_json as _canonical_json
 
 
 class SamplingError(DiffractError, ValueError):
@@ -70,7 +70,7 @@ def canonical_json(value: Any) -> str:
         value: JSON data.
 
     Returns:
-        The text (:func:`diffract._core.jsonable.canonical_json`).
+        The text (:func:`diffract._vocab.jsonable.canonical_json`).
 
     Raises:
         SamplingError: the value holds something JSON cannot (NaN included).

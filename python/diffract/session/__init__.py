@@ -17,7 +17,7 @@ on first use, since the compat layer sits above this package; ours are in
 
 from typing import TYPE_CHECKING, Any
 
-from diffract._core.slices import ParameterType as ParameterType
+from diffract._vocab.slices import ParameterType as ParameterType
 from diffract.session.compute import Compute as Compute
 
 # Diffract's session error names: the list is kept once, in diffract.session.errors.__all__

@@ -12,15 +12,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from diffract._core.config import check_workers, parse_bytes
-from diffract._core.owners import parse_owner
-from diffract._core.slices import SliceInfo
 from diffract._errors import (
     InvalidArgumentError,
     KernelExecutionError,
     ScopeValidationError,
     UnknownOptionError,
 )
+from diffract._vocab.config import check_workers, parse_bytes
+from diffract._vocab.owners import parse_owner
+from diffract._vocab.slices import SliceInfo
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import BINARY_KERNELS, KernelRegistry
 from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options

@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import LazyArray
-from diffract._core.slices import ParameterType, SliceInfo, make_uid, validate_model_id
 from diffract._errors import (
     DuplicateModelError,
     ExtractionError,
     InvalidArgumentError,
     UnknownModelError,
 )
+from diffract._vocab.arrays import LazyArray
+from diffract._vocab.slices import ParameterType, SliceInfo, make_uid, validate_model_id
 from diffract.extract.describe import ModelDescription, describe_source
 from diffract.extract.references import ReferenceReader, external_ref, shard_stamps
 from diffract.session.scope import Namespace, check_flag, check_meta, names

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.jsonable import to_jsonable
-from diffract._core.owners import (
+from diffract._errors import InvalidIdentifierError, SessionError
+from diffract._vocab.jsonable import to_jsonable
+from diffract._vocab.owners import (
     contextual_field,
     contextual_key as contextual_key,
     is_cross_owner,
@@ -34,9 +35,8 @@ from diffract._core.owners import (
     model_owner,
     parse_owner,
 )
-from diffract._core.slices import SliceInfo
-from diffract._core.steps import order_by_step
-from diffract._errors import InvalidIdentifierError, SessionError
+from diffract._vocab.slices import SliceInfo
+from diffract._vocab.steps import order_by_step
 from diffract.session.scope import Selection
 from diffract.store import Batch
 
@@ -184,7 +184,7 @@ def _frame(rows: list[dict[str, Any]], export_format: str, empty: Iterable[str])
 
 
 #: the field of a contextual key (``log_norm@models[m]`` -> ``log_norm``); the keys are built
-#: and parsed in :mod:`diffract._core.owners` (``contextual_key`` is imported from there)
+#: and parsed in :mod:`diffract._vocab.owners` (``contextual_key`` is imported from there)
 base_name = contextual_field
 
 

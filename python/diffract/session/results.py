@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.jsonable import to_jsonable
-from diffract._core.owners import cross_owner, is_model_owner, model_owner, parse_owner
-from diffract._core.slices import SliceInfo
-from diffract._core.steps import order_by_step
 from diffract._errors import FieldNotComputedError, InvalidArgumentError, UnknownModelError
+from diffract._vocab.jsonable import to_jsonable
+from diffract._vocab.owners import cross_owner, is_model_owner, model_owner, parse_owner
+from diffract._vocab.slices import SliceInfo
+from diffract._vocab.steps import order_by_step
 from diffract.kernels.registry import KernelRegistry
 from diffract.run.plan import Planner, cross_pairs
 from diffract.run.report import RunReport
@@ -39,7 +39,7 @@ __all__ = [
 
 def model_order(store: Store, model_ids: Sequence[str]) -> list[str]:
     """``model_ids`` as exports list them: tracked checkpoints by (run, step), then the other
-    ids as strings (the seed's order), through :func:`diffract._core.steps.order_by_step`."""
+    ids as strings (the seed's order), through :func:`diffract._vocab.steps.order_by_step`."""
     models = store.models()
     return order_by_step(dict.fromkeys(model_ids), lambda m: models.get(m, {}).get("meta"))
 

@@ -17,11 +17,11 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
 import numpy as np
 
-from diffract._core.filters import Filter, FilterChain
-from diffract._core.jsonable import to_jsonable
-from diffract._core.owners import is_cross_owner, model_owner, parse_owner
-from diffract._core.slices import SliceInfo
 from diffract._errors import FieldNameError, InvalidArgumentError, ParameterNotFoundError
+from diffract._vocab.filters import Filter, FilterChain
+from diffract._vocab.jsonable import to_jsonable
+from diffract._vocab.owners import is_cross_owner, model_owner, parse_owner
+from diffract._vocab.slices import SliceInfo
 from diffract.extract.references import ReferenceReader
 from diffract.kernels.registry import KernelRegistry
 from diffract.kernels.spec import Kernel

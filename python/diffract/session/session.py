@@ -14,9 +14,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from diffract._core.filters import Filter, FilterChain
-from diffract._core.slices import ParameterType
 from diffract._errors import StoreError
+from diffract._vocab.filters import Filter, FilterChain
+from diffract._vocab.slices import ParameterType
 from diffract.extract.references import ReferenceReader
 from diffract.kernels import KernelRegistry, default_registry
 from diffract.kernels.spec import Kernel
@@ -148,7 +148,7 @@ class Session(Scope):
     another folder); ``profile="ram"`` keeps nothing; ``"sqlite"``, ``"zarr"``, ``"hybrid"``
     choose the other backends. Settings not given come from the environment
     (``DIFFRACT_*``) and the project file (``diffract.toml`` or ``[tool.diffract]``): see
-    :mod:`diffract._core.config`. Use it as a context manager (or call :meth:`close`) to
+    :mod:`diffract._vocab.config`. Use it as a context manager (or call :meth:`close`) to
     release the store's writer lock.
 
     Args:
@@ -163,7 +163,7 @@ class Session(Scope):
         executor: where chunks run by default: "threads", "processes", a dask Client or
             a scheduler address.
         config_path: a Diffract configuration file (``.ini``, ``.yaml``/``.yml``,
-            ``.json``; see :func:`diffract._core.config.settings_from_file`); it wins over
+            ``.json``; see :func:`diffract._vocab.config.settings_from_file`); it wins over
             ``profile``, and the arguments win over it. A path that does not exist is
             Diffract's case too: a :class:`MissingConfigWarning` names it and the profile
             applies.
@@ -206,8 +206,8 @@ class Session(Scope):
         conventions: str | None = None,
         on_failure: str = "warn",
     ) -> None:
-        from diffract._core.config import resolve
         from diffract._errors import ConfigError
+        from diffract._vocab.config import resolve
         from diffract.store import make_cache, open_backend
 
         readonly = check_flag(readonly, "readonly")
@@ -242,7 +242,7 @@ class Session(Scope):
         if config_path is not None and not _config_file_present(config_path):
             config_path = None  # Diffract's documented fallback: the profile applies
         if config_path is not None:
-            from diffract._core.diffract_config import settings_from_file
+            from diffract._vocab.diffract_config import settings_from_file
 
             file_settings, extras = settings_from_file(config_path, backends=BACKENDS)
             self.default_export_format = extras["default_export_format"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from diffract._core.slices import ParameterType
+from diffract._vocab.slices import ParameterType
 
 #: the reason Diffract gives for a requested field that wrote nothing
 NOTHING_WRITTEN = "no new field written (already computed or out of scope)"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from diffract._core.owners import owner_model_ids
 from diffract._errors import IncompatibleSessionsError, InvalidArgumentError
+from diffract._vocab.owners import owner_model_ids
 from diffract.session.records import AGGREGATE_DOC, META_DOC, check_identifier
 from diffract.session.results import KEY_COLUMNS, to_format
 from diffract.session.scope import Namespace, Selection, frontend

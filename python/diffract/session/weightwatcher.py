@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import InvalidArgumentError
+from diffract._vocab.slices import ParameterType, SliceInfo
 from diffract.session.scope import Namespace
 
 #: WeightWatcher's analyze() column -> our field (the columns every analyze() has)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffract._core.config import PROFILES as PROFILES
+from diffract._vocab.config import PROFILES as PROFILES
 from diffract.store._base import (
     LAYOUT_VERSION as LAYOUT_VERSION,
     Batch as Batch,

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import storable_error
-from diffract._core.owners import owner_level, owner_model_ids
-from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import StoreCorruptError, StoreError, UnknownModelError
+from diffract._vocab.arrays import storable_error
+from diffract._vocab.owners import owner_level, owner_model_ids
+from diffract._vocab.slices import ParameterType, SliceInfo
 from diffract.store._lock import named_write_error
 
 LAYOUT_VERSION = 1
@@ -617,7 +617,7 @@ class RamStore(Store):
     backend = "ram"
 
     def _commit(self, batch: Batch) -> None:
-        from diffract._core.arrays import to_numpy
+        from diffract._vocab.arrays import to_numpy
 
         weights = {uid: np.array(to_numpy(a), copy=True) for uid, a in batch.weights.items()}
         values = {

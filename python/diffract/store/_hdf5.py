@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import to_numpy
-from diffract._core.slices import SliceInfo
 from diffract._errors import StoreCorruptError, StoreError
+from diffract._vocab.arrays import to_numpy
+from diffract._vocab.slices import SliceInfo
 from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.arrays import to_numpy
-from diffract._core.owners import owner_model_ids
 from diffract._errors import StoreCorruptError, StoreError
+from diffract._vocab.arrays import to_numpy
+from diffract._vocab.owners import owner_model_ids
 from diffract.store._base import (
     LAYOUT_VERSION,
     Batch,

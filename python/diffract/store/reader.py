@@ -13,16 +13,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from diffract._core.jsonable import to_jsonable
-from diffract._core.owners import model_owner, parse_owner
-from diffract._core.steps import order_by_step, track_of
 from diffract._errors import StoreCorruptError, StoreError
+from diffract._vocab.jsonable import to_jsonable
+from diffract._vocab.owners import model_owner, parse_owner
+from diffract._vocab.steps import order_by_step, track_of
 from diffract.store._folder import STORE_MARKER, is_sqlite_file
 from diffract.store._safe import is_regular_file
 from diffract.store.registry import open_path
 
 if TYPE_CHECKING:
-    from diffract._core.wire import ModelEntry, StoreEntry
+    from diffract._vocab.wire import ModelEntry, StoreEntry
     from diffract.store._base import Store
 
 __all__ = [
@@ -376,7 +376,7 @@ class StoreReader:
 
         Returns:
             ``{"models": [...], "fields": [...], "levels": {field: level}, "manifests": [...]}``;
-            models in step order (:func:`diffract._core.steps.order_by_step`).
+            models in step order (:func:`diffract._vocab.steps.order_by_step`).
         """
         with self.lock:
             store = self._open()

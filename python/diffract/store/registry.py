@@ -5,7 +5,7 @@ the store class it opens (imported only when a store is opened), with ``guess_ca
 telling whether an existing path holds a store of its kind. :func:`open_backend`,
 :func:`detect_backend` and :func:`open_path` look entries up here instead of branching
 on backend names. The entries are the one list of backends: :data:`BACKENDS`, the
-configuration's checks (:func:`diffract._core.config.resolve` is given :data:`BACKENDS`) and
+configuration's checks (:func:`diffract._vocab.config.resolve` is given :data:`BACKENDS`) and
 the tests read them from here.
 """
 
@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from diffract._core.config import PROFILES
 from diffract._errors import ConfigError, StoreCorruptError, StoreError
+from diffract._vocab.config import PROFILES
 from diffract.store._base import RamStore, Store
 from diffract.store._folder import STORE_MARKER, is_sqlite_file, is_url, read_marker
 

@@ -3,7 +3,7 @@
 ``tracker = session.track("run", fields=["pl_alpha"], every=50)`` then
 ``tracker.step(model, step=i)`` in the training loop (see :class:`Tracker` and
 ``docs/tracking.md``). Checkpoints are ordinary models ``<run>-s<step:09d>`` whose meta holds
-the step (:mod:`diffract._core.steps`).
+the step (:mod:`diffract._vocab.steps`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ stored as ``f"{run}-s{step:09d}"`` (``"mnist-s000000100"`` for step 100 of run `
 within a run the ids sort as strings in step order up to step 999,999,999 (a larger step gets
 more digits and is still stored, but only its meta then orders it). The id is a convenience for
 people and string-sorted listings; the order that counts is the step stored in the model's
-meta (``{"track": {"run": ..., "step": ...}}``, :mod:`diffract._core.steps`), which every
+meta (``{"track": {"run": ..., "step": ...}}``, :mod:`diffract._vocab.steps`), which every
 listing of checkpoints reads.
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from diffract._core.filters import REGEX_PREFIX
-from diffract._core.slices import validate_model_id
 from diffract._errors import InvalidArgumentError, InvalidModelIdError
+from diffract._vocab.filters import REGEX_PREFIX
+from diffract._vocab.slices import validate_model_id
 
 #: digits of the zero-padded step in a checkpoint id
 STEP_DIGITS = 9
@@ -55,7 +55,7 @@ def check_run(run: object) -> str:
 def literal_ids(model_ids: Iterable[str]) -> list[str]:
     """Filter entries that select exactly ``model_ids``, never by pattern.
 
-    New ids cannot start with ``re:`` (:func:`~diffract._core.slices.validate_model_id`), but
+    New ids cannot start with ``re:`` (:func:`~diffract._vocab.slices.validate_model_id`), but
     a store written before that rule may hold one: such an id is passed to
     ``filter(model_ids=...)`` as the regular expression that matches only itself.
 

@@ -18,7 +18,7 @@ the run: the run is **tracked by a tracker**, so its models without a mark are i
 Checkpoints of a run no tracker wrote (models added by hand with the ``track`` meta, which
 never get marks) count as committed. Readers (the panels, the sidebar's summary) leave out
 the incomplete checkpoints: :func:`incomplete_checkpoints` on a store (it lives in
-:mod:`diffract._core.steps`, so the static figures of :mod:`diffract.viz` use it too),
+:mod:`diffract._vocab.steps`, so the static figures of :mod:`diffract.viz` use it too),
 :func:`complete_scope` on a scope.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffract._core.steps import (
+from diffract._vocab.steps import (
     RUN_MARK_KIND,
     STEP_MARK_KIND,
     checkpoint_states,
@@ -88,7 +88,7 @@ def all_runs(store: Any) -> dict[str, RunSteps]:
 
     A tracked model is committed when its mark matches it, or when no tracker wrote its run
     (no :data:`RUN_KIND` document and no mark of the run: checkpoints added by hand);
-    otherwise it is incomplete (:func:`diffract._core.steps.checkpoint_states`).
+    otherwise it is incomplete (:func:`diffract._vocab.steps.checkpoint_states`).
 
     Args:
         store: a :class:`~diffract.store.Store` (``session.store``), read as it is.

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.slices import ParameterType
+from diffract._vocab.slices import ParameterType
 from diffract.extract import ModelTree, extract, register_extractor
 
 #: the name the snapshot extractor is registered under

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffract._core.filters import FilterChain
-from diffract._core.steps import TRACK_KEY
+from diffract._vocab.filters import FilterChain
+from diffract._vocab.steps import TRACK_KEY
 from diffract.tracking.ids import checkpoint_id, literal_ids
 from diffract.tracking.ledger import mark_committed
 from diffract.tracking.policy import SnapshotQueue

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from diffract._core.steps import incomplete_checkpoints
+from diffract._vocab.steps import incomplete_checkpoints
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -170,7 +170,7 @@ def field_rows(
         reference: the reference model, needed by cross-model fields.
         complete: leave out the rows of incomplete checkpoints (a tracked step whose analysis
             has not committed: in progress, or cut by a crash;
-            :func:`diffract._core.steps.incomplete_checkpoints`), as the panels do.
+            :func:`diffract._vocab.steps.incomplete_checkpoints`), as the panels do.
         keep: model ids kept even when incomplete (the models a caller named); the
             reference is always kept.
 

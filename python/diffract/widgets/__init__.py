@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets as t
 
-from diffract._core.filters import Filter, FilterChain
 from diffract._errors import FilterError
+from diffract._vocab.filters import Filter, FilterChain
 from diffract.widgets.filter_help import SORT_COLUMNS, filter_code, sort_slices, suggestions
 
 if TYPE_CHECKING:
@@ -298,7 +298,7 @@ class FilterBuilder(anywidget.AnyWidget):
     # --- reacting to the front end -------------------------------------------------------------
     def refresh_choices(self) -> None:
         """Re-read the models and types from the store."""
-        from diffract._core.slices import ParameterType
+        from diffract._vocab.slices import ParameterType
 
         base = self._base
         slices = base.models.slices()

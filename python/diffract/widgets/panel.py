@@ -22,7 +22,7 @@ import traitlets as t
 from plotly.utils import PlotlyJSONEncoder
 
 from diffract import viz
-from diffract._core.csv_cells import safe_cell
+from diffract._vocab.csv_cells import safe_cell
 from diffract.viz import registry
 from diffract.widgets import PANELS, SNAP_STYLE, STATIC, as_scope, esm_module
 

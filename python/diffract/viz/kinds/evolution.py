@@ -1,7 +1,7 @@
 """``evolution``: a tracked training run (:mod:`diffract.tracking`) across its steps.
 
 A layer x step heatmap of the field and one line per layer across steps, checkpoints ordered
-by their training step (``meta["track"]["step"]``, read through :mod:`diffract._core.steps`),
+by their training step (``meta["track"]["step"]``, read through :mod:`diffract._vocab.steps`),
 not by id; a step whose analysis has not committed (:mod:`diffract.tracking.ledger`) is left
 out.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from diffract._core.steps import order_by_step, track_of
 from diffract._errors import InvalidArgumentError
+from diffract._vocab.steps import order_by_step, track_of
 from diffract.tracking.ledger import incomplete_checkpoints
 from diffract.viz._common import AXIS, field_rows, fmt, is_number, layout, plain
 

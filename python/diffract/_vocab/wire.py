@@ -44,7 +44,7 @@ class ModelEntry(TypedDict):
     added: float | None
     #: when its fields last changed, at the latest (``diffract.store.reader.ChangeClock``)
     changed: float | None
-    #: a tracked checkpoint's run and step (``diffract._core.steps``), else None
+    #: a tracked checkpoint's run and step (``diffract._vocab.steps``), else None
     track: TrackEntry | None
 
 

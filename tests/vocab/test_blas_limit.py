@@ -1,4 +1,4 @@
-"""The one BLAS limiter (``diffract._core.threads.BLAS_LIMIT``): counted holds, so a run whose
+"""The one BLAS limiter (``diffract._vocab.threads.BLAS_LIMIT``): counted holds, so a run whose
 thread workers finish inside another holder's limit leaves it in force; the workers of a chunk
 run with one BLAS thread; a forked child starts with no holds."""
 
@@ -12,7 +12,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from _ui_helpers import mlp
 from diffract import Session
-from diffract._core.threads import BLAS_LIMIT, BlasLimit
+from diffract._vocab.threads import BLAS_LIMIT, BlasLimit
 from diffract.kernels import default_registry, make_kernel
 
 

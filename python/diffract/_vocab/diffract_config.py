@@ -14,8 +14,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from diffract._core.config import PROFILES, check_workers
 from diffract._errors import ConfigError
+from diffract._vocab.config import PROFILES, check_workers
 
 _ANY = "*"
 #: section -> accepted keys (``*``: any key, a free-form mapping)

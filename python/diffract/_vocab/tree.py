@@ -17,7 +17,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from diffract._core.dtypes import NON_NUMPY_FLOATS
+from diffract._vocab.dtypes import NON_NUMPY_FLOATS
 
 Leaf = Any
 IsLeaf = Callable[[Any], bool] | None
@@ -57,7 +57,7 @@ def is_array(element: Any) -> bool:
     np = sys.modules.get("numpy")  # not imported yet: nothing can be a NumPy array
     if np is not None and isinstance(element, (np.ndarray, np.generic)):
         return True
-    from diffract._core.arrays import LazyArray
+    from diffract._vocab.arrays import LazyArray
 
     if isinstance(element, LazyArray):
         return True

@@ -8,7 +8,7 @@ A store keys every value by ``(owner, field)``. Three kinds of owner exist:
 * a **cross pair**: ``"<uid>@<reference model_id>"``, a slice compared with the slice of the
   same name in a reference model.
 
-Model ids never contain ``@ [ ] , /`` (see :func:`diffract._core.slices.validate_model_id`), so
+Model ids never contain ``@ [ ] , /`` (see :func:`diffract._vocab.slices.validate_model_id`), so
 the three forms cannot be confused.
 
 It also builds and parses **contextual keys**, the names an aggregate is exported under

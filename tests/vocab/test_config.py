@@ -7,7 +7,7 @@ import re
 import pytest
 
 from diffract import ConfigError, Session
-from diffract._core.config import PROFILES, resolve
+from diffract._vocab.config import PROFILES, resolve
 from diffract.cli import main
 from diffract.store import BACKENDS
 

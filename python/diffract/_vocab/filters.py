@@ -21,8 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import FilterError
+from diffract._vocab.slices import ParameterType, SliceInfo
 
 REGEX_PREFIX = "re:"
 CRITERIA = ("model_ids", "param_names", "param_types", "param_ids")

@@ -9,8 +9,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffract._core.dtypes import itemsize
 from diffract._errors import RESERVED_MODEL_ID_CHARS, InvalidIdentifierError, InvalidModelIdError
+from diffract._vocab.dtypes import itemsize
 
 _TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -151,7 +151,7 @@ _TYPE_LOCK = threading.Lock()
 
 
 #: the prefix that makes a filter entry a regular expression (``filter(model_ids=["re:a.*"])``,
-#: :data:`diffract._core.filters.REGEX_PREFIX`): a new model id may not start with it, or a
+#: :data:`diffract._vocab.filters.REGEX_PREFIX`): a new model id may not start with it, or a
 #: filter naming that id would select the models its pattern matches instead
 FILTER_REGEX_PREFIX = "re:"
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from diffract import ConfigError, Session
-from diffract._core.config import resolve
+from diffract._vocab.config import resolve
 from diffract.cli import main
 
 

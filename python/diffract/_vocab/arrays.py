@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from diffract._core.dtypes import NON_NUMPY_FLOATS
+from diffract._vocab.dtypes import NON_NUMPY_FLOATS
 
 #: dtypes NumPy lacks; converted to float32 for storage and math
 
