@@ -448,62 +448,12 @@ def _backend_for(dst: str) -> str:
     return "hdf5"
 
 
-#: the diff table's numeric columns, in order (``update_kind`` shows as the type column)
-DIFF_COLUMNS = (
-    "change_rank",
-    "rel_change",
-    "norm_ratio",
-    "signal_rank",
-    "signal_share",
-    "effective_rank",
-    "stable_rank",
-    "noise_sigma",
-    "bulk_ks",
-    "subspace_overlap",
-)
-
-
-def diff_html(result: Any) -> str:
-    """The fine-tune diff as one offline HTML page: the summary, the ``diff`` figure and the
-    per-layer table, with Plotly written in (as ``diffract report``'s page)."""
-    import html
-
-    from plotly.offline import get_plotlyjs
-
-    from diffract.report import _STYLE, _figure_div, table_html
-    from diffract.viz.kinds.diff import diff_figure
-
-    title = f"{result.tuned} vs {result.base}"
-    rows = [{**r, "type": r["update_kind"]} for r in result.ranked()]
-    summary = "".join(f"<p>{html.escape(line)}</p>" for line in result.text().splitlines())
-    skipped = "".join(
-        f"<li>{html.escape(n)}: {html.escape(why)}</li>" for n, why in result.skipped.items()
-    )
-    body = (
-        f"<h1>diffract diff: {html.escape(title)}</h1>"
-        f'<p class="meta">base {html.escape(result.base)}, tuned {html.escape(result.tuned)}; '
-        f"thresholds {html.escape(json.dumps(result.options))} (docs: finetune-diff)</p>"
-        f"<h2>Summary</h2>{summary}"
-        "<h2>What changed per layer</h2>"
-        + _figure_div("figure-diff", diff_figure(result))
-        + f"<h2>Layers, most changed first ({len(rows)})</h2>"
-        + table_html(rows, DIFF_COLUMNS, models=False)
-        + (f"<h2>Not compared</h2><ul>{skipped}</ul>" if skipped else "")
-    )
-    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>diffract diff: {html.escape(title)}</title>"
-        f"<style>{_STYLE}</style><script>{plotly_js}</script></head>"
-        f"<body>{body}</body></html>"
-    )
-
-
 def cmd_diff(args: argparse.Namespace) -> int:
     """``diffract diff BASE TUNED``: what fine-tuning changed per layer; ``-o`` writes the
     offline HTML report, ``--json`` prints the result as JSON."""
     from diffract._core.jsonable import to_jsonable
     from diffract.finetune import diff
+    from diffract.report import diff_report_html
     from diffract.store import atomic_write_text
 
     result = diff(
@@ -520,7 +470,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         with_pd = result.table.drop(columns=["shape", "low_rank", "overlap_left", "overlap_right"])
         print(with_pd.sort_values("change_rank").to_string(float_format="%.4g"))
     if args.output:
-        atomic_write_text(Path(args.output), diff_html(result))
+        atomic_write_text(Path(args.output), diff_report_html(result))
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
