@@ -291,7 +291,7 @@ def breakdown(label, weights, repeats):
 def float32_accuracy(label, weights):
     """Largest relative error of a float32-only spectrum on the WeightWatcher columns."""
     from diffract.kernels import _linalg
-    from diffract.kernels.fits import _pl_fit
+    from diffract.kernels.fits import pl_fit
     from diffract.kernels.ranks import _rank
 
     cols = ("alpha", "xmin", "D", "sigma", "entropy", "sv_min")
@@ -303,7 +303,7 @@ def float32_accuracy(label, weights):
         s64 = _linalg.slice_svals(w, "float64")[0].ravel()
         lam32 = np.clip(_bare32(w).astype(np.float64), 0.0, None)
         s32 = np.sqrt(lam32[::-1])
-        fits = [_pl_fit(s**2 / n, n, "ww", 1e-5) for s in (s32, s64)]
+        fits = [pl_fit(s**2 / n, n, "ww", 1e-5) for s in (s32, s64)]
 
         def entropy(s):
             p = s**2 / np.sum(s**2) + 1e-10

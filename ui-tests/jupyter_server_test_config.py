@@ -1,6 +1,7 @@
 """JupyterLab server for the Galata tests: a fresh root folder, a known token, and the port that
 playwright.config.js found free (DIFFRACT_UI_PORT); run by hand without it, a free port too."""
 
+import importlib.util
 import os
 import socket
 import tempfile
@@ -29,6 +30,10 @@ c.ServerApp.ip = "127.0.0.1"
 c.ServerApp.allow_root = True
 c.ServerApp.open_browser = False
 c.IdentityProvider.token = os.environ.get("DIFFRACT_UI_TOKEN", "diffract-ui-token")
-c.ServerApp.jpserver_extensions = {"diffract": True}
+# Notebook 7 (frontends.spec.ts opens /notebooks/...) when installed, as `make lab` installs it
+c.ServerApp.jpserver_extensions = {
+    "diffract": True,
+    **({"notebook": True} if importlib.util.find_spec("notebook") else {}),
+}
 c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"

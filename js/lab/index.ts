@@ -6,7 +6,7 @@
  * api.ts (the server call) <- model.ts (polling, cache, signals) <- storelist.ts, detail.ts,
  * chart.ts (views) <- panel.ts (the widget) <- this file (wiring).
  */
-import { ILabShell, ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { IThemeManager } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 
@@ -24,17 +24,18 @@ const plugin: JupyterFrontEndPlugin<RunsPanel> = {
   id: 'diffract-lab:runs',
   description: 'The "Weight runs" sidebar: diffract stores, models, fields and charts.',
   autoStart: true,
-  requires: [ILabShell],
+  // app.shell, not ILabShell: Notebook 7 has no ILabShell (its shell has a left area too), and
+  // requiring it left the plugin unactivated there with a console error
   optional: [ILayoutRestorer, INotebookTracker, IThemeManager],
   activate: (
     app: JupyterFrontEnd,
-    shell: ILabShell,
     restorer: ILayoutRestorer | null,
     notebooks: INotebookTracker | null,
     themes: IThemeManager | null
   ): RunsPanel => {
     const model: RunsModel = new RunsModel({ request: requestAPI, version: VERSION, isActive: (): boolean => panel.isVisible });
     const panel = new RunsPanel(model, target => void openInNotebook(app, notebooks, target));
+    const shell = app.shell;
     shell.add(panel, 'left', { rank: 600 });
     if (restorer) {
       restorer.add(panel, PANEL_ID);

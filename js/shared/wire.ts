@@ -181,3 +181,16 @@ export interface FigureReply {
   path: string;
   figure: FigureSpec;
 }
+
+/** FieldPanel's synced traits (python/diffract/widgets/panel.py): the figure as Plotly JSON
+ * (what Python's `diffract.viz` built), the status line, the CSV download and the toolbar's
+ * image format. */
+export interface PanelState {
+  figure_json: string;
+  status_html: string;
+  csv_href: string;
+  download_name: string;
+  value_count: number;
+  image_format: string;
+  height: number;
+}

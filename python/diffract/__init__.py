@@ -39,6 +39,11 @@ from diffract._errors import (
 if TYPE_CHECKING:
     from diffract._core.arrays import LazyArray as LazyArray
     from diffract._core.config import list_profiles as list_profiles
+    from diffract.compat import (
+        Scope as Scope,
+        Session as Session,
+        upgrade_metadata_index as upgrade_metadata_index,
+    )
     from diffract.edit import svd_sharpness as svd_sharpness, svd_smoothing as svd_smoothing
     from diffract.extract import ModelTree as ModelTree, register_extractor as register_extractor
     from diffract.finetune import DiffResult as DiffResult, diff as diff
@@ -53,9 +58,7 @@ if TYPE_CHECKING:
         ReusedOptionsWarning as ReusedOptionsWarning,
         RunReport as RunReport,
     )
-    from diffract.session import Scope as Scope, Session as Session
-    from diffract.session.diffract_compat import upgrade_metadata_index as upgrade_metadata_index
-    from diffract.session.outcomes import MissingValuesWarning as MissingValuesWarning
+    from diffract.session.results import MissingValuesWarning as MissingValuesWarning
     from diffract.session.summaries import ParameterOverrides as ParameterOverrides
 
 
@@ -126,8 +129,8 @@ def _version() -> str:
 
 
 _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays light
-    "Session": "diffract.session",
-    "Scope": "diffract.session",
+    "Session": "diffract.compat",  # ours with Diffract's names (diffract.session.session: ours)
+    "Scope": "diffract.compat",
     "RunReport": "diffract.run.report",
     "ProgressEvent": "diffract.run.report",
     "Failure": "diffract.run.report",
@@ -135,7 +138,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "NonFiniteWeightsWarning": "diffract.run.report",
     "NothingToCompareWarning": "diffract.run.report",
     "ReusedOptionsWarning": "diffract.run.report",
-    "MissingValuesWarning": "diffract.session.outcomes",
+    "MissingValuesWarning": "diffract.session.results",
     "ModelTree": "diffract.extract",
     "register_extractor": "diffract.extract",
     "LazyArray": "diffract._core.arrays",
@@ -143,7 +146,7 @@ _LAZY = {  # name -> module: loaded on first use, so `import diffract` stays lig
     "kernel": "diffract.kernels.registry",
     "ParameterOverrides": "diffract.session.summaries",  # Diffract's names
     "list_profiles": "diffract._core.config",
-    "upgrade_metadata_index": "diffract.session.diffract_compat",
+    "upgrade_metadata_index": "diffract.compat",
     "svd_smoothing": "diffract.edit",  # model editing (WeightWatcher's SVDSmoothing)
     "svd_sharpness": "diffract.edit",
     "diff": "diffract.finetune",  # fine-tune diff: base vs tuned, per layer

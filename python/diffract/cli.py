@@ -645,9 +645,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from diffract import _version as v
+    import diffract
 
-    return v()
+    return str(diffract.__version__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -101,9 +101,9 @@ def _detx_count(lam: np.ndarray) -> int:
 def _pl_spikes(lam: np.ndarray) -> int:
     """The power-law tail's size (eigenvalues >= the fitted xmin; WeightWatcher's
     ``num_pl_spikes``), with the kernel's default fit; scale-free like the other counts."""
-    from diffract.kernels.fits import _pl_fit
+    from diffract.kernels.fits import pl_fit
 
-    return int(_pl_fit(lam, 1.0, "ww", 1e-5)[5])
+    return int(pl_fit(lam, 1.0, "ww", 1e-5)[5])
 
 
 def _smooth_count(method: str, percent: float) -> Callable[[list[np.ndarray]], int]:

@@ -320,7 +320,7 @@ class DiffractMagics(Magics):
 
     def _cmd_compute(self, args: argparse.Namespace) -> Any:
         scope = self._scope(args)
-        from diffract.session.progress import in_notebook as _in_notebook
+        from diffract.session.compute import in_notebook as _in_notebook
 
         if _in_notebook() and not args.wait:
             from diffract.widgets import run_with_progress
@@ -516,8 +516,7 @@ def _reopen(old: Any) -> Any:
         executor=old.executor,
         registry=old.registry,
     )
-    new._options = old._options
-    new._kernel_options = old._kernel_options
+    new.copy_settings_from(old)
     return new
 
 

@@ -62,12 +62,12 @@ def test_listing_kernels_and_metrics(session):
 def test_configure_kernel_is_per_session(session):
     assert session.compute.configure_kernel("hard_rank", rtol=1e-6) == {"rtol": 1e-6}
     other = Session(profile="ram")
-    assert other._kernel_options == {}
+    assert other.kernel_options == {}
     # the values passed, as Diffract's KernelConfig (issue 26: was the values configured)
     assert session.compute.configure_kernel("power_law_fit", fit_method="powerlaw") == {
         "fit_method": "powerlaw"
     }
-    assert session._kernel_options["power_law_fit"] == {"fit_method": "clauset"}
+    assert session.kernel_options["power_law_fit"] == {"fit_method": "clauset"}
     with pytest.raises(KernelNotFoundError):
         session.compute.configure_kernel("no_such_kernel", rtol=1)
     with pytest.raises(InvalidConfigurationError, match="no option"):
@@ -287,15 +287,15 @@ def test_configure_kernel_returns_a_kernel_config_and_takes_diffracts_options(se
     assert isinstance(cfg, KernelConfig) and cfg.as_dict() == {"rtol": 1e-6} == cfg
     tpl = session.compute.configure_kernel("truncated_power_law_fit", fit_method="powerlaw")
     assert tpl.as_dict() == {"fit_method": "powerlaw"}
-    assert "truncated_power_law_fit" not in session._kernel_options  # one method: no effect
+    assert "truncated_power_law_fit" not in session.kernel_options  # one method: no effect
     assert session.compute.configure_kernel("exponential_fit", fit_method="diffract").as_dict() == {
         "fit_method": "diffract"
     }
     svd = session.compute.configure_kernel("weights_svd", allow_cuda=False)
     assert svd.as_dict() == {"allow_cuda": False}  # the values passed, as Diffract's
-    assert session._kernel_options["weights_svd"] == {"svd_device": "cpu"}
+    assert session.kernel_options["weights_svd"] == {"svd_device": "cpu"}
     session.compute.configure_kernel("weights_rand_svd", allow_cuda=True)
-    assert session._kernel_options["weights_rand_svd"] == {"svd_device": "auto"}
+    assert session.kernel_options["weights_rand_svd"] == {"svd_device": "auto"}
     assert session.compute.configure_kernel("power_law_fit", fit_method="auto").as_dict() == {
         "fit_method": "auto"
     }

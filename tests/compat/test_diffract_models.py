@@ -95,7 +95,7 @@ def test_override_for_a_missing_name_is_left_out_with_a_warning_naming_it(torch_
     """Issue 26 point 11 (changed from a ParameterNotFoundError): Diffract ignores an
     override for a name the model lacks; ours too, with a warning (and a log) naming it and,
     for a PyTorch module path, the weight's name here."""
-    from diffract.session.overrides import UnusedOverridesWarning
+    from diffract.session.models import UnusedOverridesWarning
 
     s = Session(profile="ram")
     with (

@@ -94,7 +94,7 @@ MODULES = [
     "diffract.widgets",
     "diffract.viz",
     "diffract.filters",
-    "diffract.session.export",
+    "diffract.session.results",
 ]
 
 #: module -> the public names whose docstrings must have Google-style sections (Args: when a

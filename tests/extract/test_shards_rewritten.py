@@ -104,7 +104,7 @@ def test_shard_rewritten_with_the_same_size_and_time_is_caught_by_its_header(sha
     # I32 instead of F32: a header of the same length, data of the same size
     _rewrite_in_place(shard, {"a.weight": np.ones((16, 8), np.int32)}, keep_times=True)
     assert shard.stat().st_size == size
-    s._references.clear()  # as in a fresh process
+    s.references.clear()  # as in a fresh process
     with pytest.raises(StoreError, match=r"changed since it was added.*header differs"):
         s.models.weights("a.weight")
 

@@ -221,7 +221,7 @@ def test_small_sample_fits_match_weightwatchers_output():
     import subprocess
     import sys
 
-    from diffract.kernels.fits import _pl_fit
+    from diffract.kernels.fits import pl_fit
 
     rng = np.random.default_rng(7)
     samples = [
@@ -239,7 +239,7 @@ def test_small_sample_fits_match_weightwatchers_output():
     ww = json.loads(proc.stdout.strip().splitlines()[-1])
     small = 0
     for x, (alpha, xmin, d, sigma) in zip(samples, ww, strict=True):
-        ours = _pl_fit(np.asarray(x), 1.0, "ww", 0.0)
+        ours = pl_fit(np.asarray(x), 1.0, "ww", 0.0)
         assert ours[0] == pytest.approx(alpha, rel=1e-12), x
         assert ours[1] == pytest.approx(xmin, rel=1e-12), x
         assert ours[2] == pytest.approx(d, rel=1e-12, abs=1e-15), x

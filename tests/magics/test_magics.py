@@ -123,7 +123,10 @@ def test_magics_and_widgets_in_a_real_kernel(in_tmp):
         assert len(html) == 1 and "data-status='done'" in html[0], cell
         assert not any(widget in o.get("data", {}) for o in cell)
     assert "ok True done" in "".join(o.get("text", "") for o in outs[4])
-    assert any(widget in o.get("data", {}) and "text/html" in o["data"] for o in outs[6])
+    # a panel: the widget's output, then its static copy (the figure as Plotly JSON and HTML)
+    kinds = [set(o.get("data", {})) for o in outs[6]]
+    i = next(k for k, d in enumerate(kinds) if widget in d)
+    assert {"application/vnd.plotly.v1+json", "text/html"} <= kinds[i + 1]
     assert any(widget in o.get("data", {}) for o in outs[7])
     # a usage error is one line on stderr, not a traceback
     text = "".join(o.get("text", "") for o in outs[8])

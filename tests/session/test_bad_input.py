@@ -218,7 +218,7 @@ def test_configure_checks_values_and_keeps_nothing_bad(ram):
         ram.compute.configure("pl_alpha", fit_method="nope")
     with pytest.raises(OptionValueError, match=r"'rtol' of kernel 'hard_rank'"):
         ram.compute.configure("hard_rank", rtol="x")
-    assert ram._options == {} and ram._kernel_options == {}
+    assert ram.options == {} and ram.kernel_options == {}
     # later runs are not broken by a rejected configure
     assert ram.compute.configure(fit_method="clauset") == {"fit_method": "clauset"}
     with warnings.catch_warnings():

@@ -10,7 +10,7 @@ import pytest
 
 from _engine_kit import apply_quietly, edge_registry
 from diffract import Session
-from diffract.session.export import to_format
+from diffract.session.results import to_format
 
 
 @pytest.fixture

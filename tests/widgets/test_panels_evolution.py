@@ -123,7 +123,8 @@ def test_run_choice_and_errors(session):
     assert list(p.figure.data[1].x) == [5] and p.n_values() == 3
     # a run that has not stored a step yet: an empty panel that fills when it does
     q = FieldPanel(session, "frob_norm", kind="evolution", run="later", live=False)
-    assert q.figure.data == () and "nothing stored yet" in q.status.value
+    assert q.figure.data == () and "session.compute.apply" not in q.status.value
+    assert "waiting for the tracker's first committed step of run later" in q.status.value
     with Session("ram") as empty:
         empty.models.add(_weights(0), "m")
         with pytest.raises(InvalidArgumentError, match=r'no tracked checkpoints.*run="NAME"'):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import json
 import math
 import re
 
@@ -82,24 +83,27 @@ def test_csv_link_follows_the_data(session):
 
 
 def test_image_format_is_in_the_figures_first_state(session):
-    p = FieldPanel(session, "frob_norm", image_format="svg", live=False)
-    config = p.figure.get_state()["_config"]
+    p = FieldPanel(session, "frob_norm", image_format="svg", live=False, poll=None)
+    config = p.figure_dict()["config"]
     assert config["toImageButtonOptions"] == {"format": "svg", "filename": "frob_norm-line"}
     assert config["responsive"] is True and config["displaylogo"] is False
-    assert p.figure._last_trace_edit_id == 0  # nothing sent after construction
-    first = p.figure
-    p.image_format.value = "png"  # the toggle: a new figure widget with the new config
-    assert p.figure is not first and p.children[1] is p.figure
-    assert p.figure.get_state()["_config"]["toImageButtonOptions"]["format"] == "png"
-    assert list(p.figure.data[0].y) == list(first.data[0].y)
+    assert p.get_state()["image_format"] == "svg" and p.download_name == "frob_norm-line"
+    data = json.loads(p.figure_json)["data"]
+    p.image_format = "png"  # the toggle: a synced trait the view reads into Plotly's config
+    assert p.figure_dict()["config"]["toImageButtonOptions"]["format"] == "png"
+    assert json.loads(p.figure_json)["data"] == data  # same data
     with pytest.raises(ValueError, match="image_format"):
         FieldPanel(session, "frob_norm", image_format="jpeg")
+    with pytest.raises(Exception, match="image_format"):
+        p.image_format = "jpeg"
 
 
 def test_panel_fills_the_width(session):
-    p = FieldPanel(session, "frob_norm", live=False)
-    assert p.layout.width == "100%" and p.toolbar.layout.width == "100%"
+    p = FieldPanel(session, "frob_norm", live=False, poll=None)
+    layout = json.loads(p.figure_json)["layout"]
+    assert "width" not in layout and layout["autosize"] is True and layout["height"] == 380
     assert p.figure.layout.width is None and p.figure.layout.autosize is True
+    assert FieldPanel(session, "frob_norm", height=250, poll=None).figure.layout.height == 250
 
 
 def _assert_exponent_ticks(axis) -> None:
@@ -129,26 +133,25 @@ def test_esd_panel_ticks_and_xmin_line(session):
 
 
 def test_the_comm_opens_with_data_layout_and_config(session, monkeypatch):
-    """Plotly sends a FigureWidget's data, layout and config as updates after its comm opens; a
-    browser model still loading can miss them (a blank plot, or a 700 px plot that ignores the
-    window and overflows at 900 px). A panel's figure opens its comm with all three."""
+    """A browser model still loading its module can miss updates sent right after the comm
+    opens (a blank plot). A panel's comm opens with its figure, status and CSV link."""
     import ipywidgets
-
-    from diffract.widgets.panel import PanelFigure
 
     opened = []
     original = ipywidgets.Widget.open
 
     def spy(self):
         original(self)
-        if isinstance(self, PanelFigure):
+        if isinstance(self, FieldPanel):
             opened.append(self.get_state())
 
     monkeypatch.setattr(ipywidgets.Widget, "open", spy)
-    p = FieldPanel(session, "frob_norm", kind="heatmap", image_format="svg", live=False)
+    p = FieldPanel(session, "frob_norm", kind="heatmap", image_format="svg", live=False, poll=None)
     (state,) = opened
-    assert state["_config"]["responsive"] is True
-    assert state["_config"]["toImageButtonOptions"]["format"] == "svg"
-    (trace,) = state["_widget_data"]
+    assert state["image_format"] == "svg" and state["height"] == 380
+    fig = json.loads(state["figure_json"])
+    (trace,) = fig["data"]
     assert trace["type"] == "heatmap" and trace["z"] == [list(r) for r in p.figure.data[0].z]
-    assert state["_widget_layout"]["height"] == 380 and "width" not in state["_widget_layout"]
+    assert "width" not in fig["layout"] and state["value_count"] == p.n_values() == 4
+    assert state["csv_href"].startswith("data:text/csv;charset=utf-8;base64,")
+    assert "frob_norm" in state["status_html"]

@@ -4,6 +4,7 @@ events and cancel, live panels updating when a field lands in the store."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -239,7 +240,7 @@ def test_panel_updates_in_place_when_a_field_lands(disk_session):
     from diffract.widgets import FieldPanel
 
     s = disk_session
-    p = FieldPanel(s, "frob_norm", kind="line")
+    p = FieldPanel(s, "frob_norm", kind="line", poll=None)  # refresh() by hand: no follower
     assert p.state()["n_values"] == 0 and "nothing stored yet" in p.status.value
     s.filter(model_ids="m1").compute.apply("frob_norm", progress=False)
     assert p.refresh() is True
@@ -259,8 +260,8 @@ def test_panel_updates_in_place_when_a_field_lands(disk_session):
     s.compute.apply("frob_norm", progress=False)
     assert p.refresh() is True
     assert len(p.figure.data[0].y) == n_m1
-    assert p.rebuilds == rebuilds and p.updates == updates + 2
-    assert p.figure.data[0] is fig_trace  # ...by the same trace object
+    assert p.rebuilds == rebuilds and p.updates == updates + 2  # ...in place (same traces)
+    assert p.figure.data[0].name == fig_trace.name
     assert p.refresh() is False  # nothing new: no message sent
     hover = p.figure.data[0].customdata[0]
     assert list(hover[:3]) == ["m1", "layers.0.weight", "dense"]
@@ -298,7 +299,12 @@ def test_panel_kinds_and_errors(disk_session):
         FieldPanel(s, "frob_nrom")
     data = h._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
-    assert "heatmap 2 models" in data["text/html"]
+    assert "heatmap 2 rows × 6 columns" in data["text/html"]
+    # the static copy is the figure itself (Plotly JSON), in the HTML and as Plotly's mimetype
+    fig = data["application/vnd.plotly.v1+json"]
+    assert fig["data"][0]["z"] == [list(r) for r in h.figure.data[0].z]
+    drawn = re.search(r"var fig=(\{.*?\});var n=0", data["text/html"])
+    assert drawn and json.loads(drawn.group(1))["data"][0]["z"] == fig["data"][0]["z"]
 
 
 def test_panel_polls_a_store_written_by_another_session(tmp_path):
@@ -365,9 +371,9 @@ def _synced(widget, name):
 
 @pytest.mark.parametrize("kind", ["heatmap", "line", "bar", "scatter", "esd"])
 def test_panel_state_traits_hold_the_data_a_late_view_renders(disk_session, kind):
-    """The blank-heatmap race: plotly sends edits made after construction as one-shot messages a
-    browser model still loading its module drops; a view then renders ``_widget_data``. That
-    state must hold every trace Python holds, after the first read and after each update."""
+    """The blank-heatmap race: a browser model still loading its module drops messages sent
+    right after the comm opens; a view then renders the synced state. That state (the figure's
+    JSON) must hold every trace Python holds, after the first read and after each update."""
     from diffract.widgets import FieldPanel
 
     s = disk_session
@@ -380,18 +386,17 @@ def test_panel_state_traits_hold_the_data_a_late_view_renders(disk_session, kind
         "esd": (),
     }[kind]
     extra = {"slice": "layers.1.weight", "model_id": "m1"} if kind == "esd" else {}
-    p = FieldPanel(s, *opts, kind=kind, **extra)
-    # the first data is in the widget's initial state: no edit message was sent before display
-    assert p.figure._last_trace_edit_id == 0 and p.figure._last_layout_edit_id == 0
-    data = _synced(p.figure, "_widget_data")
+    p = FieldPanel(s, *opts, kind=kind, poll=None, **extra)
+    fig = json.loads(_synced(p, "figure_json"))
+    data = fig["data"]
     assert len(data) == len(p.figure.data) >= 1
     key = "z" if kind == "heatmap" else "y"
     assert data[0][key] is not None and len(p.figure.data[0][key]) > 0
-    assert _synced(p.figure, "_widget_layout")["height"] == 380
+    assert fig["layout"]["height"] == 380 and _synced(p, "height") == 380
     if kind in ("heatmap", "line"):
         s.compute.apply("frob_norm", progress=False)  # m2 lands: a new row / trace
         assert p.refresh()
-        data = _synced(p.figure, "_widget_data")
+        data = json.loads(_synced(p, "figure_json"))["data"]
         names = [d.get("name") for d in data]
         if kind == "line":
             assert names == ["m1", "m2"]

@@ -399,7 +399,7 @@ def extract(
 
     lora_mod.check_lora_options(lora, lora_scaling)
     mt = _with_lora(model_tree(model), lora, lora_scaling)
-    leaves, skipped = _kept_leaves(mt, filter_spec)
+    leaves, skipped = kept_leaves(mt, filter_spec)
     if base_model is not None:
         from diffract.extract.delta import subtract_base
 
@@ -450,7 +450,7 @@ def _with_lora(mt: ModelTree, lora: str, lora_scaling: str) -> ModelTree:
     return replace(mt, tree=nest_dotted(leaves), types=types, meta={**mt.meta, **meta}, lora=[])
 
 
-def _kept_leaves(mt: ModelTree, filter_spec: Any) -> tuple[list[ExtractedLeaf], dict[str, str]]:
+def kept_leaves(mt: ModelTree, filter_spec: Any) -> tuple[list[ExtractedLeaf], dict[str, str]]:
     """The leaves ``filter_spec`` keeps (in tree order), and the dropped ones with reasons."""
     spec = default_filter_spec if filter_spec is None else filter_spec
     try:

@@ -628,7 +628,7 @@ def formats_text() -> str:
     return ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
-def _extract_path(obj: Any) -> ModelTree:
+def extract_path(obj: Any) -> ModelTree:
     from diffract.extract import hf
 
     path = resolve_source(obj)
@@ -648,4 +648,4 @@ def _extract_path(obj: Any) -> ModelTree:
     return fmt.read(path)
 
 
-EXTRACTORS = [Extractor("file", _is_path, _extract_path)]
+EXTRACTORS = [Extractor("file", _is_path, extract_path)]

@@ -180,7 +180,7 @@ def _effective(module: Any, tname: str) -> Any:
             m.training = training
 
 
-def _from_module(module: Any) -> ModelTree:
+def from_module(module: Any) -> ModelTree:
     torch = _torch()
     parametrize = torch.nn.utils.parametrize
     module = unwrap_module(module)
@@ -283,6 +283,6 @@ def _from_state_dict(state: dict) -> ModelTree:
 
 
 EXTRACTORS = [
-    Extractor("torch.nn.Module", _is_module, _from_module),
+    Extractor("torch.nn.Module", _is_module, from_module),
     Extractor("torch.state_dict", _is_state_dict, _from_state_dict),
 ]

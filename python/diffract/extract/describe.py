@@ -251,13 +251,13 @@ def _header_size(path: str) -> int:
 
 def _describe_safetensors(path: Path) -> ModelDescription:
     """Safetensors file or folder: the leaves as :func:`extract` would keep them, unread."""
-    from diffract.extract import _kept_leaves, model_tree
-    from diffract.extract.references import _folder_shard_files
+    from diffract.extract import kept_leaves, model_tree
+    from diffract.extract.references import folder_shard_files
 
     mt = model_tree(str(path))
-    leaves, skipped = _kept_leaves(mt, None)
+    leaves, skipped = kept_leaves(mt, None)
     if path.is_dir():
-        files = [str(path / f) for f in _folder_shard_files(str(path))]
+        files = [str(path / f) for f in folder_shard_files(str(path))]
         extra = [path / f for f in ("model.safetensors.index.json", "config.json")]
         json_bytes = sum(os.path.getsize(f) for f in extra if f.is_file())
     else:

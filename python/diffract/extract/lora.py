@@ -295,9 +295,9 @@ def _is_lora_module(obj: Any) -> bool:
 
 
 def _from_lora_module(module: Any) -> ModelTree:
-    from diffract.extract._torch import _from_module
+    from diffract.extract._torch import from_module
 
-    base = _from_module(module)
+    base = from_module(module)
     flat = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(base.tree)}
     scales = {
         name: dict(sc)
@@ -377,7 +377,7 @@ def _config_scaling(config: dict[str, Any], source: str) -> Any:
 
 
 def _from_adapter_path(obj: Any) -> ModelTree:
-    from diffract.extract._files import _extract_path
+    from diffract.extract._files import extract_path
 
     found = _adapter_files(obj)
     assert found is not None
@@ -390,7 +390,7 @@ def _from_adapter_path(obj: Any) -> ModelTree:
         ) from None
     if not isinstance(config, dict):
         raise ExtractionError(f"{config_path}: a PEFT adapter config is a JSON object")
-    base = _extract_path(weights)
+    base = extract_path(weights)
     flat = {dotted_name(p): leaf for p, leaf in tree_leaves_with_path(base.tree)}
     leaves, pairs, skipped = find_pairs(flat, _config_scaling(config, str(weights)), str(weights))
     return ModelTree(

@@ -59,7 +59,7 @@ def _header_digest(path: str) -> str:
     return hashlib.sha256(head + body).hexdigest()[:16]
 
 
-def _folder_shard_files(folder: str) -> list[str]:
+def folder_shard_files(folder: str) -> list[str]:
     """The shard files of a safetensors folder, relative to it (as extraction finds them:
     the index's weight map, else every ``*.safetensors``)."""
     root = Path(folder)
@@ -79,7 +79,7 @@ def _folder_signature(folder: str) -> tuple[Any, ...]:
     """Sizes and times of a folder's shards and index (refs written before shards were
     stamped: the cache must not keep loaders of a shard rewritten in place)."""
     sig = []
-    for rel in [*_folder_shard_files(folder), INDEX_FILE]:
+    for rel in [*folder_shard_files(folder), INDEX_FILE]:
         try:
             st = os.stat(os.path.join(folder, rel))
         except OSError:
@@ -103,7 +103,7 @@ def shard_stamps(source: str) -> dict[str, Any] | None:
         return None
     root = Path(source)
     out: dict[str, Any] = {"files": {}, "prefixes": {}}
-    for rel in _folder_shard_files(source):
+    for rel in folder_shard_files(source):
         path = root / rel
         try:
             stamp = {"file": rel, **_stamp(str(path)), "header": _header_digest(str(path))}

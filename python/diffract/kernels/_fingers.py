@@ -32,7 +32,7 @@ FIX_FINGERS = ("xmin_peak", "clip_xmax")
 DEFAULT_MAX_FINGERS = 10
 MIN_ALPHA = 2.0
 #: WeightWatcher switches to its small-sample rule below this many fitted eigenvalues
-#: (also used by :func:`diffract.kernels.fits._pl_fit`)
+#: (also used by :func:`diffract.kernels.fits.pl_fit`)
 SMALL_N_CUTOFF = 20
 
 

@@ -172,6 +172,83 @@ def gil_free() -> bool:
     return _solver(np.dtype(np.float64)) is not None
 
 
+# --- BLAS syrk, accumulating: a Gram matrix summed over row blocks ----------------------
+#: CBLAS constants (row-major layout, upper triangle, transpose flags)
+_ROW_MAJOR, _UPPER, _NO_TRANS, _TRANS = 101, 121, 111, 112
+
+_SYRK: list[Any] = []
+
+
+def _syrk_entry_point() -> Any:
+    """``cblas_dsyrk`` of numpy's BLAS (the library ``_entry_point`` searches), or None."""
+    names = [f"{p}cblas_dsyrk{s}" for p in ("scipy_", "") for s in ("64_", "")]
+    for path in _candidate_libraries():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in names:
+            func = getattr(lib, name, None)
+            if func is None:
+                continue
+            # blasint arguments passed as 64-bit (as for LAPACKE above); enums as C ints
+            i64, dbl = ctypes.c_int64, ctypes.c_double
+            func.argtypes = [
+                ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, dbl, ctypes.c_void_p, i64,
+                dbl, ctypes.c_void_p, i64,
+            ]  # fmt: skip
+            func.restype = None
+            return func
+    return None
+
+
+def _syrk() -> Any:
+    if not _SYRK:
+        with _LOCK:
+            if not _SYRK:
+                try:
+                    func = _syrk_entry_point()
+                except Exception:  # threadpoolctl missing or a library it cannot inspect
+                    func = None
+                _SYRK.append(func)
+    return _SYRK[0]
+
+
+def syrk_accumulate(g: np.ndarray, b: np.ndarray) -> None:
+    """``g += b.T @ b`` for a float64 block ``b`` (K x M, C- or F-contiguous) into the
+    C-ordered float64 ``g`` (M x M), in place.
+
+    Through ``cblas_dsyrk`` (GIL released, ``beta = 1``: no product temporary, no add pass)
+    only ``g``'s upper triangle is updated (call :func:`mirror_upper` once the sum is done);
+    where no entry point is found, numpy's ``g += b.T @ b`` updates all of ``g`` (mirroring
+    it then changes nothing)."""
+    m = g.shape[0]
+    func = _syrk()
+    if func is None or not g.flags.c_contiguous or not g.flags.writeable:
+        g += b.T @ b
+        return
+    k = b.shape[0]
+    if b.flags.c_contiguous:  # row-major K x M: C (M x M) += A^T A with A = b
+        func(_ROW_MAJOR, _UPPER, _TRANS, m, k, 1.0, b.ctypes.data, max(m, 1), 1.0,
+             g.ctypes.data, max(m, 1))  # fmt: skip
+    elif b.flags.f_contiguous:  # b.T is row-major M x K: C += A A^T with A = b.T
+        func(_ROW_MAJOR, _UPPER, _NO_TRANS, m, k, 1.0, b.ctypes.data, max(k, 1), 1.0,
+             g.ctypes.data, max(m, 1))  # fmt: skip
+    else:
+        g += b.T @ b
+
+
+def mirror_upper(g: np.ndarray) -> np.ndarray:
+    """``g`` made symmetric from its upper triangle (in place; returns ``g``)."""
+    m, step = g.shape[0], 256
+    for i in range(0, m, step):  # block by block: no index arrays, no M x M temporary
+        j = min(i + step, m)
+        g[i:j, :i] = g[:i, i:j].T
+        d = g[i:j, i:j]
+        d[...] = np.triu(d) + np.triu(d, 1).T
+    return g
+
+
 # --- Cholesky and the tridiagonal eigensolver, without importing scipy ----------------------
 # The spectrum's default path needs three more LAPACK routines: ``?potrf`` (the float32
 # path's shifted-Cholesky test, the Ritz route's factor), ``?potrs`` (the Ritz route's inverse

@@ -79,6 +79,31 @@ def _gram(a: np.ndarray) -> np.ndarray:
     return t.T @ t
 
 
+#: a matrix whose float64 copy would exceed this many bytes has its Gram matrix summed over
+#: row blocks of about GRAM_BLOCK_BYTES converted one at a time (a 32000 x 2048 embedding:
+#: 16 MiB at a time instead of a 500 MiB copy); smaller ones take one float64 copy
+GRAM_BLOCKED_ABOVE = 32 * 1024**2
+GRAM_BLOCK_BYTES = 16 * 1024**2
+
+
+def gram_blocked(t: np.ndarray, block_bytes: int = GRAM_BLOCK_BYTES) -> np.ndarray:
+    """The float64 Gram matrix ``t.T @ t`` of a tall matrix ``t`` (N x M, any float dtype)
+    summed over blocks of rows, each converted to float64 on its own, so no float64 copy of
+    ``t`` is made (BLAS ``syrk`` with ``beta = 1``, GIL released: see
+    :func:`diffract.kernels._lapack.syrk_accumulate`). Exactly symmetric; equal to the one-copy
+    product up to the order of float64 summation (relative ~1e-16)."""
+    n, m = t.shape
+    rows = max(256, block_bytes // max(8 * m, 1))
+    g = np.zeros((m, m), dtype=np.float64)
+    for i in range(0, n, rows):
+        b = np.asarray(t[i : i + rows], dtype=np.float64)  # C- or F-ordered like t
+        if not (b.flags.c_contiguous or b.flags.f_contiguous):
+            b = np.ascontiguousarray(b)
+        _lapack.syrk_accumulate(g, b)
+        del b
+    return _lapack.mirror_upper(g)
+
+
 def _eigvalsh(g: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """Eigenvalues (ascending) of a symmetric matrix with LAPACK ``syevd``, in the matrix's
     precision (float32: ``ssyevd``, as scipy's; numpy's float32 ``eigvalsh`` runs at float64
@@ -315,7 +340,14 @@ def matrix_svals(
     check_precision(precision)
     if min(a.shape) == 0:
         raise ValueError(f"empty matrix of shape {a.shape}")
-    t64 = np.asarray(_tall(a), dtype=np.float64)
+    t = _tall(a)
+    if t.dtype in (np.float32, np.float16) and 8 * t.size > GRAM_BLOCKED_ABOVE:
+        # a large float32 matrix: its Gram matrix from float64 row blocks, no float64 copy
+        # of W (made only if the Ritz or SVD route needs W itself); float32 entries never
+        # need the exponent scaling below (|w| < 2^128, subnormals >= 2^-149 square into
+        # float64's normal range), and a NaN or Inf shows on the Gram diagonal (checked there)
+        return _matrix_svals(t, precision, recheck_rtol, gram_blocked(t))
+    t64 = np.asarray(t, dtype=np.float64)
     e = _gram_exponent(t64)
     if e:  # squaring would over- or underflow: decompose 2^-e W, exactly representable
         s, path = _matrix_svals(np.ldexp(t64, -e), precision, recheck_rtol)
@@ -350,10 +382,15 @@ def _gram_exponent(t64: np.ndarray, n_terms: int | None = None) -> int:
     return int(np.frexp(amax)[1])
 
 
-def _matrix_svals(t64: np.ndarray, precision: str, recheck_rtol: float) -> tuple[np.ndarray, str]:
-    """:func:`matrix_svals` of a tall float64 matrix whose Gram matrix is representable."""
-    m = t64.shape[1]
-    g64 = _gram(t64)
+def _matrix_svals(
+    t: np.ndarray, precision: str, recheck_rtol: float, g64: np.ndarray | None = None
+) -> tuple[np.ndarray, str]:
+    """:func:`matrix_svals` of a tall matrix whose float64 Gram matrix is representable:
+    ``t`` is float64, or float32 with its Gram matrix ``g64`` given (then converted to
+    float64 only where a route needs W itself)."""
+    m = t.shape[1]
+    if g64 is None:
+        g64 = _gram(t)
     # G_jj = sum_i W_ij^2 is NaN or Inf exactly when column j holds a NaN or an Inf (or
     # overflows): M checks instead of N x M
     if not np.isfinite(np.diagonal(g64)).all():
@@ -371,6 +408,7 @@ def _matrix_svals(t64: np.ndarray, precision: str, recheck_rtol: float) -> tuple
         return np.zeros(m), "zero"
     if lam[0] > 0 and lam[0] >= _gram_threshold(lmax, recheck_rtol):
         return np.sqrt(lam[::-1]), "float64"
+    t64 = np.asarray(t, dtype=np.float64)
     refined = ritz_bottom(t64, _lapack.restore_symmetric(g64, diagonal), lam, recheck_rtol)
     if refined is not None:
         return np.sqrt(refined[::-1]), "ritz"

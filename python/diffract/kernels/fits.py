@@ -64,7 +64,7 @@ def _fit_data(esd, esd_ww_ratio, fit_evals_thresh):
     return lam, x
 
 
-def _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
+def pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh):
     if fit_method not in FIT_METHODS:
         raise ValueError(f"fit_method must be one of {FIT_METHODS}, got {fit_method!r}")
     lam, x = _fit_data(esd, esd_ww_ratio, fit_evals_thresh)
@@ -163,7 +163,7 @@ def power_law_fit(
     pl_esd_xmax is the largest eigenvalue fitted."""
     fit_evals_thresh = _fit_thresh(slice_info, fit_evals_thresh, intra_thresh_on)
     if fix_fingers is None and xmax is None:
-        fit = _pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh)
+        fit = pl_fit(esd, esd_ww_ratio, fit_method, fit_evals_thresh)
         return (*fit, 0, fit[0])
     return _finger_fit(
         esd, esd_ww_ratio, fit_method, fit_evals_thresh, fix_fingers, xmax, xmin_max,

@@ -298,6 +298,10 @@ class KernelRegistry:
 
 
 _DEFAULT: KernelRegistry | None = None
+#: cross-model kernels that compare exactly the two models of a scope (Diffract's
+#: ``KernelRestrictions.BINARY``): ``compute.apply`` takes the pair's first id as reference
+BINARY_KERNELS = frozenset({"l_overlap", "r_overlap"})
+
 _DEFAULT_LOCK = threading.Lock()
 
 

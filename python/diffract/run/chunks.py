@@ -384,6 +384,7 @@ def prepare_chunk(
     values: Values = {}
     kernels: dict[str, Kernel] = {}
     plan_of: dict[str, set[str]] = {}
+    to_read: list[SliceInfo] = []
     for s in chunk:
         p = plans[s.uid]
         vals = values.setdefault(s.uid, {})
@@ -393,15 +394,40 @@ def prepare_chunk(
             if by_path is not None and by_path(s):
                 vals["weights"] = BY_PATH
             else:
-                vals["weights"] = load_weights(state.store, s)
+                to_read.append(s)
         vals["slice_info"] = s
         plan_of[s.uid] = {k.name for k in p.kernels}
         for k in p.kernels:
             kernels.setdefault(k.name, k)
+    for s, w in zip(to_read, read_weights_of(state, to_read), strict=True):
+        values[s.uid]["weights"] = w
     everything = [o for k in kernels.values() for o in k.outputs]
     rank = {k.name: i for i, k in enumerate(state.registry.closure(everything))}
     ordered = sorted(kernels.values(), key=lambda k: rank[k.name])
     return ordered, plan_of, values, {k.name: state.opts(k) for k in ordered}
+
+
+#: a chunk whose weights (float32 bytes) exceed this is read by READ_THREADS threads side by
+#: side (decoding bf16, the NaN/Inf check: NumPy work that releases the GIL); the spectrum's
+#: workers wait for the chunk, so a serial read leaves all but one core idle
+PARALLEL_READ_ABOVE = 64 * 1024**2
+READ_THREADS = 2
+
+
+def read_weights_of(state: RunState, slices: list[SliceInfo]) -> list[Any]:
+    """The weights of ``slices`` as kernels see them (or their failure markers), in order;
+    a large chunk is read by a few threads (the store's reads are thread-safe, each slice's
+    file reference is its own memory map)."""
+    threads = min(READ_THREADS, os.cpu_count() or 1, len(slices))
+    if threads < 2 or sum(s.nbytes for s in slices) <= PARALLEL_READ_ABOVE:
+        return [load_weights(state.store, s) for s in slices]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="diffract-read") as pool:
+        # largest first, so the threads end together; results back in the chunk's order
+        order = sorted(range(len(slices)), key=lambda i: -slices[i].nbytes)
+        futures = {i: pool.submit(load_weights, state.store, slices[i]) for i in order}
+        return [futures[i].result() for i in range(len(slices))]
 
 
 def compute_here(

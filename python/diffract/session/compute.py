@@ -1,32 +1,35 @@
-"""``scope.compute``: run kernels on the scope (``apply``), ``erase`` and ``configure``."""
+"""``scope.compute``: run kernels on the scope (``apply``), ``erase`` and ``configure``; the
+run's progress display (a widget in a notebook, a bar in a terminal)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from diffract._core.config import check_workers, parse_bytes
 from diffract._core.owners import parse_owner
-from diffract._errors import InvalidArgumentError, KernelExecutionError, UnknownOptionError
+from diffract._core.slices import SliceInfo
+from diffract._errors import (
+    InvalidArgumentError,
+    KernelExecutionError,
+    ScopeValidationError,
+    UnknownOptionError,
+)
 from diffract.extract.references import ReferenceReader
-from diffract.kernels.registry import KernelRegistry
-from diffract.kernels.spec import Kernel, check_options
+from diffract.kernels.registry import BINARY_KERNELS, KernelRegistry
+from diffract.kernels.spec import SPECIAL_INPUTS, Kernel, check_options
 from diffract.run.provenance import ReusedOptionsWarning, option_records, reuse_mismatches
-from diffract.run.report import ProgressCallback, RunReport
+from diffract.run.report import ProgressCallback, ProgressEvent, RunReport
 from diffract.run.runner import Runner, check_kernel_options_shape, validate_options
-from diffract.session._frontends import frontend
-from diffract.session.aggregates import record_contexts
-from diffract.session.checks import check_field_names, check_flag
-from diffract.session.kernel_compat import DiffractCompute, summarize
 from diffract.session.models import read_weights
-from diffract.session.progress import Finish, progress_callback
-from diffract.session.selection import SessionLike
-from diffract.session.summaries import ApplySummary
+from diffract.session.scope import Namespace, SessionLike, check_field_names, check_flag, frontend
+from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
 from diffract.store import Batch, Store
 
 _log = logging.getLogger("diffract.session.compute")
@@ -78,7 +81,7 @@ class ErasedCount(int):
         return f"ErasedCount({int(self)}, fields={self.fields!r}, dependents={self.dependents!r})"
 
 
-def _dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
+def dependents(registry: KernelRegistry, fields: Sequence[str]) -> list[str]:
     """Fields computed (directly or through others) from ``fields``, not among them. The
     other outputs of the kernel that makes a field count too (recomputing ``weights_svals``
     remakes the transient ``kernel_svals``, so ``rank_loss``, made from it, is stale)."""
@@ -165,12 +168,12 @@ def _run_options(
     closure = session.registry.closure(fields)
     names = {k.name for k in closure}
     known = {o for k in closure for o in k.options}
-    merged_opts = {k: v for k, v in session._options.items() if k in known}
+    merged_opts = {k: v for k, v in session.options.items() if k in known}
     merged_opts.update(with_conventions(conventions, options, known))
     # a Diffract-style registry's own configuration (KernelRegistry.configure_kernel) first
     configured: dict[str, dict[str, Any]] = getattr(session.registry, "configured", {})
     merged_kopts = {k: dict(v) for k, v in configured.items() if k in names and v}
-    for k, v in session._kernel_options.items():
+    for k, v in session.kernel_options.items():
         if k in names:
             merged_kopts.setdefault(k, {}).update(v)
     for k, v in (kernel_options or {}).items():
@@ -224,7 +227,7 @@ def _warn_reuse(
     )
 
 
-class Compute(DiffractCompute):
+class Compute(Namespace):
     """Run kernels on the scope: ``apply`` (missing fields only), ``erase``, ``configure``."""
 
     def apply(
@@ -290,7 +293,7 @@ class Compute(DiffractCompute):
                 does not hold exactly two models.
         """
         session = self._session
-        session._check_writable()
+        session.check_writable()
         failure_mode = check_on_failure(
             on_failure if on_failure is not None else getattr(session, "on_failure", "warn")
         )
@@ -314,12 +317,12 @@ class Compute(DiffractCompute):
         if recompute:
             self._erase_for_recompute(fields, closure, given)
         else:
-            _warn_reuse(self._store, fields, closure, opts_of, given, self._scope._slices())
+            _warn_reuse(self._store, fields, closure, opts_of, given, self._scope.slices())
         cancel = cancel or threading.Event()
-        session._cancel = cancel
+        session.cancel_event = cancel
         callback, finish = progress_callback(progress, fields, cancel)
         runner = Runner(
-            cast(Store, _StoreView(self._store, session._references)),  # a Store by delegation
+            cast(Store, _StoreView(self._store, session.references)),  # a Store by delegation
             session.registry,
             options=merged_opts,
             kernel_options=merged_kopts,
@@ -355,6 +358,40 @@ class Compute(DiffractCompute):
             )
         return report
 
+    def _pair_reference(self, fields: Sequence[str], options: dict[str, Any]) -> None:
+        """Cross-model fields without ``reference``: exactly two models in scope, else raise.
+
+        With two, the first id (sorted) becomes the reference of the run.
+        """
+        session = self._session
+        if options.get("reference") or session.options.get("reference"):
+            return
+        closure = session.registry.closure(fields)
+        binary = (
+            BINARY_KERNELS
+            | self._scope.session.binary_kernels
+            | getattr(session.registry, "binary", set())
+        )
+        cross = [k for k in closure if k.level == "cross" and k.name in binary]
+        if not cross:
+            return  # other cross-model fields name their reference model
+        models = self._scope.model_ids()
+        if len(models) == 2:
+            options["reference"] = models[0]
+            return
+        field = next(f for f in fields if any(f in k.outputs for k in closure))
+        raise ScopeValidationError(
+            f"Cannot produce {field!r}: it depends on the cross-model kernel "
+            f"{cross[0].name!r}, which compares exactly two models, but the current scope has "
+            f"{len(models)}: {models}. Restrict the scope to a model pair, e.g. "
+            f"session.filter(model_ids={models[:2] or ['a', 'b']!r}).compute.apply({field!r}), "
+            "or pass reference='<model_id>'."
+        )
+
+    def _selected(self, selected: Sequence[SliceInfo], fields: Sequence[str]) -> None:
+        """Hook: ``apply`` has read its selection and runs ``fields`` on it next (nothing
+        here; :mod:`diffract.compat` records the names Diffract's aggregates need)."""
+
     def _erase_for_recompute(
         self, fields: Sequence[str], closure: list[Kernel], given: dict[str, set[str]]
     ) -> None:
@@ -370,18 +407,18 @@ class Compute(DiffractCompute):
         """Run on the scope's selection (read once); then close the progress and the run."""
         scope = self._scope
         try:
-            selected = scope._slices()
-            record_contexts(scope, selected, fields)
+            selected = scope.slices()
+            self._selected(selected, fields)
             return runner.run(
                 fields,
                 selected,
-                scope_key=None if scope._chain.is_empty else scope._chain.key(),
+                scope_key=None if scope.filter_chain.is_empty else scope.filter_chain.key(),
                 model_slices={m: self._store.slices(m) for m in {s.model_id for s in selected}},
             )
         finally:
             if finish is not None:
                 finish()
-            self._session._cancel = None
+            self._session.cancel_event = None
 
     def apply_async(self, *fields: str, display: bool = False, **options: Any) -> Any:
         """Start ``apply`` in a worker thread and return at once with a run handle.
@@ -410,7 +447,7 @@ class Compute(DiffractCompute):
 
         Values finished so far are stored; ``RunReport.skipped`` counts the rest.
         """
-        ev = self._session._cancel
+        ev = self._session.cancel_event
         if ev is not None:
             ev.set()
 
@@ -436,7 +473,7 @@ class Compute(DiffractCompute):
             InvalidArgumentError, UnknownFieldError: a bad or unknown field name.
         """
         session = self._session
-        session._check_writable()
+        session.check_writable()
         if not fields:
             raise ValueError("erase() needs the field names to erase, e.g. erase('frob_norm')")
         check_field_names(fields, "erase()")
@@ -446,16 +483,16 @@ class Compute(DiffractCompute):
         named = list(dict.fromkeys(fields))
         store = self._store
         store.refresh()
-        owners = self._scope._owners()
+        owners = self._scope.owners()
         erase = set(store.present([(o, f) for o in owners for f in named]))
-        dependents = _dependents(registry, named)
-        if dependents:
-            slices = self._scope._slices()
+        erased_too = dependents(registry, named)
+        if erased_too:
+            slices = self._scope.slices()
             uids = {s.uid for s in slices}
             models = {s.model_id for s in slices}
             names = {(s.model_id, s.name) for s in slices}
             for o, f in store.keys():
-                if f in dependents and _depends_on_scope(store, o, uids, models, names):
+                if f in erased_too and _depends_on_scope(store, o, uids, models, names):
                     erase.add((o, f))
         store.commit(Batch(erase=sorted(erase)))
         counts: dict[str, int] = {}
@@ -463,8 +500,8 @@ class Compute(DiffractCompute):
             counts[f] = counts.get(f, 0) + 1
         return ErasedCount(
             len(erase),
-            fields={f: counts[f] for f in [*named, *dependents] if f in counts},
-            dependents=[f for f in dependents if f in counts],
+            fields={f: counts[f] for f in [*named, *erased_too] if f in counts},
+            dependents=[f for f in erased_too if f in counts],
         )
 
     def configure(
@@ -500,8 +537,8 @@ class Compute(DiffractCompute):
                     f"no kernel has option(s) {unknown}; known options: {sorted(known)}"
                 )
             check_options(session.registry.kernels(), options)  # before anything is kept
-            session._options.update(options)
-            return dict(session._options)
+            session.options.update(options)
+            return dict(session.options)
         if not isinstance(kernel_or_field, str):
             raise InvalidArgumentError(
                 "configure() takes a kernel or field name (a string) or None, got "
@@ -515,8 +552,8 @@ class Compute(DiffractCompute):
                 f"kernel {k.name!r} has no option(s) {bad}; it accepts {sorted(k.options)}"
             )
         check_options([k], {}, {k.name: options})  # before anything is kept
-        session._kernel_options.setdefault(k.name, {}).update(options)
-        return dict(session._kernel_options[k.name])
+        session.kernel_options.setdefault(k.name, {}).update(options)
+        return dict(session.kernel_options[k.name])
 
     def fields(self) -> list[str]:
         """Every field a registered kernel can compute.
@@ -548,3 +585,100 @@ class Compute(DiffractCompute):
             "level": k.level,
             "doc": k.doc,
         }
+
+
+def summarize(registry: Any, fields: Sequence[str], written: set[tuple[str, str]]) -> ApplySummary:
+    """The :class:`ApplySummary` of a run that wrote the ``(owner, field)`` keys ``written``."""
+    names = {f for _, f in written}
+    by_level: dict[str, list[str]] = {"param": [], "model": [], "cross": []}
+    for f in sorted(names):
+        if registry.has_field(f) and f not in SPECIAL_INPUTS:
+            by_level[registry.producer(f).level].append(f)
+    return ApplySummary(
+        parameter_fields=tuple(by_level["param"]),
+        in_model_fields=tuple(by_level["model"]),
+        cross_model_fields=tuple(by_level["cross"]),
+        skipped=tuple((f, NOTHING_WRITTEN) for f in fields if f not in names),
+    )
+
+
+Finish = Callable[[], None]
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython already imported, a ZMQ shell)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython() if hasattr(ipython, "get_ipython") else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def progress_callback(
+    progress: bool | ProgressCallback | None,
+    fields: Sequence[str],
+    cancel: threading.Event | None = None,
+) -> tuple[ProgressCallback | None, Finish | None]:
+    """The progress callback of one run and what to call when it ends.
+
+    Args:
+        progress: False (none), a callback (used as is), True (a terminal bar) or None (the
+            widget in a notebook, a bar on a terminal, nothing otherwise).
+        fields: the fields the run computes (the bar's label).
+        cancel: the run's cancel event (the widget's Cancel button sets it).
+
+    Returns:
+        ``(callback, finish)``; either may be None.
+    """
+    if progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    if progress is None:
+        if in_notebook():
+            try:
+                widget: tuple[ProgressCallback, Finish] = frontend("notebook_progress")(
+                    fields, cancel=cancel
+                )
+                return widget
+            except ImportError:
+                pass
+        if not sys.stderr.isatty():
+            return None, None
+    return _tqdm_progress(fields)
+
+
+def _tqdm_progress(fields: Sequence[str]) -> tuple[ProgressCallback, Finish]:
+    from tqdm.auto import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def on_event(ev: ProgressEvent) -> None:
+        # the bar is the work done (kernel steps, when the engine counts them); the postfix
+        # counts the requested values made, then (shortened) the kernel in progress
+        steps = ev.steps_total > 0
+        if ev.stage == "start":
+            bar["bar"] = tqdm(
+                total=ev.steps_total if steps else ev.slices_total,
+                desc=", ".join(fields)[:40],
+                unit="step" if steps else "slice",
+                leave=True,
+            )
+            return
+        b = bar.get("bar")
+        if b is None:
+            return
+        now = f"values {ev.values_done}/{ev.values_total}" if ev.values_total else ""
+        if ev.kernel:
+            now += f" · {ev.kernel} @ {ev.param or ''}"
+        elif ev.param:
+            now += f" · {ev.field} @ {ev.param}"
+        b.set_postfix_str(now.strip(" ·")[:60], refresh=False)
+        b.n = max(b.n, ev.steps_done if steps else ev.slices_done)
+        b.refresh()
+
+    def finish() -> None:
+        if "bar" in bar:
+            bar["bar"].close()
+
+    return on_event, finish

@@ -2,34 +2,36 @@
 
 :func:`add_model` is the one way a model gets into a store (``Models.add`` and sampling's
 ``materialize`` both use it), so its checks (model id, duplicates, flags, meta) always apply.
+
+A model's parameter overrides and extraction handlers (:func:`apply_overrides`), and
+:func:`read_weights` (from the store, or the checkpoint a slice references), live here too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from diffract._core.arrays import LazyArray
-from diffract._core.slices import SliceInfo, make_uid, validate_model_id
-from diffract._errors import DuplicateModelError, ExtractionError, UnknownModelError
-from diffract.extract.describe import ModelDescription, describe_source
-from diffract.extract.references import external_ref, shard_stamps
-from diffract.session.checks import check_flag, check_meta, names
-from diffract.session.model_admin import DiffractModels
-from diffract.session.overrides import (
-    apply_handlers,
-    apply_overrides,
-    check_overrides,
-    content_model_id,
-    unwrap_model,
+from diffract._core.slices import ParameterType, SliceInfo, make_uid, validate_model_id
+from diffract._errors import (
+    DuplicateModelError,
+    ExtractionError,
+    InvalidArgumentError,
+    UnknownModelError,
 )
+from diffract.extract.describe import ModelDescription, describe_source
+from diffract.extract.references import ReferenceReader, external_ref, shard_stamps
+from diffract.session.scope import Namespace, check_flag, check_meta, names
 from diffract.session.summaries import ParameterOverrides
-from diffract.session.weights import read_weights as read_weights
 from diffract.store import Batch, Store
 
 _NOT_LAZY = (
@@ -215,7 +217,7 @@ def _model_info(ex: Any, plan: _CopyPlan, n_slices: int, meta: dict[str, Any]) -
     return info
 
 
-class Models(DiffractModels):
+class Models(Namespace):
     """Add, list and remove models; list the slices of the scope."""
 
     def add(
@@ -292,7 +294,7 @@ class Models(DiffractModels):
                 cannot be honoured, a bad LoRA pair or option, or a ``base_model`` with no
                 same-named slice or another shape for one (naming the slice).
         """
-        self._session._check_writable()
+        self._session.check_writable()
         if (
             isinstance(filter_spec, dict)
             and filter_spec
@@ -332,7 +334,7 @@ class Models(DiffractModels):
         leaves = [
             ExtractedLeaf(
                 s.name,
-                read_weights(self._store, self._session._references, s),
+                read_weights(self._store, self._session.references, s),
                 tuple(s.shape),
                 s.dtype,
                 s.type,
@@ -352,11 +354,19 @@ class Models(DiffractModels):
             StoreError: the session is read-only.
             UnknownModelError: no such model is stored.
         """
-        self._session._check_writable()
-        self._require(model_id)
+        self._session.check_writable()
+        self.require_stored(model_id)
         self._store.commit(Batch(remove_models=[model_id]))
 
-    def _require(self, model_id: str) -> None:
+    def require_stored(self, model_id: str) -> None:
+        """Raise unless ``model_id`` is stored (in the store, whatever this scope selects).
+
+        Args:
+            model_id: a model id.
+
+        Raises:
+            UnknownModelError: no such model is stored (the message lists those that are).
+        """
         self._store.refresh()
         if not self._store.has_model(model_id):
             raise UnknownModelError(
@@ -369,7 +379,7 @@ class Models(DiffractModels):
         Returns:
             The ids, sorted as strings (zero-pad numeric suffixes to keep them in order).
         """
-        return self._scope._model_ids()
+        return self._scope.model_ids()
 
     def info(self, model_id: str) -> dict[str, Any]:
         """What was recorded when the model was added.
@@ -384,7 +394,7 @@ class Models(DiffractModels):
         Raises:
             UnknownModelError: no such model is stored.
         """
-        self._require(model_id)
+        self.require_stored(model_id)
         info: dict[str, Any] = self._store.models()[model_id]
         return info
 
@@ -416,7 +426,7 @@ class Models(DiffractModels):
         Returns:
             The slices, ordered by model id then depth.
         """
-        return self._scope._slices()
+        return self._scope.slices()
 
     def slice(self, uid_or_name: str, model_id: str | None = None) -> SliceInfo:
         """One slice of this scope.
@@ -431,7 +441,7 @@ class Models(DiffractModels):
         Raises:
             KeyError: no such slice in this scope, or a name in several models.
         """
-        return self._scope._find(uid_or_name, model_id)
+        return self._scope.find_slice(uid_or_name, model_id)
 
     def weights(self, uid_or_name: str, model_id: str | None = None) -> np.ndarray:
         """The stored weights of one slice (read from its checkpoint where referenced).
@@ -447,8 +457,8 @@ class Models(DiffractModels):
             KeyError: no such slice in this scope.
             StoreError: its checkpoint is gone or changed since the model was added.
         """
-        s = self._scope._find(uid_or_name, model_id)
-        return read_weights(self._store, self._session._references, s)
+        s = self._scope.find_slice(uid_or_name, model_id)
+        return read_weights(self._store, self._session.references, s)
 
     def __len__(self) -> int:
         return len(self.ids())
@@ -461,3 +471,147 @@ class Models(DiffractModels):
 
     def __repr__(self) -> str:
         return f"<models: {self.ids()}>"
+
+
+def content_model_id(ex: Any) -> str:
+    """An id derived from the extracted names, shapes, dtypes and weights: ``model-<10 hex>``.
+
+    Weights read lazily from a file are identified by the file and their names instead of
+    their bytes (reading them all only to name the model would defeat referencing).
+    """
+    h = hashlib.blake2b(digest_size=5)
+    h.update(str(ex.source if ex.file_backed else "").encode())
+    for leaf in ex.leaves:
+        h.update(f"{leaf.name}\x00{leaf.shape}\x00{leaf.dtype}\x00".encode())
+        if not isinstance(leaf.array, LazyArray):
+            h.update(np.ascontiguousarray(np.asarray(leaf.array)).view(np.uint8).data)
+    return f"model-{h.hexdigest()}"
+
+
+def unwrap_model(model: Any) -> Any:
+    """A bound Flax Linen module as its parameters (what our Flax extractor reads)."""
+    if (
+        type(model).__module__.startswith("flax.linen")
+        and getattr(model, "scope", None) is not None
+    ):
+        return dict(model.variables["params"])
+    return model
+
+
+def check_overrides(overrides: Any) -> dict[str, ParameterOverrides]:
+    """``parameter_overrides`` as a dict of :class:`ParameterOverrides` (dicts accepted)."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise InvalidArgumentError(
+            "parameter_overrides must be a dict {parameter name: ParameterOverrides(...)}, "
+            f"got {type(overrides).__name__}"
+        )
+    out = {}
+    for name, ov in overrides.items():
+        if isinstance(ov, Mapping):
+            ov = ParameterOverrides(**ov)
+        if not isinstance(ov, ParameterOverrides):
+            raise InvalidArgumentError(
+                f"parameter_overrides[{name!r}] must be a ParameterOverrides, got {type(ov).__name__}"
+            )
+        out[name] = ov
+    return out
+
+
+class UnusedOverridesWarning(UserWarning):
+    """``parameter_overrides`` named parameters the model does not have: they were left
+    out (Diffract ignores them too)."""
+
+
+def _warn_unused(unknown: list[str], names: set[str]) -> None:
+    """Warn (and log) that the overrides for ``unknown`` match no parameter of the model."""
+    close = {n: f"{n}.weight" for n in unknown if f"{n}.weight" in names}
+    hint = (
+        "; a PyTorch module path names its weight here as <module>.weight: "
+        + ", ".join(f"{n!r} -> {w!r}" for n, w in close.items())
+        if close
+        else ""
+    )
+    text = (
+        f"parameter_overrides for {unknown}, which the model does not have, were not "
+        f"used{hint}; its parameters include {sorted(names)[:8]}"
+    )
+    logging.getLogger("diffract.session.models").warning(text)
+    warnings.warn(text, UnusedOverridesWarning, stacklevel=5)
+
+
+def apply_overrides(ex: Any, overrides: dict[str, ParameterOverrides]) -> dict[str, dict[str, Any]]:
+    """Rename and retype the leaves of ``ex`` in place; their extra metadata by new name.
+
+    Overrides for names the model does not have are left out, as Diffract leaves them, with
+    an :class:`UnusedOverridesWarning` (also logged) that names them.
+
+    Raises:
+        InvalidArgumentError: two parameters would get the same name.
+    """
+    names = {leaf.name for leaf in ex.leaves}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        _warn_unused(unknown, names)
+    meta: dict[str, dict[str, Any]] = {}
+    for leaf in ex.leaves:
+        ov = overrides.get(leaf.name)
+        if ov is None:
+            continue
+        extra: dict[str, Any] = dict(ov.other_meta or {})
+        if ov.name is not None and ov.name != leaf.name:
+            extra["original_name"] = leaf.name
+            leaf.name = ov.name
+        if ov.ptype is not None:
+            extra["original_ptype"] = leaf.type.name
+            leaf.type = ParameterType.from_string(
+                ov.ptype.value if isinstance(ov.ptype, ParameterType) else str(ov.ptype)
+            )
+        meta[leaf.name] = extra
+    renamed = [leaf.name for leaf in ex.leaves]
+    dupes = sorted({n for n in renamed if renamed.count(n) > 1})
+    if dupes:
+        raise InvalidArgumentError(
+            f"parameter_overrides give several parameters the name(s) {dupes}"
+        )
+    return meta
+
+
+def apply_handlers(ex: Any, handlers: Iterable[Any] | None) -> dict[str, dict[str, Any]]:
+    """Let custom handlers claim leaves of ``ex``: type, processed array, extra metadata."""
+    meta: dict[str, dict[str, Any]] = {}
+    hs = list(handlers or [])
+    for h in hs:
+        if not (hasattr(h, "can_handle") and hasattr(h, "process")):
+            raise InvalidArgumentError(
+                "a custom handler needs can_handle(array, name), process(array, name) and "
+                f"parameter_type, got {type(h).__name__}"
+            )
+    for leaf in ex.leaves:
+        for h in hs:
+            arr = np.asarray(leaf.array)
+            if not h.can_handle(arr, leaf.name):
+                continue
+            out = np.asarray(h.process(arr, leaf.name))
+            leaf.array, leaf.shape, leaf.dtype = out, tuple(out.shape), str(out.dtype)
+            pt = h.parameter_type
+            leaf.type = ParameterType.from_string(
+                pt.value if isinstance(pt, ParameterType) else str(getattr(pt, "name", pt))
+            )
+            extra = getattr(h, "get_additional_metadata", None)
+            meta[leaf.name] = dict(extra(arr, leaf.name) or {}) if extra else {}
+            break
+    return meta
+
+
+def read_weights(store: Store, references: ReferenceReader, s: SliceInfo) -> np.ndarray:
+    """The weights of slice ``s``: from the store, or from the checkpoint it references.
+
+    Raises:
+        StoreError: a referenced checkpoint is gone or changed since the model was added.
+    """
+    if s.meta.get("external"):
+        return references.read(s)
+    stored: np.ndarray = store.weights(s.uid)
+    return stored

@@ -1,20 +1,53 @@
-"""``scope.results``: stored fields of the scope as tables (``export_metrics``) or values."""
+"""``scope.results``: stored fields of the scope as tables (``export_table``) or values; the
+table formats (dict, list, json, pandas, polars) and what a field without values says
+(:class:`MissingValuesWarning`)."""
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, field as _field
 from typing import Any
 
+import numpy as np
+
+from diffract._core.jsonable import to_jsonable
 from diffract._core.owners import cross_owner, is_model_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo
+from diffract._core.steps import order_by_step
 from diffract._errors import FieldNotComputedError, InvalidArgumentError, UnknownModelError
-from diffract.run.plan import cross_pairs
-from diffract.session.checks import check_field_names, check_reference
-from diffract.session.export import KEY_COLUMNS, to_format
-from diffract.session.exports import DiffractResults, by_step, model_order
-from diffract.session.outcomes import Outcomes, warn_gaps
+from diffract.kernels.registry import KernelRegistry
+from diffract.run.plan import Planner, cross_pairs
+from diffract.run.report import RunReport
+from diffract.session.scope import Namespace, check_field_names, check_reference, frontend
 from diffract.store import Store
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "KEY_COLUMNS",
+    "FieldOutcome",
+    "MissingValuesWarning",
+    "Outcomes",
+    "Results",
+    "by_step",
+    "model_order",
+    "to_format",
+    "warn_gaps",
+]
+
+
+def model_order(store: Store, model_ids: Sequence[str]) -> list[str]:
+    """``model_ids`` as exports list them: tracked checkpoints by (run, step), then the other
+    ids as strings (the seed's order), through :func:`diffract._core.steps.order_by_step`."""
+    models = store.models()
+    return order_by_step(dict.fromkeys(model_ids), lambda m: models.get(m, {}).get("meta"))
+
+
+def by_step(store: Store, slices: list[SliceInfo]) -> list[SliceInfo]:
+    """``slices`` with their models in :func:`model_order`, each model's slices kept in order."""
+    rank = {m: i for i, m in enumerate(model_order(store, [s.model_id for s in slices]))}
+    return sorted(slices, key=lambda s: rank[s.model_id])
 
 
 @dataclass
@@ -127,7 +160,7 @@ def _check_gaps(table: _Table, slices: list[SliceInfo], where: str) -> None:
     warn_gaps(outcomes.gaps(table.fields), "export_table()", stacklevel=4)
 
 
-class Results(DiffractResults):
+class Results(Namespace):
     """Read stored fields of the scope: Diffract's exports, tables, single values."""
 
     def export_table(
@@ -152,7 +185,7 @@ class Results(DiffractResults):
 
         A field without a value on some rows has None there. A field that failed in the
         session's last run, or has no value on any row, is a
-        :class:`~diffract.session.outcomes.MissingValuesWarning` saying per field how many
+        :class:`~diffract.session.results.MissingValuesWarning` saying per field how many
         values failed (naming one slice and its error), were not applicable or were never
         computed; the other fields are exported.
 
@@ -189,11 +222,11 @@ class Results(DiffractResults):
         for f in cross_fields:
             outcomes.hint(f, f".compute.apply({f!r}, reference={reference!r})")
         scope = self._scope
-        slices = by_step(store, scope._slices())
+        slices = by_step(store, scope.slices())
         if table.of("param") or cross_fields:
             _param_rows(table, store, slices)
         self._model_rows(table, slices)
-        where = "this selection" if not scope._chain.is_empty else "any stored model"
+        where = "this selection" if not scope.filter_chain.is_empty else "any stored model"
         _check_gaps(table, slices, where)
         columns = list(KEY_COLUMNS) + (["reference"] if cross_fields else []) + list(fields)
         return to_format(table.rows, columns, export_format)
@@ -206,7 +239,7 @@ class Results(DiffractResults):
         for f in model_fields:
             table.outcomes.per_model(f)
         for m in model_order(self._store, [s.model_id for s in slices]):
-            owner = self._scope._model_owner(m)
+            owner = self._scope.model_owner(m)
             row = {"model_id": m, "name": "", "uid": owner, "type": "model"}
             for f in model_fields:
                 row[f] = table.value(self._store, (owner, f), (m, ""))
@@ -246,7 +279,7 @@ class Results(DiffractResults):
         store.refresh()
         if k.level == "model":
             return self._get_model_level(field, uid_or_name, model_id)
-        s = self._scope._find(uid_or_name, model_id)
+        s = self._scope.find_slice(uid_or_name, model_id)
         if k.level == "cross":
             return self._get_cross(field, s, uid_or_name, model_id, reference)
         if not store.has((s.uid, field)):
@@ -292,7 +325,7 @@ class Results(DiffractResults):
     def _get_model_level(self, field: str, uid_or_name: str, model_id: str | None) -> Any:
         scope = self._scope
         store = self._store
-        ids = scope._model_ids()
+        ids = scope.model_ids()
         if is_model_owner(uid_or_name):
             owner = uid_or_name
             m = parse_owner(owner).model_id or ""
@@ -304,8 +337,8 @@ class Results(DiffractResults):
             if uid_or_name in ids and model_id in (None, uid_or_name):
                 m = uid_or_name
             else:
-                m = scope._find(uid_or_name, model_id).model_id
-            owner = scope._model_owner(m)
+                m = scope.find_slice(uid_or_name, model_id).model_id
+            owner = scope.model_owner(m)
         if not store.has((owner, field)):
             where = "" if owner == model_owner(m) else " in this selection"
             raise FieldNotComputedError(
@@ -321,7 +354,7 @@ class Results(DiffractResults):
             The field names, sorted.
         """
         self._store.refresh()
-        owners = set(self._scope._owners())
+        owners = set(self._scope.owners())
         return sorted({f for (o, f) in self._store.keys() if o in owners})
 
     def diff(self, base: str, tuned: str, **options: Any) -> Any:
@@ -338,6 +371,211 @@ class Results(DiffractResults):
         Returns:
             A :class:`diffract.finetune.DiffResult` (``.table`` a DataFrame, ``.summary``).
         """
-        from diffract.session._frontends import frontend
-
         return frontend("finetune_diff")(self._scope, base, tuned, **options)
+
+
+EXPORT_FORMATS = ("dict", "list", "json", "pandas", "polars")
+KEY_COLUMNS = ("model_id", "name", "uid", "type")
+
+
+def to_format(rows: list[dict[str, Any]], columns: Sequence[str], export_format: str) -> Any:
+    """Turn rows (dicts with every column) into the requested format."""
+    if export_format not in EXPORT_FORMATS:
+        raise ValueError(
+            f"unknown export_format {export_format!r}; choose one of {list(EXPORT_FORMATS)}"
+        )
+    if export_format == "list":  # every row has every column, in the order of the others
+        return [{c: r.get(c) for c in columns} for r in rows]
+    if export_format == "dict":
+        return {c: [r.get(c) for r in rows] for c in columns}
+    if export_format == "json":
+        return json.dumps(
+            [{c: to_jsonable(r.get(c), other="keep") for c in columns} for r in rows],
+            allow_nan=False,
+        )
+    if export_format == "pandas":
+        import pandas as pd
+
+        return pd.DataFrame({c: [r.get(c) for r in rows] for c in columns}, columns=list(columns))
+    import polars as pl
+
+    data = {}
+    for c in columns:
+        col = [r.get(c) for r in rows]
+        if any(isinstance(v, np.ndarray) for v in col):
+            # nested lists keep the shape of 2-D (and higher) values, as JSON does
+            col = [np.atleast_1d(v).tolist() if isinstance(v, np.ndarray) else v for v in col]
+        data[c] = col
+    try:
+        return pl.DataFrame(data, strict=False)
+    except Exception:  # values of mixed nesting in one column: keep them as objects
+        return pl.DataFrame([_series(c, data[c]) for c in columns])
+
+
+def _series(name: str, col: list[Any]) -> Any:
+    """A polars column; one mixing nesting depths (or kinds) becomes an Object column."""
+    import polars as pl
+
+    try:
+        return pl.Series(name, col, strict=False)
+    except Exception:
+        return pl.Series(name, col, dtype=pl.Object)
+
+
+class MissingValuesWarning(RuntimeWarning):
+    """An export has fields without a value on some slices because they failed, or on every
+    slice of the scope; the message says, per field, how many failed, were not applicable or
+    were never computed."""
+
+
+@dataclass
+class FieldOutcome:
+    """What one export found for one field over the slices (or models) it read.
+
+    Attributes:
+        field: the field name.
+        unit: what the export read it for ("slices", or "models" for a model-level field).
+        read: how many of them the export read.
+        stored: how many of them hold a value.
+        failed: ``"model:name: message"`` of each owner whose kernel failed in the last run.
+        not_applicable: ``"model:name: reason"`` of each owner it does not apply to.
+        not_computed: ``"model:name"`` of each owner with no value and no recorded reason.
+        hint: the call that computes it (``.compute.apply('<field>')`` when empty).
+    """
+
+    field: str
+    unit: str = "slices"
+    read: int = 0
+    stored: int = 0
+    failed: list[str] = _field(default_factory=list)
+    not_applicable: list[str] = _field(default_factory=list)
+    not_computed: list[str] = _field(default_factory=list)
+    hint: str = ""
+
+    @property
+    def explained(self) -> bool:
+        """Whether the gaps have a known cause: a failure, or not applicable on every one."""
+        return bool(self.failed) or bool(self.not_applicable and not self.not_computed)
+
+    def describe(self) -> str:
+        """One sentence: the counts of each kind of gap, with an example of each."""
+        parts = []
+        if self.failed:
+            parts.append(f"failed on {len(self.failed)} (e.g. {self.failed[0]})")
+        if self.not_applicable:
+            # one example of each kind: a reason a kernel gave, and a slice too small in ndim
+            static = [e for e in self.not_applicable if e.endswith(_NDIM_REASON)]
+            given = [e for e in self.not_applicable if not e.endswith(_NDIM_REASON)]
+            eg = "; ".join(x[0] for x in (given, static) if x)
+            parts.append(f"not applicable on {len(self.not_applicable)} (e.g. {eg})")
+        if self.not_computed:
+            parts.append(
+                f"not computed on {len(self.not_computed)} (e.g. {self.not_computed[0]}; "
+                f"run {self.hint or f'.compute.apply({self.field!r})'})"
+            )
+        missing = self.read - self.stored
+        head = f"{self.field!r} has no value on {missing} of the {self.read} {self.unit} read"
+        return head + ": " + ", ".join(parts)
+
+
+#: the end of the reason of a slice with too few dimensions for a field
+_NDIM_REASON = " slice"
+
+
+def _label(model_id: str, name: str) -> str:
+    return f"{model_id}:{name}" if name else model_id
+
+
+class Outcomes:
+    """Classifies the owners an export found without a value, field by field.
+
+    Args:
+        store: the store the export reads.
+        registry: the session's kernels (they say which slices a field applies to).
+        report: the session's last run report, or None.
+    """
+
+    def __init__(self, store: Store, registry: KernelRegistry, report: RunReport | None) -> None:
+        self._planner = Planner(store, registry)
+        self._registry = registry
+        self._failed: dict[tuple[str, str], str] = {}
+        self._na: dict[str, str] = {}
+        self._requested: set[str] = set()
+        if report is not None:
+            self._failed = {(f.uid, f.field): f.error for f in report.failures}
+            self._na = {n.uid: n.reason for n in report.not_applicable_reasons}
+            self._requested = set(report.requested)
+        self.fields: dict[str, FieldOutcome] = {}
+
+    def _of(self, f: str) -> FieldOutcome:
+        out = self.fields.get(f)
+        if out is None:
+            out = self.fields[f] = FieldOutcome(f, unit="slices")
+        return out
+
+    def per_model(self, f: str) -> None:
+        """Count ``f`` per model (a model-level field) in the messages."""
+        self._of(f).unit = "models"
+
+    def hint(self, f: str, call: str) -> None:
+        """The call that computes ``f``, for the messages (e.g. with its ``reference=``)."""
+        self._of(f).hint = call
+
+    def stored(self, f: str) -> None:
+        """Count one owner holding a value of ``f``."""
+        out = self._of(f)
+        out.read += 1
+        out.stored += 1
+
+    def missing(self, f: str, owner: str, model_id: str, name: str, s: SliceInfo | None) -> None:
+        """Classify one owner without a value of ``f``.
+
+        Args:
+            f: the field.
+            owner: the owner key the value would be stored under.
+            model_id: the model, for the message.
+            name: the slice name ("" for a model-level value).
+            s: the slice of a per-parameter field (its shape decides applicability).
+        """
+        out = self._of(f)
+        out.read += 1
+        where = _label(model_id, name)
+        error = self._failed.get((owner, f))
+        if error is not None:
+            out.failed.append(f"{where}: {error}")
+        elif s is not None and not self._applicable(f, s):
+            out.not_applicable.append(f"{where}: a {s.effective_ndim}-D{_NDIM_REASON}")
+        elif owner in self._na and f in self._requested:
+            out.not_applicable.append(f"{where}: {self._na[owner]}")
+        else:
+            out.not_computed.append(where)
+
+    def applies(self, f: str, s: SliceInfo) -> bool:
+        """Whether a per-parameter field ``f`` can have a value on slice ``s`` (its kernels
+        take slices of that many dimensions; any field no kernel computes applies)."""
+        return self._applicable(f, s)
+
+    def _applicable(self, f: str, s: SliceInfo) -> bool:
+        registry = self._registry
+        if not registry.has_field(f) or registry.producer(f).level != "param":
+            return True
+        return self._planner.applicable(f, s.effective_ndim)
+
+    def gaps(self, fields: Sequence[str]) -> list[FieldOutcome]:
+        """The outcomes of ``fields`` that are worth telling: no value at all, or a failure."""
+        return [
+            o
+            for f in fields
+            if (o := self.fields.get(f)) is not None and o.read and (not o.stored or o.failed)
+        ]
+
+
+def warn_gaps(gaps: Sequence[FieldOutcome], where: str, stacklevel: int = 3) -> None:
+    """One :class:`MissingValuesWarning` listing each field's gaps (none when ``gaps`` is empty)."""
+    if gaps:
+        text = "; ".join(g.describe() for g in gaps)
+        warnings.warn(
+            f"{where}: exported the other values; {text}",
+            MissingValuesWarning,
+            stacklevel=stacklevel,
+        )

@@ -12,19 +12,19 @@ import os
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from diffract._core.filters import Filter, FilterChain
 from diffract._core.slices import ParameterType
 from diffract._errors import StoreError
 from diffract.extract.references import ReferenceReader
 from diffract.kernels import KernelRegistry, default_registry
+from diffract.kernels.spec import Kernel
 from diffract.run.report import RunReport
-from diffract.session.checks import check_flag
 from diffract.session.compute import Compute, check_on_failure
 from diffract.session.models import Models
 from diffract.session.results import Results
-from diffract.session.selection import Accessor, Selection, SessionLike
+from diffract.session.scope import Accessor, Selection, SessionLike, check_flag
 from diffract.session.utils import Utils
 from diffract.session.viz import Viz
 from diffract.session.weightwatcher import WeightWatcher
@@ -82,6 +82,8 @@ class Scope(Selection):
     utils = Accessor(Utils)
     #: WeightWatcher's analyze() / get_summary() / describe() tables, with its keywords
     weightwatcher = Accessor(WeightWatcher)
+    #: what :meth:`filter` makes (:mod:`diffract.compat` gives its own, with Diffract's names)
+    scope_class: ClassVar[type[Scope]]
 
     def __init__(self, session: SessionLike, chain: FilterChain) -> None:
         super().__init__(session, chain)
@@ -123,7 +125,7 @@ class Scope(Selection):
             param_types=param_types,
             param_ids=param_ids,
         )
-        return Scope(self._session, self._narrow(f))
+        return self.scope_class(self._session, self._narrow(f))
 
     def __enter__(self) -> Scope:
         """``with scope:`` (as Diffract's scopes): the scope itself; its session stays open."""
@@ -134,6 +136,9 @@ class Scope(Selection):
 
     def __repr__(self) -> str:
         return f"<diffract scope {self._chain.to_json()}: {len(self)} slices>"
+
+
+Scope.scope_class = Scope
 
 
 class Session(Scope):
@@ -269,7 +274,8 @@ class Session(Scope):
         #: where chunks run by default: "threads", "processes", a dask Client or address
         self.executor = executor
         self.registry = registry if registry is not None else default_registry()
-        self._options: dict[str, Any] = {}
+        #: session-wide kernel options (set by compute.configure), by option name
+        self.options: dict[str, Any] = {}
         #: the kernel-option preset of every run (argument, DIFFRACT_CONVENTIONS, the
         #: project file or its profile), or None
         if conventions is None:
@@ -278,11 +284,15 @@ class Session(Scope):
         if self.conventions is not None:
             from diffract.kernels.conventions import convention_options
 
-            self._options = convention_options(self.conventions)
-        self._kernel_options: dict[str, dict[str, Any]] = {}
-        self._cancel: threading.Event | None = None
+            self.options = convention_options(self.conventions)
+        #: options of one kernel (set by compute.configure): kernel -> option -> value
+        self.kernel_options: dict[str, dict[str, Any]] = {}
+        #: set while compute.apply runs: setting it stops the run (compute.cancel)
+        self.cancel_event: threading.Event | None = None
         #: reads the weights slices reference in checkpoint files (keeps the last few files)
-        self._references = ReferenceReader()
+        self.references = ReferenceReader()
+        self._own_registry = False
+        self._binary_kernels: set[str] = set()
         #: kernel name -> number of (slice) calls made by this session
         self.kernel_calls: dict[str, int] = {}
         self.last_report: RunReport | None = None
@@ -290,11 +300,48 @@ class Session(Scope):
         if other_session is not None:
             self.utils.merge_other_session(other_session, verify=False)
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise unless this session may write its store.
+
+        Raises:
+            StoreError: the session is read-only.
+        """
         if self.readonly:
             raise StoreError(
                 f"this session opened {self.store.path} read-only; open it with readonly=False to write"
             )
+
+    def copy_settings_from(self, other: Selection) -> None:
+        """Take the kernel options (session-wide and per kernel) of ``other``'s session, e.g.
+        when a closed session is reopened on the same store.
+
+        Args:
+            other: a session (or a scope of one).
+        """
+        source = other.session
+        self.options = source.options
+        self.kernel_options = source.kernel_options
+
+    def register_kernel(self, kernel: Kernel, *, binary: bool = False) -> None:
+        """Register ``kernel`` with this session only (the registry is copied on the first).
+
+        Args:
+            kernel: the kernel (``diffract.kernels.spec.make_kernel``); one of the same name
+                is replaced.
+            binary: its cross-model fields compare exactly two models (no ``reference``
+                needed when the scope holds two).
+        """
+        if not self._own_registry:
+            self.registry = self.registry.copy()
+            self._own_registry = True
+        self.registry.register(kernel, replace=True)
+        if binary:
+            self._binary_kernels.add(kernel.name)
+
+    @property
+    def binary_kernels(self) -> frozenset[str]:
+        """Kernels registered here with ``binary=True`` (see :meth:`register_kernel`)."""
+        return frozenset(self._binary_kernels)
 
     def track(self, run: str, *args: Any, **kwargs: Any) -> Any:
         """A tracker that snapshots a training run's weights every N steps and analyzes them
@@ -308,7 +355,7 @@ class Session(Scope):
         Returns:
             The :class:`diffract.tracking.Tracker`; call ``tracker.step(model, step=i)``.
         """
-        from diffract.session._frontends import frontend
+        from diffract.session.scope import frontend
 
         return frontend("tracker")(self, run, *args, **kwargs)
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffract.session._frontends import frontend
-from diffract.session.selection import Namespace
+from diffract.session.scope import Namespace, frontend
 
 #: Diffract's figure names
 DIFFRACT_FIGURES = ("box", "violin", "sparkline", "line", "grid", "bound_grid", "draw")

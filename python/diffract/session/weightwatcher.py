@@ -18,7 +18,7 @@ import numpy as np
 
 from diffract._core.slices import ParameterType, SliceInfo
 from diffract._errors import InvalidArgumentError
-from diffract.session.selection import Namespace
+from diffract.session.scope import Namespace
 
 #: WeightWatcher's analyze() column -> our field (the columns every analyze() has)
 COLUMNS: dict[str, str] = {
@@ -252,7 +252,7 @@ class WeightWatcher(Namespace):
                 columns.update(OPTION_COLUMNS[key])
         fields = sorted({*columns.values(), "esd", "esd_ww_ratio"})
         values = self._compute(model_id, rows, fields, options)
-        module = _from_module(slices)
+        module = from_module(slices)
         # WeightWatcher's guards and layer selection leave out the slices without a spectrum
         kept = [s for s in sorted(rows, key=lambda s: (ids[s.name], s.index))
                 if "esd_max" in values[s.uid]]  # fmt: skip
@@ -353,7 +353,7 @@ class WeightWatcher(Namespace):
         values = self._compute(
             model_id, kept, sorted(DESCRIBE_COLUMNS.values()), {}, precision=False
         )
-        module = _from_module(slices)
+        module = from_module(slices)
         records = []
         for s in sorted(kept, key=lambda s: (ids[s.name], s.index)):
             v = values[s.uid]
@@ -393,7 +393,7 @@ class WeightWatcher(Namespace):
 
     def _one_model(self) -> tuple[str, list[SliceInfo]]:
         scope = self._scope
-        slices = scope._slices()
+        slices = scope.slices()
         models = list(dict.fromkeys(s.model_id for s in slices))
         if len(models) != 1:
             what = "no model" if not models else f"{len(models)} models ({models[:5]})"
@@ -417,7 +417,7 @@ class WeightWatcher(Namespace):
         import warnings
 
         from diffract.run.report import KernelFailureWarning
-        from diffract.session.outcomes import MissingValuesWarning
+        from diffract.session.results import MissingValuesWarning
 
         values: dict[str, dict[str, Any]] = {s.uid: {} for s in rows}
         if not rows:
@@ -490,7 +490,7 @@ def _layer_type(s: SliceInfo, module: bool) -> str:
     return "dense"
 
 
-def _from_module(slices: Iterable[SliceInfo]) -> bool:
+def from_module(slices: Iterable[SliceInfo]) -> bool:
     """Whether the model was added as a PyTorch module (its slices carry WeightWatcher's
     layer ids), which WeightWatcher names and types by module, not by tensor."""
     plain = [s for s in slices if "kernel_position" not in s.meta and "intra" not in s.meta]
@@ -570,7 +570,7 @@ def _select_layers(
         )
     if all(isinstance(x, str) for x in wanted):
         names = set(wanted)
-        module = _from_module(rows)
+        module = from_module(rows)
         kept = [s for s in rows if names & {s.name, _name(s, module), _longname(s)}]
         if not kept:
             raise InvalidArgumentError(

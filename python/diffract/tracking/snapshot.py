@@ -127,7 +127,7 @@ def take_snapshot(
             ``lora`` value.
     """
     from diffract._errors import ExtractionError
-    from diffract.session.overrides import unwrap_model
+    from diffract.session.models import unwrap_model
 
     start = time.perf_counter()
     if isinstance(model, str) or hasattr(model, "__fspath__"):

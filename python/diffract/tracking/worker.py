@@ -33,7 +33,7 @@ from diffract.tracking.snapshot import Snapshot
 
 class RunSession:
     """A session as the tracker's runs see it: every attribute is the session's, read and
-    written through, except ``_cancel``, the slot where ``compute.apply`` keeps the event of
+    written through, except ``cancel_event``, the slot where ``compute.apply`` keeps the event of
     the run in progress (the one ``compute.cancel()`` sets, cleared when the run ends).
 
     With its own slot, the worker's ``apply`` (which has its own cancel event) neither takes
@@ -45,11 +45,11 @@ class RunSession:
     """
 
     #: the attributes kept here instead of on the session
-    OWN = frozenset({"_cancel"})
+    OWN = frozenset({"cancel_event"})
 
     def __init__(self, session: Any) -> None:
         object.__setattr__(self, "_target", session)
-        self._cancel: threading.Event | None = None
+        self.cancel_event: threading.Event | None = None
 
     def __getattr__(self, name: str) -> Any:
         if name == "_target":  # not set yet (a copy being made): no recursion

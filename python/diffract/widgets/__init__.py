@@ -15,9 +15,9 @@
     cell cannot receive clicks, so there Cancel is replaced by "interrupt the kernel" (finished
     chunks are kept: each is committed atomically).
 ``FieldPanel(session_or_scope, fields, kind=...)``
-    A live Plotly ``FigureWidget`` of stored fields (see :mod:`diffract.viz` for the kinds);
-    it updates in place when new values land (``refresh()``; automatically while a run of
-    this kernel reports progress, or every ``poll`` seconds for other writers).
+    A live Plotly figure of stored fields, an AnyWidget (see :mod:`diffract.viz` for the
+    kinds); it redraws when new values land: while a run of this kernel reports progress, and
+    within ``poll`` seconds (default 1) of any writer's commit (a tracker, another process).
 """
 
 from __future__ import annotations

@@ -1,87 +1,38 @@
-"""``FieldPanel``: a live Plotly FigureWidget of stored fields (imported by diffract.widgets)."""
+"""``FieldPanel``: a live Plotly figure of stored fields, an AnyWidget (imported by diffract.widgets)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import html
+import json
 import re
-import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+import weakref
+from collections.abc import Sequence
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
-import ipywidgets as ipw
+import anywidget
 import plotly.graph_objects as go
-import traitlets
+import traitlets as t
+from plotly.utils import PlotlyJSONEncoder
 
 from diffract import viz
 from diffract._core.csv_cells import safe_cell
 from diffract.viz import registry
-from diffract.widgets import _PANELS, _SNAP_STYLE, _as_scope, _snapshot_bundle
-
-
-@contextlib.contextmanager
-def _without_iri_grammar() -> Iterator[None]:
-    """Import plotly's FigureWidget without building rfc3987_syntax's IRI grammar.
-
-    ``plotly.basewidget`` imports nbformat, nbformat imports jsonschema, and jsonschema's format
-    checkers import ``rfc3987_syntax`` when it is installed (JupyterLab's dependencies bring
-    it), which compiles a Lark grammar at import: 3 to 15 s of a first panel here
-    (benchmarks/panel_latency.py), for IRI format checks nothing in a kernel's plotting uses.
-    While the FigureWidget is imported the module reads as absent (jsonschema skips the
-    ``iri`` / ``iri-reference`` checkers, as without the package); later imports of it work.
-    Nothing changes when jsonschema's format checkers are already loaded.
-    """
-    skip = "jsonschema._format" not in sys.modules and "rfc3987_syntax" not in sys.modules
-    if skip:
-        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        if skip and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
-
-
-with _without_iri_grammar():
-    from plotly.graph_objects import FigureWidget
+from diffract.widgets import _PANELS, _SNAP_STYLE, STATIC, _as_scope, _esm
 
 #: the figure kinds a panel draws (:data:`diffract.viz.registry.KINDS` offered to panels)
 KINDS = registry.panel_kinds()
 #: the image formats the plot toolbar's camera button downloads (Plotly's own download)
 IMAGE_FORMATS = ("png", "svg")
-_DATA_KEYS = ("x", "y", "z", "customdata", "name", "meta")
 _AXIS_KEY = re.compile(r"^[xy]axis\d*$")
-#: seconds after a display at which a panel's views are asked to fit their output
-AUTOSIZE_AFTER_S = (0.5, 1.5, 4.0)
-
-
-class PanelFigure(FigureWidget):
-    """A ``FigureWidget`` whose data, layout and Plotly config (``responsive``, the toolbar's
-    image format) are in the state its comm opens with.
-
-    Plotly opens the widget's comm first and sends data, layout and config as updates right
-    after; a browser model still loading its module can miss those (then a view drew empty
-    axes, or a 700 px plot that ignores the window's width and overflows a narrow notebook).
-    Set before the comm opens, they are part of what every view first reads.
-    """
-
-    def __init__(
-        self, data: Any = None, layout: Any = None, *, config: dict[str, Any] | None = None
-    ) -> None:
-        self._panel_config = dict(config or {})
-        plain = go.Figure(data=data, layout=layout)
-        self._config = dict(self._panel_config)
-        self._widget_data = deepcopy(plain._data)
-        self._widget_layout = deepcopy(plain._layout_obj._props)
-        super().__init__(data=data, layout=layout)
-
-    @traitlets.validate("_config")
-    def _with_panel_config(self, proposal: Any) -> dict[str, Any]:
-        return {**(proposal["value"] or {}), **getattr(self, "_panel_config", {})}
+#: seconds between two looks at the store's commits (a panel follows new data by default)
+FOLLOW_S = 1.0
 
 
 def reader_scope(scope: Any) -> Any:
@@ -108,8 +59,26 @@ def reader_scope(scope: Any) -> Any:
     return scope
 
 
-class FieldPanel(ipw.VBox):
-    """A Plotly FigureWidget of stored fields that updates in place as values land.
+class _Line:
+    """The ``.value`` of a line of the panel's bar (its status, its CSV link), read from the
+    synced traits: ``panel.status.value`` reads as it did when the bar was ipywidgets."""
+
+    def __init__(self, read: Any) -> None:
+        self._read = read
+
+    @property
+    def value(self) -> str:
+        return str(self._read())
+
+
+class FieldPanel(anywidget.AnyWidget):
+    """A Plotly figure of stored fields that follows the store as values land (an AnyWidget).
+
+    It re-reads the store when a run of this kernel commits a chunk and, by default, when a
+    writer (a tracker, another process) commits: every ``poll`` seconds it compares the
+    store's commit state and redraws only on a change. Displayed, it carries a static copy
+    of its figure (Plotly JSON and HTML) that is updated to the final state after each cell,
+    for saved notebooks, nbconvert and front ends without the widget.
 
     Args:
         source: the session or scope whose stored fields are drawn.
@@ -127,7 +96,8 @@ class FieldPanel(ipw.VBox):
         model_id: the model of a slice given by name.
         reference: the reference model of cross-model fields (drift from a checkpoint).
         live: refresh when a run of this kernel commits a chunk.
-        poll: also re-read the store every ``poll`` seconds (for a writer in another process).
+        poll: seconds between two looks at the store's commits (a tracker, a writer in another
+            process); ``None`` or ``0``: follow only runs of this kernel (and :meth:`refresh`).
         mode: a compare panel's ``"difference"`` (``b - a``) or ``"ratio"`` (``b / a``).
         run: the tracked run an evolution panel follows (default: the scope's only one).
         image_format: ``"png"`` or ``"svg"``: what the camera button of the plot's toolbar
@@ -142,6 +112,22 @@ class FieldPanel(ipw.VBox):
         UnknownModelError: a compare panel's model that is not stored.
     """
 
+    _esm = _esm("panel")
+    #: the figure as Plotly JSON (``{"data", "layout"}``, as :mod:`diffract.viz` builds it)
+    figure_json = t.Unicode("{}").tag(sync=True)
+    #: the status line (HTML): what is shown, or what to do while nothing is
+    status_html = t.Unicode("").tag(sync=True)
+    #: the plotted values as a ``data:text/csv`` URL (the bar's CSV link)
+    csv_href = t.Unicode("").tag(sync=True)
+    #: the base name of the panel's downloads (CSV, PNG, SVG)
+    download_name = t.Unicode("panel").tag(sync=True)
+    #: how many values the panel shows (:meth:`n_values`)
+    value_count = t.Int(0).tag(sync=True)
+    #: what the camera button of the plot's toolbar downloads: ``"png"`` or ``"svg"``
+    image_format = t.Unicode("png").tag(sync=True)
+    #: the figure's height in pixels
+    height = t.Int(380).tag(sync=True)
+
     def __init__(
         self,
         source: Any,
@@ -153,7 +139,7 @@ class FieldPanel(ipw.VBox):
         model_id: str | None = None,
         reference: str | None = None,
         live: bool = True,
-        poll: float | None = None,
+        poll: float | None = FOLLOW_S,
         mode: str = "difference",
         run: str | None = None,
         image_format: str = "png",
@@ -208,57 +194,55 @@ class FieldPanel(ipw.VBox):
         self.models = list(request.models) if request.models is not None else None
         self.run: str | None = request.run
         self._reader = reader_scope(scope)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._last: float = 0.0
         self._poll_stop = threading.Event()
         #: how many times the data was updated in place / traces were rebuilt
         self.updates = 0
         self.rebuilds = 0
-        self.status = ipw.HTML(layout=ipw.Layout(margin="0 0 0 8px", flex="1 1 auto"))
-        self.status.add_class("diffract-panel-status")
-        self.height = height or (620 if kind == "evolution" else 380)
-        self.image_format = ipw.ToggleButtons(
-            options=[("PNG", "png"), ("SVG", "svg")],
-            value=image_format,
-            description="image",
-            tooltips=[
-                "the camera button of the plot's toolbar downloads a PNG",
-                "the camera button of the plot's toolbar downloads an SVG",
-            ],
-            style={"button_width": "48px", "description_width": "44px"},
-        )
-        self.image_format.add_class("diffract-panel-format")
-        self.csv_link = ipw.HTML()
-        self.csv_link.add_class("diffract-panel-csv")
-        export = ipw.HBox(
-            [self.image_format, self.csv_link], layout=ipw.Layout(align_items="center")
-        )
-        export.add_class("diffract-panel-export")
-        self.toolbar = ipw.HBox(
-            [self.status, export],
-            layout=ipw.Layout(width="100%", flex_flow="row wrap", align_items="center"),
-        )
+        self.status = _Line(lambda: self.status_html)
+        self.csv_link = _Line(self._csv_anchor)
         self.spec: dict[str, Any] = {"data": [], "layout": {}}
-        # The first data goes into the FigureWidget's constructor, so that it is part of the
-        # widget's initial state (sent with the comm's opening): a browser model still loading its
-        # module can miss the updates sent right after it (then views drew empty axes: the
-        # blank-heatmap race). Later edits also end in sync_figure_state.
+        self._figure: go.Figure | None = None
+        #: the display ids of this panel's outputs (their static copies follow the figure)
+        self._display_ids: list[str] = []
+        self._static_sent: tuple[str, str] | None = None
+        self._poll = float(poll or 0.0)
+        self._fig_height = height or (620 if kind == "evolution" else 380)
+        self._fig_format = image_format
+        # The first data is part of the widget's first state (sent with the comm's opening): a
+        # browser model still loading its module cannot miss it.
         with self._lock:
             self._last = time.monotonic()
+            self._token = self._store_token()
             spec = self.build_spec()
-            self.figure = self._new_figure(spec)
             self.spec = spec
-            self._set_status()
-            self._set_csv_link()
+            first = self._published(spec)
         super().__init__(
-            children=[self.toolbar, self.figure], layout=ipw.Layout(width="100%", min_width="0")
+            image_format=image_format,
+            height=self._fig_height,
+            download_name=self.file_stem(),
+            **first,
         )
-        self.add_class("diffract-panel")
-        self.image_format.observe(self._on_format, names="value")
+        self.on_msg(self._on_view_msg)
         if live:
             _PANELS.add(self)
         if poll:
             self.watch(poll)
+
+    def _on_view_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A view asks for Plotly (once per page; see js/widgets/panel.ts): the built bundle."""
+        if isinstance(content, dict) and content.get("type") == "plotly-js":
+            self.send({"type": "plotly-js", "source": _plotly_module()})
+
+    @t.validate("image_format")
+    def _check_format(self, proposal: Any) -> str:
+        if proposal["value"] not in IMAGE_FORMATS:
+            raise ValueError(
+                f"image_format must be one of {IMAGE_FORMATS}, got {proposal['value']!r}"
+            )
+        self._fig_format = str(proposal["value"])
+        return self._fig_format
 
     # --- data --------------------------------------------------------------------------------
     def build_spec(self) -> dict[str, Any]:
@@ -272,28 +256,82 @@ class FieldPanel(ipw.VBox):
         """
         return registry.KINDS[self.kind].build(self._reader, self.request)
 
+    def _store_token(self) -> tuple[Any, ...]:
+        """What changes when the store gains a commit: cheap to read every second.
+
+        The reader's handle sees other writers' commits after ``refresh`` (one query for
+        SQLite, a listing for the log stores); the content's counts then say whether anything
+        landed (new models, values, records waiting to be applied).
+        """
+        store = self._reader.session.store
+        with contextlib.suppress(Exception):
+            store.refresh()
+        state = store._state
+        return (
+            id(state),
+            len(state.models),
+            len(getattr(state, "_pending", ())),
+            len(getattr(state, "_values", ())),
+            len(getattr(state, "_slices", ())),
+        )
+
     # --- figure and export -----------------------------------------------------------------------
-    def _new_figure(self, spec: dict[str, Any]) -> PanelFigure:
-        """A figure widget holding ``spec`` from its construction on (its initial state)."""
-        layout = go.Layout({"height": self.height, "autosize": True, **viz.NEUTRAL_LAYOUT})
-        _layout_into(layout, spec["layout"])
-        fmt = self.image_format.value
-        config = {
+    def _layout(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The figure's layout: the neutral base, the panel's height and the spec's title, axes,
+        shapes, bar mode and margin (a spec with a two-line title sets a taller top)."""
+        layout: dict[str, Any] = {
+            "height": self._fig_height,
+            "autosize": True,
+            **deepcopy(viz.NEUTRAL_LAYOUT),
+        }
+        src = spec["layout"]
+        if src.get("title") is not None:
+            layout["title"] = deepcopy(src["title"])
+        for key, value in src.items():
+            if _AXIS_KEY.match(key) or key in ("barmode", "margin", "shapes"):
+                layout[key] = deepcopy(value)
+        return layout
+
+    @property
+    def figure(self) -> go.Figure:
+        """The panel's figure as a plain Plotly ``Figure`` (what the view draws)."""
+        with self._lock:
+            if self._figure is None:
+                self._figure = go.Figure(
+                    data=self.spec["data"], layout=self._layout(self.spec), skip_invalid=True
+                )
+            return self._figure
+
+    def figure_dict(self) -> dict[str, Any]:
+        """The figure as Plotly JSON data (``data``, ``layout``, ``config``), as the static
+        copies carry it.
+
+        Returns:
+            A JSON-ready dict (numbers as JSON numbers, NaN as null).
+        """
+        fig = json.loads(self.figure_json)
+        fig["config"] = self._config()
+        return fig
+
+    def _config(self) -> dict[str, Any]:
+        fmt = self._fig_format
+        return {
             "responsive": True,
             "displaylogo": False,
             "toImageButtonOptions": {"format": fmt, "filename": self.file_stem()},
         }
-        return PanelFigure(data=spec["data"], layout=layout, config=config)
 
-    def _on_format(self, change: dict[str, Any]) -> None:
-        """A new image format: plotly.js reads its config once per view, so the figure widget
-        is made again with the new one (same data and layout)."""
-        with self._lock:
-            old = self.figure
-            self.figure = self._new_figure(self.spec)
-            self.children = (self.toolbar, self.figure)
-            old.close()
-        self._resize_views_later()
+    def _published(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The synced traits for ``spec`` (the figure, status line, CSV link, value count)."""
+        self._figure = None
+        fig = {"data": spec["data"], "layout": self._layout(spec)}
+        return {
+            "figure_json": json.dumps(fig, cls=PlotlyJSONEncoder),
+            "status_html": self._status_text(),
+            "csv_href": "data:text/csv;charset=utf-8;base64,"
+            + base64.b64encode(self.to_csv().encode()).decode(),
+            "value_count": self.n_values(),
+        }
 
     def file_stem(self) -> str:
         """The base name of the panel's downloads.
@@ -337,15 +375,12 @@ class FieldPanel(ipw.VBox):
             Path(path).write_text(text, encoding="utf-8", newline="")
         return text
 
-    def _set_csv_link(self) -> None:
-        """The export bar's CSV link: the plotted values as a data: URL download."""
-        data = base64.b64encode(self.to_csv().encode()).decode()
-        n = len(self.spec["data"]) and self.n_values()
-        self.csv_link.value = (
+    def _csv_anchor(self) -> str:
+        """The bar's CSV link as HTML (the view draws the same link from the synced traits)."""
+        return (
             f"<a class='diffract-panel-csv-link' download='{self.file_stem()}.csv' "
-            f"href='data:text/csv;charset=utf-8;base64,{data}' title='the plotted values as CSV "
-            f"({n} values)' style='margin:0 8px;color:var(--jp-content-link-color,#1976d2)'>"
-            "⤓ CSV</a>"
+            f"href='{self.csv_href}' title='the plotted values as CSV ({self.value_count} "
+            "values)'>⤓ CSV</a>"
         )
 
     def refresh(self) -> bool:
@@ -359,33 +394,22 @@ class FieldPanel(ipw.VBox):
             spec = self.build_spec()
             changed = spec != self.spec
             if changed:
-                self._apply(spec)
+                same_shape = len(spec["data"]) == len(self.spec["data"]) and all(
+                    a.get("type") == b.get("type") and a.get("name") == b.get("name")
+                    for a, b in zip(spec["data"], self.spec["data"], strict=True)
+                )
+                if same_shape:
+                    self.updates += 1
+                else:
+                    self.rebuilds += 1
                 self.spec = spec
-                self._set_csv_link()
-            self._set_status()
+            with self.hold_sync():
+                if changed:
+                    for name, value in self._published(spec).items():
+                        setattr(self, name, value)
+                else:
+                    self.status_html = self._status_text()
             return changed
-
-    def _apply(self, spec: dict[str, Any]) -> None:
-        fig = self.figure
-        new = spec["data"]
-        same_shape = len(fig.data) == len(new) and all(
-            tr.type == d["type"] and tr.name == d.get("name")
-            for tr, d in zip(fig.data, new, strict=True)
-        )
-        with fig.batch_update():
-            if same_shape:
-                for tr, d in zip(fig.data, new, strict=True):
-                    for key in _DATA_KEYS:
-                        if key in d and key != "name":
-                            tr[key] = d[key]
-                self.updates += 1
-            else:
-                fig.data = ()
-                if new:
-                    fig.add_traces(new)
-                self.rebuilds += 1
-            _layout_into(fig.layout, spec["layout"])
-        sync_figure_state(fig)
 
     def n_values(self) -> int:
         """How many values the panel shows now: what a test or a caller checks after an update.
@@ -404,10 +428,10 @@ class FieldPanel(ipw.VBox):
                 n += len(d.get("y", []))
         return n
 
-    def _set_status(self) -> None:
+    def _status_text(self) -> str:
         first = self.fields[0] if self.fields else ""  # a diff panel reads no field
         what = {
-            "esd": self.slice,
+            "esd": str(self.slice),
             "scatter": " vs ".join(reversed(self.fields)),
             "compare": f"{first}: "
             + (" / " if self.mode == "ratio" else " - ").join(reversed(self.models or [])),
@@ -417,8 +441,8 @@ class FieldPanel(ipw.VBox):
         n = self.n_values()
         traces = len(self.spec["data"])
         if n:
-            text = f"<b>{html.escape(what)}</b> · {n} values · {traces} trace{'s' * (traces != 1)} · updated {time.strftime('%H:%M:%S')}"
-        elif self.kind != "esd" and (arrays := self._array_fields()):
+            return f"<b>{html.escape(what)}</b> · {n} values · {traces} trace{'s' * (traces != 1)} · updated {time.strftime('%H:%M:%S')}"
+        if self.kind != "esd" and (arrays := self._array_fields()):
             hint = (
                 "; show one parameter's spectrum with kind='esd' and slice=UID (its uid or "
                 "name): <code>FieldPanel(session, kind='esd', slice=UID)</code>, or "
@@ -426,17 +450,26 @@ class FieldPanel(ipw.VBox):
                 if "esd" in arrays
                 else ""
             )
-            text = (
+            return (
                 f"<b>{html.escape(what)}</b> · {html.escape(', '.join(arrays))} "
                 f"hold{'s' * (len(arrays) == 1)} an array per slice, not a number: a "
                 f"{self.kind} panel needs a scalar field{hint}"
             )
-        else:
-            text = (
-                f"<b>{html.escape(what)}</b> · nothing stored yet: compute it "
-                f"(<code>session.compute.apply({', '.join(repr(f) for f in self.fields)})</code>); this panel updates as values land"
+        follows = (
+            f"this panel follows the store (a look every {self._poll:g} s)"
+            if self._poll
+            else "call <code>panel.refresh()</code> when a writer outside this kernel commits"
+        )
+        if self.run is not None:
+            return (
+                f"<b>{html.escape(what)}</b> · waiting for the tracker's first committed step "
+                f"of run {html.escape(self.run)}: {follows}"
             )
-        self.status.value = text
+        return (
+            f"<b>{html.escape(what)}</b> · nothing stored yet: compute it "
+            f"(<code>session.compute.apply({', '.join(repr(f) for f in self.fields)})</code>); "
+            f"runs of this kernel update it as values land, and {follows}"
+        )
 
     def _array_fields(self) -> list[str]:
         """The panel's fields whose stored values are arrays (not numbers): a line, bar,
@@ -456,27 +489,56 @@ class FieldPanel(ipw.VBox):
         if force or time.monotonic() - self._last > 0.3:
             self.refresh()
 
-    def watch(self, interval: float = 1.0) -> None:
-        """Re-read the store every ``interval`` seconds in a daemon thread (stop with :meth:`stop`).
+    def check_store(self) -> bool:
+        """Refresh when the store gained a commit since the last look (cheap otherwise).
+
+        Returns:
+            True when the figure changed.
+        """
+        token = self._store_token()
+        if token == self._token:
+            return False
+        self._token = token
+        return self.refresh()
+
+    def watch(self, interval: float = FOLLOW_S) -> None:
+        """Look at the store's commits every ``interval`` seconds in a daemon thread and redraw
+        on a change (stop with :meth:`stop`). Panels do this by default (``poll=``).
 
         Args:
-            interval: seconds between two reads.
+            interval: seconds between two looks.
         """
-        self._poll_stop.clear()
+        self._poll_stop.set()
+        stop = self._poll_stop = threading.Event()
+        self._poll = float(interval)
+        ref = weakref.ref(self)  # the thread does not keep a dropped panel alive
 
         def loop() -> None:
-            while not self._poll_stop.wait(interval):
+            while not stop.wait(interval):
+                panel = ref()
+                if panel is None or panel.comm is None:
+                    return
                 try:
-                    self.refresh()
+                    panel.check_store()
                 except Exception:
                     continue
+                finally:
+                    del panel
 
-        threading.Thread(target=loop, name="diffract-panel-poll", daemon=True).start()
+        threading.Thread(target=loop, name="diffract-panel-follow", daemon=True).start()
 
     def stop(self) -> None:
-        """Stop polling and live updates."""
-        self._poll_stop.set()
+        """Stop following the store and live updates."""
+        stop = getattr(self, "_poll_stop", None)  # None: a panel whose construction failed
+        if stop is not None:
+            stop.set()
+        self._poll = 0.0
         _PANELS.discard(self)
+
+    def close(self) -> None:
+        """Stop following the store and close the widget."""
+        self.stop()
+        super().close()
 
     def state(self) -> dict[str, Any]:
         """A plain description of what the panel shows (for tests and snapshots).
@@ -499,79 +561,174 @@ class FieldPanel(ipw.VBox):
             "n_values": self.n_values(),
         }
 
-    # --- static fallback -----------------------------------------------------------------------
-    def snapshot_html(self) -> str:
-        """A static HTML summary of what the panel shows, for notebooks viewed without a running
-        kernel (nbviewer, exported HTML); the widget's fallback view.
+    # --- static copies -------------------------------------------------------------------------
+    def snapshot_html(self, *, with_plotlyjs: bool = False) -> str:
+        """The panel as static HTML: its status line and its figure drawn by plotly.js, for
+        notebooks viewed without the widget (a new kernel, nbconvert, nbviewer).
+
+        Args:
+            with_plotlyjs: include plotly.js itself (offline; once per notebook is enough: the
+                other copies draw with it).
 
         Returns:
-            HTML with the status line and, per trace, its count, range and a sparkline.
+            HTML with the status line, the figure (its Plotly JSON, drawn when scripts run) and
+            per trace its count and range (readable where scripts do not run).
         """
+        fig = self.figure_dict()
+        div = f"diffract-panel-{uuid.uuid4().hex}"
         parts = [
-            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>{html.escape(self.status.value and _strip(self.status.value))}</b>"
+            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'>"
+            f"<div>{html.escape(_strip(self.status_html))}</div>"
         ]
+        if with_plotlyjs:
+            parts.append(_plotlyjs_script())
+        if fig["data"]:
+            data = json.dumps(fig, cls=PlotlyJSONEncoder).replace("</", "<\\/")
+            parts.append(
+                f"<div id='{div}' class='diffract-static-figure' style='width:100%;height:"
+                f"{self.height}px'></div><script type='text/javascript'>(function(){{var fig="
+                f"{data};var n=0;(function draw(){{var el=document.getElementById('{div}');"
+                "if(!el)return;if(window.Plotly){window.Plotly.newPlot(el,fig.data,fig.layout,"
+                "fig.config);}else if(n++<200){setTimeout(draw,50);}})();})();</script>"
+            )
         for d in self.spec["data"]:
             if d["type"] == "heatmap":
                 parts.append(
-                    f"<div>{html.escape(str(d.get('name')))}: heatmap {len(d['y'])} models × {len(d['x'])} layers</div>"
+                    f"<div>{html.escape(str(d.get('name')))}: heatmap {len(d['y'])} rows × {len(d['x'])} columns</div>"
                 )
                 continue
             ys = [v for v in d.get("y", []) if isinstance(v, (int, float))]
-            if not ys:
-                continue
-            parts.append(
-                f"<div>{html.escape(str(d.get('name')))}: {len(ys)} points, min {min(ys):.4g}, max {max(ys):.4g} {_sparkline(ys)}</div>"
-            )
+            if ys:
+                parts.append(
+                    f"<div>{html.escape(str(d.get('name')))}: {len(ys)} points, min {min(ys):.4g}, max {max(ys):.4g}</div>"
+                )
         parts.append("</div>")
         return "".join(parts)
 
+    def _static_bundle(self, display_id: str | None = None) -> dict[str, Any]:
+        """The static copy of the figure (Plotly JSON, HTML) for one output."""
+        carries = display_id is not None and display_id == _PLOTLYJS_HOLDER.get("id")
+        return {
+            "application/vnd.plotly.v1+json": self.figure_dict(),
+            "text/html": _HIDE_STATIC + self.snapshot_html(with_plotlyjs=carries),
+            "text/plain": f"<FieldPanel {self.file_stem()}: static copy, {self.n_values()} values>",
+        }
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        self._resize_views_later()
-        return _snapshot_bundle(ipw.VBox, self, self.snapshot_html(), kwargs)
+        return _with_static(
+            anywidget.AnyWidget._repr_mimebundle_(self, **kwargs), self._static_bundle()
+        )
 
-    def _resize_views_later(self) -> None:
-        """Ask the figure's views to fit their output again, a few times after a display.
+    def _ipython_display_(self) -> None:
+        """Display the widget, then its static copy under a display id: the copy is what a
+        front end without the widget's model shows (a saved notebook in a new kernel,
+        nbconvert), and it is updated to the panel's state after each cell
+        (:func:`_flush_static`). Where the widget draws, diffract's style hides the copy."""
+        from IPython.display import display
 
-        plotly.js sizes a figure when its view first draws; a view drawn before JupyterLab
-        attached its output gets Plotly's default 700 px and, until the window is resized,
-        overflows a narrower notebook (the scrollbar at 900 px). A relayout to ``autosize``
-        once the output is attached sizes it to its container.
+        display_id = uuid.uuid4().hex
+        _PLOTLYJS_HOLDER.setdefault("id", display_id)
+        self._display_ids.append(display_id)
+        _DISPLAYED.add(self)
+        _hook_cells()
+        data, meta = _with_static(anywidget.AnyWidget._repr_mimebundle_(self), {})
+        display(data, metadata=meta, raw=True)
+        self._static_sent = (self.figure_json, self.status_html)
+        display(self._static_bundle(display_id), raw=True, display_id=display_id)
+
+    def update_static(self) -> bool:
+        """Bring the panel up to date with the store and, when its figure changed since its
+        outputs' static copies were sent, send them again (``update_display``).
+
+        Returns:
+            True when copies were sent.
         """
-        for delay in AUTOSIZE_AFTER_S:
-            timer = threading.Timer(delay, self._autosize)
-            timer.daemon = True
-            timer.start()
+        with contextlib.suppress(Exception):
+            self.check_store()
+        key = (self.figure_json, self.status_html)
+        if not self._display_ids or key == self._static_sent:
+            return False
+        from IPython.display import update_display
 
-    def _autosize(self) -> None:
-        with self._lock:
-            self.figure._send_relayout_msg({"autosize": True})
-
-
-def _layout_into(target: Any, layout: dict[str, Any]) -> None:
-    """Put a spec's title, axes, shapes, bar mode and margin (a spec with a two-line title
-    sets a taller top) into a figure's layout (the rest stays)."""
-    target.title = layout.get("title")
-    target.update({axis: settings for axis, settings in layout.items() if _AXIS_KEY.match(axis)})
-    for key in ("barmode", "margin"):
-        if key in layout:
-            target[key] = layout[key]
-    target.shapes = layout.get("shapes", ())
+        self._static_sent = key
+        for display_id in self._display_ids:
+            update_display(self._static_bundle(display_id), raw=True, display_id=display_id)
+        return True
 
 
-def sync_figure_state(fig: go.FigureWidget) -> None:
-    """Assign a FigureWidget's whole data and layout to its synced state traits.
+#: Hides a static copy where its panel's widget draws (the output before it holds a live
+#: ``.diffract-panel``), and, until it does, the widget's output ("Loading widget...", "model
+#: not found": a saved notebook in a new kernel), where the copy stands in. The same rules are
+#: in diffract's lab style (style/index.css).
+_HIDE_STATIC = (
+    "<style>.jp-OutputArea-child:has(.diffract-panel)+.jp-OutputArea-child{display:none}"
+    ".jp-OutputArea-child:has(>.jp-OutputArea-output:is(.lm-Panel,[data-mime-type='application/"
+    "vnd.jupyter.widget-view+json'])):not(:has(.diffract-panel)):has(+.jp-OutputArea-child "
+    ":is(.diffract-snapshot,.jp-RenderedPlotly,[data-mime-type='application/vnd.plotly.v1+json']"
+    ")){display:none}"
+    "</style>"
+)
 
-    Plotly sends edits made after construction (``add_traces``, restyles, relayouts) to the
-    browser as one-shot ``_py2js_*`` messages and syncs ``_widget_data`` / ``_widget_layout``
-    (what a new view draws) only when they are assigned whole. Assigning the full state after
-    each edit makes a view rendered later (a second view, a re-opened output) draw what Python
-    holds; views already rendered follow the messages (they do not re-read these traits).
 
-    Args:
-        fig: the figure whose state to sync.
-    """
-    fig._widget_data = deepcopy(fig._data)
-    fig._widget_layout = deepcopy(fig._layout_obj._props)
+#: the panels shown with a display id (their static copies follow them)
+_DISPLAYED: weakref.WeakSet[FieldPanel] = weakref.WeakSet()
+#: the display that carries plotly.js for the static copies of this kernel's panels
+_PLOTLYJS_HOLDER: dict[str, str] = {}
+_HOOKED: list[Any] = []
+
+
+def _flush_static(*_args: Any) -> None:
+    """After each cell: the displayed panels' static copies updated to their current state."""
+    for panel in list(_DISPLAYED):
+        with contextlib.suppress(Exception):
+            panel.update_static()
+
+
+def _hook_cells() -> None:
+    """Register :func:`_flush_static` after each cell of this IPython kernel (once)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or shell in _HOOKED:
+        return
+    shell.events.register("post_run_cell", _flush_static)
+    _HOOKED.append(shell)
+
+
+def _with_static(bundle: Any, static: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A widget's mimebundle with the static copies added (the widget view stays first)."""
+    if isinstance(bundle, tuple):
+        data, meta = bundle
+    else:
+        data, meta = bundle, {}
+    data = {**(data or {}), **static}
+    return data, dict(meta or {})
+
+
+def _plotly_module() -> str:
+    """Plotly's cartesian bundle as an ES module (static/plotly.js, built with the widgets), or
+    a module whose import fails with what to do when the bundle was not built."""
+    path = STATIC / "plotly.js"
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    return (
+        "throw new Error('diffract: the widget bundle plotly.js was not built. Reinstall "
+        "diffract-lab (pip install .) or run npm run build.');"
+    )
+
+
+def _plotlyjs_script() -> str:
+    """plotly.js inline (offline), defining ``window.Plotly`` even where an AMD loader is
+    present (nbconvert's page, the classic notebook)."""
+    from plotly.offline import get_plotlyjs
+
+    return (
+        "<script type='text/javascript'>if(!window.Plotly){(function(define,module,exports){"
+        + get_plotlyjs()
+        + "}).call(window);}</script>"
+    )
 
 
 def _is_array(v: Any) -> bool:
@@ -582,13 +739,3 @@ def _strip(text: str) -> str:
     import re
 
     return re.sub(r"<[^>]+>", "", text)
-
-
-def _sparkline(ys: list[float], width: int = 160, height: int = 28) -> str:
-    lo, hi = min(ys), max(ys)
-    span = (hi - lo) or 1.0
-    n = max(len(ys) - 1, 1)
-    pts = " ".join(
-        f"{i * width / n:.1f},{height - (y - lo) / span * height:.1f}" for i, y in enumerate(ys)
-    )
-    return f"<svg width='{width}' height='{height}' style='vertical-align:middle'><polyline fill='none' stroke='#1f77b4' stroke-width='1.5' points='{pts}'/></svg>"

@@ -324,14 +324,22 @@ class ProgressWidget(anywidget.AnyWidget):
         }
 
     def request_text(self) -> str:
-        """What was asked for: ``"alpha, stable_rank on 200 slices"`` (as the live view)."""
+        """What was asked for, as the live view shows it.
+
+        Returns:
+            e.g. ``"alpha, stable_rank on 200 slices"``.
+        """
         names = ", ".join(self.fields) if len(self.fields) <= 4 else f"{len(self.fields)} fields"
         n = self.slices_total
         return f"{names} on {n} slice{'s' * (n != 1)}" if n else names
 
     def counter_text(self) -> str:
-        """The one counter: requested values made of those planned (slices when the engine
-        does not count values)."""
+        """The one counter: requested values made of those planned.
+
+        Returns:
+            e.g. ``"113 of 200 requested values"`` (slices when the engine does not count
+            values).
+        """
         if self.values_total:
             return f"{self.values_done} of {self.values_total} requested values"
         return f"{self.slices_done} of {self.slices_total} slices"

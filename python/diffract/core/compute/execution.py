@@ -9,9 +9,7 @@ from __future__ import annotations
 import enum
 
 from diffract.core.compute.executor import KernelExecutor as KernelExecutor
-
-#: Diffract's binary cross-model kernels: their fields pair the two models of the scope
-BINARY_KERNELS = frozenset({"l_overlap", "r_overlap"})
+from diffract.kernels.registry import BINARY_KERNELS as BINARY_KERNELS
 
 
 class KernelApplyLevel(enum.Enum):

@@ -1,11 +1,12 @@
-"""``results`` as the published Diffract has it: exports, ingestion and erasing of fields.
+"""Diffract's ``results``: exports, ingestion and erasing of fields, over our
+:class:`diffract.session.results.Results`.
 
 Shapes are Diffract's (see :mod:`diffract.session.records`). A requested field that was
 never computed is a logged WARNING and no values, as in Diffract; a name nothing produces and
 nothing stores is a :class:`~diffract._errors.UnknownFieldError` (a ``KernelNotFoundError``).
 A field that failed on some parameters in the session's last run, or that has no value
 because it failed or does not apply, is a logged WARNING too, saying so with counts and an
-example (:mod:`diffract.session.outcomes`); the export never raises for it, as Diffract's
+example (:mod:`diffract.session.results`); the export never raises for it, as Diffract's
 exports never raise for missing values.
 """
 
@@ -16,31 +17,30 @@ from collections.abc import Sequence
 from typing import Any
 
 from diffract._core.owners import cross_owner
-from diffract._core.slices import SliceInfo
-from diffract._core.steps import order_by_step
 from diffract._errors import (
     InvalidArgumentError,
     ParameterNotFoundError,
     SessionError,
     UnknownFieldError,
 )
-from diffract.session.aggregates import aggregate_records, check_metric_name, ingest_documents
-from diffract.session.checks import check_field_names, check_flag, check_reference
-from diffract.session.compute import _dependents as dependents
-from diffract.session.outcomes import FieldOutcome, Outcomes
+from diffract.session.compute import dependents
+from diffract.session.models import Models as OurModels, read_weights
 from diffract.session.records import (
     AGGREGATE_DOC,
     META_DOC,
+    aggregate_records,
     aggregates_to_format,
     base_name,
     check_format,
+    check_metric_name,
     contextual_key,
     entries_to_format,
+    ingest_documents,
     metadata,
 )
-from diffract.session.selection import Namespace
+from diffract.session.results import FieldOutcome, Outcomes, Results as OurResults, by_step
+from diffract.session.scope import check_field_names, check_flag, check_reference
 from diffract.session.summaries import EraseSummary
-from diffract.session.weights import read_weights
 from diffract.store import Batch, Store
 
 log = logging.getLogger("diffract.session.results")
@@ -51,21 +51,9 @@ WEIGHTS = "weights"
 _SOURCES = ("metrics", "aggregates", "all")
 
 
-def model_order(store: Store, model_ids: Sequence[str]) -> list[str]:
-    """``model_ids`` as exports list them: tracked checkpoints by (run, step), then the other
-    ids as strings (the seed's order), through :func:`diffract._core.steps.order_by_step`."""
-    models = store.models()
-    return order_by_step(dict.fromkeys(model_ids), lambda m: models.get(m, {}).get("meta"))
-
-
-def by_step(store: Store, slices: list[SliceInfo]) -> list[SliceInfo]:
-    """``slices`` with their models in :func:`model_order`, each model's slices kept in order."""
-    rank = {m: i for i, m in enumerate(model_order(store, [s.model_id for s in slices]))}
-    return sorted(slices, key=lambda s: rank[s.model_id])
-
-
-class DiffractResults(Namespace):
-    """Diffract's ``results`` methods (``export_metrics``, ``export_aggregates``, ...)."""
+class Results(OurResults):
+    """``session.results`` with Diffract's methods too (``export_metrics``,
+    ``export_aggregates``, ``export``, ``ingest_*``, ``erase``)."""
 
     def _format(self, export_format: str | None) -> str:
         fmt = export_format or getattr(self._session, "default_export_format", "dict")
@@ -110,7 +98,7 @@ class DiffractResults(Namespace):
         patched = store.documents(META_DOC)
         session = self._session
         outcomes = Outcomes(store, session.registry, session.last_report)
-        slices = by_step(store, self._scope._slices())
+        slices = by_step(store, self._scope.slices())
         wanted: dict[str, list[tuple[str, tuple[str, str]]]] = {}
         for s in slices:
             keys = wanted[s.uid] = []
@@ -131,7 +119,7 @@ class DiffractResults(Namespace):
                 applies.add(s.uid)
             values: dict[str, Any] = {}
             if WEIGHTS in fields and levels[WEIGHTS] == "param" and not store.has((s.uid, WEIGHTS)):
-                values[WEIGHTS] = read_weights(store, session._references, s)
+                values[WEIGHTS] = read_weights(store, session.references, s)
                 outcomes.stored(WEIGHTS)
             found = []
             for f, key in wanted[s.uid]:
@@ -190,7 +178,7 @@ class DiffractResults(Namespace):
         levels = self._levels(fields, "export_metrics()")
         check_reference(reference)
         if reference is not None:
-            self._scope._session.models._require(reference)  # type: ignore[attr-defined]
+            OurModels(self._scope).require_stored(reference)
         self._store.refresh()
         entries, outcomes, applies = self._entries(fields, levels, reference)
         for f in fields:
@@ -311,7 +299,7 @@ class DiffractResults(Namespace):
             ParameterNotFoundError: an unknown uid (a SessionError).
             SessionError: a value already stored and ``force`` is False.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         force = check_flag(force, "force")
         if not isinstance(fields_by_uid, dict):
             raise InvalidArgumentError(
@@ -347,7 +335,7 @@ class DiffractResults(Namespace):
             SessionError: a missing key, or an existing aggregate without ``force``.
             InvalidIdentifierError: a bad field name or context member.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         force = check_flag(force, "force")
         store = self._store
         store.refresh()
@@ -403,7 +391,7 @@ class DiffractResults(Namespace):
                 registry.producer(f)  # an unknown field: a clear error before any work
             stored = named = tuple(dict.fromkeys(fields_to_erase))
         resolved = set(named) | set(dependents(registry, named))
-        uids = {s.uid for s in self._scope._slices()}
+        uids = {s.uid for s in self._scope.slices()}
         self._store.refresh()
         affected = {o for (o, f) in self._store.keys() if f in resolved and o in uids}
         if stored:

@@ -1,4 +1,4 @@
-"""Diffract's top-level helpers that have no other home here: ``upgrade_metadata_index``."""
+"""Diffract's store migration, ``upgrade_metadata_index``: a documented no-op here."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""``compute`` as the published Diffract has it: kernel listing, ``configure_kernel``, the
-``kernel`` decorator, the two-model rule of cross-model fields and the apply summary.
+"""Diffract's ``compute``: kernel listing, ``configure_kernel`` and the ``kernel`` decorator,
+over our :class:`diffract.session.compute.Compute`.
 
 Kernels registered here and kernel configuration belong to the session (Diffract's are
-process-wide): the session gets a registry of its own on its first custom kernel.
+process-wide): the session gets a registry of its own on its first custom kernel
+(:meth:`diffract.session.session.Session.register_kernel`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from diffract._errors import OptionValueError, ScopeValidationError
+from diffract._core.slices import SliceInfo
+from diffract._errors import OptionValueError
 from diffract.core.compute.config import KernelConfig
 from diffract.core.compute.execution import (
     BINARY_KERNELS,
@@ -22,9 +24,9 @@ from diffract.core.compute.execution import (
     KernelRestrictions,
 )
 from diffract.core.compute.registry import with_inputs
-from diffract.kernels.spec import SPECIAL_INPUTS, make_kernel
-from diffract.session.selection import Namespace
-from diffract.session.summaries import NOTHING_WRITTEN, ApplySummary
+from diffract.kernels.spec import make_kernel
+from diffract.session.compute import Compute as OurCompute
+from diffract.session.records import record_contexts
 
 #: Diffract's ``fit_method`` values of the power-law fits, as ours: its "powerlaw" (the
 #: ``powerlaw`` package's Clauset fit) is our "clauset"; "auto" and "diffract" our default
@@ -36,7 +38,7 @@ _ONE_METHOD_FITS = frozenset({"truncated_power_law_fit", "exponential_fit"})
 #: there is one, as ``allow_cuda=True`` does; "cpu" never)
 _CUDA_KERNELS = frozenset({"weights_svd", "weights_rand_svd"})
 
-_log = logging.getLogger("diffract.session.compute")
+_log = logging.getLogger("diffract.session.compute")  # Diffract users' logger name
 
 
 def _diffract_options(kernel: str, config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -79,8 +81,14 @@ def _level_name(k: Any) -> str:
     return f"KernelApplyLevel.{KernelApplyLevel.of(k.level).name}"
 
 
-class DiffractCompute(Namespace):
-    """Diffract's ``compute`` methods."""
+class Compute(OurCompute):
+    """``session.compute`` with Diffract's methods too (``list_available_kernels``,
+    ``list_available_metrics``, ``configure_kernel``, ``kernel``)."""
+
+    def _selected(self, selected: Sequence[SliceInfo], fields: Sequence[str]) -> None:
+        """Keep the parameter names of a partial selection's model-level values, which
+        Diffract's ``export_aggregates`` shows to every scope meeting them."""
+        record_contexts(self._scope, selected, fields)
 
     def list_available_kernels(self, verbose: bool = False) -> list[str]:
         """The kernel names, sorted.
@@ -108,7 +116,7 @@ class DiffractCompute(Namespace):
         registry = self._session.registry
         binary = (
             set(BINARY_KERNELS)
-            | getattr(self._session, "_binary_kernels", set())
+            | self._scope.session.binary_kernels
             | getattr(registry, "binary", set())
         )
         return {
@@ -159,7 +167,7 @@ class DiffractCompute(Namespace):
         k = self._session.registry.kernel(kernel_name)
         ours, _ = _diffract_options(k.name, config)
         if ours:
-            self.configure(kernel_name, **ours)  # type: ignore[attr-defined]
+            self.configure(kernel_name, **ours)
         return KernelConfig(**config)
 
     def kernel(
@@ -202,60 +210,8 @@ class DiffractCompute(Namespace):
                 level=level,  # type: ignore[arg-type]
                 name=name or func.__name__,
             )
-            session = self._session
-            if not getattr(session, "_own_registry", False):
-                session.registry = session.registry.copy()
-                session._own_registry = True  # type: ignore[attr-defined]
-            session.registry.register(k, replace=True)
-            if restrictions is not None and KernelRestrictions.BINARY in restrictions:
-                if not hasattr(session, "_binary_kernels"):
-                    session._binary_kernels = set()  # type: ignore[attr-defined]
-                session._binary_kernels.add(k.name)  # type: ignore[attr-defined]
+            binary = restrictions is not None and KernelRestrictions.BINARY in restrictions
+            self._scope.session.register_kernel(k, binary=binary)
             return func
 
         return wrap(_func) if _func is not None else wrap
-
-    def _pair_reference(self, fields: Sequence[str], options: dict[str, Any]) -> None:
-        """Cross-model fields without ``reference``: exactly two models in scope, else raise.
-
-        With two, the first id (sorted) becomes the reference of the run.
-        """
-        session = self._session
-        if options.get("reference") or session._options.get("reference"):
-            return
-        closure = session.registry.closure(fields)
-        binary = (
-            BINARY_KERNELS
-            | getattr(session, "_binary_kernels", set())
-            | getattr(session.registry, "binary", set())
-        )
-        cross = [k for k in closure if k.level == "cross" and k.name in binary]
-        if not cross:
-            return  # other cross-model fields name their reference model
-        models = self._scope._model_ids()
-        if len(models) == 2:
-            options["reference"] = models[0]
-            return
-        field = next(f for f in fields if any(f in k.outputs for k in closure))
-        raise ScopeValidationError(
-            f"Cannot produce {field!r}: it depends on the cross-model kernel "
-            f"{cross[0].name!r}, which compares exactly two models, but the current scope has "
-            f"{len(models)}: {models}. Restrict the scope to a model pair, e.g. "
-            f"session.filter(model_ids={models[:2] or ['a', 'b']!r}).compute.apply({field!r}), "
-            "or pass reference='<model_id>'."
-        )
-
-
-def summarize(registry: Any, fields: Sequence[str], written: set[tuple[str, str]]) -> ApplySummary:
-    """The :class:`ApplySummary` of a run that wrote the ``(owner, field)`` keys ``written``."""
-    names = {f for _, f in written}
-    by_level: dict[str, list[str]] = {"param": [], "model": [], "cross": []}
-    for f in sorted(names):
-        if registry.has_field(f) and f not in SPECIAL_INPUTS:
-            by_level[registry.producer(f).level].append(f)
-    return ApplySummary(
-        parameter_fields=tuple(by_level["param"]),
-        in_model_fields=tuple(by_level["model"]),
-        cross_model_fields=tuple(by_level["cross"]),
-        skipped=tuple((f, NOTHING_WRITTEN) for f in fields if f not in names),
-    )

@@ -1,4 +1,5 @@
-"""``models`` as the published Diffract has it: ``list``, ``rename``, ``erase``, ``parameters``."""
+"""Diffract's ``models``: ``rename``, ``erase`` (by ids or all), ``parameters``; over our
+:class:`diffract.session.models.Models` (``list`` is an alias of ``ids``: :mod:`diffract.compat.aliases`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from diffract._core.arrays import LazyArray
 from diffract._core.owners import cross_owner, model_owner, parse_owner
 from diffract._core.slices import SliceInfo, make_uid, validate_model_id
 from diffract._errors import ParameterNotFoundError, SessionError, UnknownModelError
-from diffract.session.aggregates import check_identifier
-from diffract.session.checks import check_flag, check_meta
-from diffract.session.records import CONTEXT_DOC, META_DOC, other_meta
-from diffract.session.selection import Namespace
+from diffract.compat.aliases import with_aliases
+from diffract.session.models import Models as OurModels
+from diffract.session.records import CONTEXT_DOC, META_DOC, check_identifier, other_meta
+from diffract.session.scope import Namespace, check_flag, check_meta
 from diffract.session.summaries import EraseSummary
 from diffract.store import Batch
 
@@ -41,7 +42,7 @@ class Parameters(Namespace):
             for o, f in store.keys():
                 fields.setdefault(o, []).append(f)
         out = []
-        for s in self._scope._slices():
+        for s in self._scope.slices():
             d: dict[str, Any] = {
                 "uid": s.uid,
                 "name": s.name,
@@ -66,7 +67,7 @@ class Parameters(Namespace):
             SessionError: a value that is not a dict, or an existing key without ``force``.
             InvalidArgumentError: a value that is not JSON data.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         force = check_flag(force, "force")
         if not isinstance(updates, dict):
             raise SessionError(
@@ -97,21 +98,15 @@ class Parameters(Namespace):
         store.commit(Batch(documents=docs))
 
 
-class DiffractModels(Namespace):
-    """Diffract's ``models`` methods (``list``, ``rename``, ``erase``, ``parameters``)."""
+@with_aliases("models")
+class Models(OurModels):
+    """``session.models`` with Diffract's methods too (``list``, ``rename``, ``erase``,
+    ``parameters``)."""
 
     @property
     def parameters(self) -> Parameters:
         """The parameters of this scope: ``list(verbose=)``, ``patch_meta(updates=, force=)``."""
         return Parameters(self._scope)
-
-    def list(self) -> builtins.list[str]:
-        """The model ids of this scope, sorted.
-
-        Returns:
-            The ids.
-        """
-        return self._scope._model_ids()
 
     def erase(self, *model_ids: str, erase_all: bool = False) -> EraseSummary:
         """Remove the scope's parameters of models, and every value computed from them.
@@ -136,21 +131,21 @@ class DiffractModels(Namespace):
             ValueError: neither or both of ids and ``erase_all``.
             UnknownModelError: a model that is not stored, or has no parameter in this scope.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         erase_all = check_flag(erase_all, "erase_all")
         if bool(model_ids) == erase_all:
             raise ValueError("erase() takes model ids or erase_all=True (not both, not neither)")
-        ids = self._scope._model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
+        ids = self._scope.model_ids() if erase_all else builtins.list(dict.fromkeys(model_ids))
         for m in ids:
-            self._require(m)  # type: ignore[attr-defined]
+            self.require_stored(m)
         store = self._store
         scope = self._scope
         gone: dict[str, builtins.list[SliceInfo]] = {}
         for m in ids:
-            mine = scope._chain.select(store.slices(m))
+            mine = scope.filter_chain.select(store.slices(m))
             if not mine:
                 raise UnknownModelError(
-                    f"model {m!r} has no parameter in this scope (filter {scope._chain.to_json()}); "
+                    f"model {m!r} has no parameter in this scope (filter {scope.filter_chain.to_json()}); "
                     f"erase it from the session: session.models.erase({m!r})"
                 )
             gone[m] = mine
@@ -176,13 +171,13 @@ class DiffractModels(Namespace):
             InvalidModelIdError: a bad new id.
         """
         from diffract._errors import DuplicateModelError
-        from diffract.session.weights import read_weights
+        from diffract.session.models import read_weights
 
         session = self._session
-        session._check_writable()
+        session.check_writable()
         validate_model_id(new_model_id)
         check_identifier(new_model_id, "model id")
-        self._require(model_id)  # type: ignore[attr-defined]
+        self.require_stored(model_id)
         store = self._store
         if store.has_model(new_model_id):
             raise DuplicateModelError(f"model_id {new_model_id!r} is already stored")
@@ -192,7 +187,7 @@ class DiffractModels(Namespace):
         for s in old:
             slices.append(_renamed(s, new_model_id, new_uid[s.uid]))
             if not s.meta.get("external"):
-                weights[new_uid[s.uid]] = read_weights(store, session._references, s)
+                weights[new_uid[s.uid]] = read_weights(store, session.references, s)
         fields = {}
         for o, f in builtins.list(store.keys()):
             moved = _moved_owner(o, model_id, new_model_id, new_uid)
