@@ -320,7 +320,8 @@ export class RunsModel implements IDisposable {
 
   private async _loadStore(path: string): Promise<void> {
     const reply = await this._request<StoreReply>('store', { path });
-    const diag = await this._loadDiagnosis(path, reply);
+    // the badges are extra: a failed read of them leaves the table without badges, not the store unread
+    const diag = await this._loadDiagnosis(path, reply).catch(() => null);
     this._details.set(path, reply);
     if (diag) {
       this._diag.set(path, diag);

@@ -132,3 +132,30 @@ test('the sidebar reads diag_* fields with the summary and shows the badges in t
   assert.equal(layer.title, 'a/l1: trap because 1');
   model.dispose();
 });
+
+test('a failed read of the diag_* fields leaves the store readable, without badges', async () => {
+  const summary: StoreReply = {
+    ...store,
+    models: [{ model_id: 'a', slices: 3, fields: ['diag_trap'], framework: 'numpy', added: 1, changed: 1, track: null }],
+    fields: ['diag_trap'],
+    levels: {},
+    manifests: []
+  };
+  const request = async <T>(endpoint: string): Promise<T> => {
+    await Promise.resolve();
+    if (endpoint === 'stores') {
+      return { root: '', stores: [store] } as T;
+    }
+    if (endpoint === 'store') {
+      return structuredClone(summary) as T;
+    }
+    throw new Error('field route down');
+  };
+  const model = new RunsModel({ request, version: '0.1.0' });
+  await model.refresh(true);
+  await model.toggle('s');
+  assert.equal(model.detail('s')?.models.length, 1);
+  assert.equal(model.diagnosis('s', 'a'), undefined);
+  assert.equal(model.error, null);
+  model.dispose();
+});
