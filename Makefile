@@ -40,7 +40,8 @@ $(STAMP): pyproject.toml constraints.txt package.json | $(VENV)/bin/python
 # venv like `jupyter labextension develop` would, so `make js` + a page reload shows changes.
 JS_STAMP := node_modules/.diffract-built
 $(JS_STAMP): $(JS_SOURCES) package-lock.json | $(STAMP)
-	@[ -d node_modules ] || npm ci --no-audit --no-fund
+	@# node_modules follows the lock file (a dependency added by a pull is installed)
+	@[ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund
 	PATH="$(abspath $(VENV))/bin:$$PATH" npm run build
 	rm -rf $(VENV)/share/jupyter/labextensions/diffract-lab
 	ln -s $(abspath python/diffract/labextension) $(VENV)/share/jupyter/labextensions/diffract-lab

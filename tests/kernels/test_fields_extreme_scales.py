@@ -81,14 +81,14 @@ def test_non_finite_weights_still_named():
 
 def test_ordinary_matrices_take_the_unscaled_path_bit_for_bit():
     for w in (W, W * 1e-100, W * 1e100, np.zeros((5, 4))):
-        assert _linalg._gram_exponent(np.asarray(w, dtype=np.float64)) == 0
+        assert _linalg.gram_exponent(np.asarray(w, dtype=np.float64)) == 0
     for prec in ("float32", "float64"):
         a, pa = _linalg.matrix_svals(W, prec)
         b, pb = _linalg._matrix_svals(np.ascontiguousarray(W), prec, 1e-5)
         assert pa == pb
         np.testing.assert_array_equal(a, b)
     # a scaled matrix is decomposed at 2^-e W, exactly: the same bits times 2^e
-    e = _linalg._gram_exponent(W * 2.0**600)
+    e = _linalg.gram_exponent(W * 2.0**600)
     assert e == int(np.frexp(np.max(np.abs(W)))[1]) + 600
     s_big, _ = _linalg.matrix_svals(W * 2.0**600, "float64")
     s_ref, _ = _linalg.matrix_svals(W * 2.0 ** (600 - e), "float64")

@@ -348,7 +348,7 @@ def matrix_svals(
         # float64's normal range), and a NaN or Inf shows on the Gram diagonal (checked there)
         return _matrix_svals(t, precision, recheck_rtol, gram_blocked(t))
     t64 = np.asarray(t, dtype=np.float64)
-    e = _gram_exponent(t64)
+    e = gram_exponent(t64)
     if e:  # squaring would over- or underflow: decompose 2^-e W, exactly representable
         s, path = _matrix_svals(np.ldexp(t64, -e), precision, recheck_rtol)
         return np.ldexp(s, e), path
@@ -360,7 +360,7 @@ def matrix_svals(
 _GRAM_SAFE = (2.0**-480, 2.0**480)
 
 
-def _gram_exponent(t64: np.ndarray, n_terms: int | None = None) -> int:
+def gram_exponent(t64: np.ndarray, n_terms: int | None = None) -> int:
     """0 when the Gram matrix of ``t64`` is formed in float64 without over- or underflow
     (every ordinary input: the result stays bit-identical); else the binary exponent e with
     ``2^-e max|w|`` in [0.5, 1), by which the matrix is scaled (exactly) before squaring.

@@ -157,9 +157,9 @@ def gram_svals(kmats: np.ndarray, device: str) -> np.ndarray:
     if kmats.ndim == 2:
         kmats = kmats[None]
     a, b = kmats.shape[-2:]
-    from diffract.kernels._linalg import _gram_exponent
+    from diffract.kernels._linalg import gram_exponent
 
-    e = _gram_exponent(np.asarray(kmats, dtype=np.float64), max(a, b))
+    e = gram_exponent(np.asarray(kmats, dtype=np.float64), max(a, b))
     if e:  # squaring would over- or underflow: the stack scaled exactly by 2^-e, as on the CPU
         return np.ldexp(gram_svals(np.ldexp(np.asarray(kmats, dtype=np.float64), -e), device), e)
     lib, _, where = device.partition(":")

@@ -64,12 +64,12 @@ _MISSING = """export default { render({ el }) {
 } };"""
 
 
-def _esm(name: str) -> Path | str:
+def esm_module(name: str) -> Path | str:
     path = STATIC / f"{name}.js"
     return path if path.exists() else _MISSING % name
 
 
-def _as_scope(source: Any) -> Scope:
+def as_scope(source: Any) -> Scope:
     from diffract.session import Scope
 
     if isinstance(source, Scope):
@@ -79,7 +79,7 @@ def _as_scope(source: Any) -> Scope:
     )
 
 
-def _snapshot_bundle(base: Any, widget: Any, html_text: str, kwargs: dict[str, Any]) -> Any:
+def snapshot_bundle(base: Any, widget: Any, html_text: str, kwargs: dict[str, Any]) -> Any:
     """``base``'s mimebundle of ``widget`` plus a ``text/html`` snapshot (shown where no
     kernel or widget manager is around, e.g. a saved notebook on GitHub or nbconvert)."""
     bundle = base._repr_mimebundle_(widget, **kwargs)
@@ -93,7 +93,7 @@ def _snapshot_bundle(base: Any, widget: Any, html_text: str, kwargs: dict[str, A
     return data
 
 
-_SNAP_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:12px;color:var(--jp-ui-font-color1,inherit)"
+SNAP_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:12px;color:var(--jp-ui-font-color1,inherit)"
 
 
 # ------------------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ class FilterBuilder(anywidget.AnyWidget):
         FilterError: ``filter`` is not a valid clause.
     """
 
-    _esm = _esm("filter")
+    _esm = esm_module("filter")
 
     available_models = t.List(t.Unicode()).tag(sync=True)
     available_types = t.List(t.Unicode()).tag(sync=True)
@@ -214,7 +214,7 @@ class FilterBuilder(anywidget.AnyWidget):
         from diffract.session import Session
 
         super().__init__(preview_limit=preview_limit, **kwargs)
-        self._base = _as_scope(source)
+        self._base = as_scope(source)
         self._scope: Scope = self._base
         self._matches: list[Any] = []
         self.source_name = source_name or ("session" if isinstance(source, Session) else "scope")
@@ -420,13 +420,13 @@ class FilterBuilder(anywidget.AnyWidget):
         more = f"<div>… and {self.count - 10} more</div>" if self.count > 10 else ""
         err = f"<div style='color:#c62828'>{html.escape(self.error)}</div>" if self.error else ""
         return (
-            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'><b>diffract filter</b> "
+            f"<div class='diffract-snapshot' style='{SNAP_STYLE}'><b>diffract filter</b> "
             f"<code>{html.escape(self.filter_json)}</code>: {self.count} of {self.total} slices{err}"
             f"<table><thead><tr><th>model</th><th>name</th><th>type</th><th>shape</th></tr></thead><tbody>{rows}</tbody></table>{more}</div>"
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
+        return snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
 
     def __repr__(self) -> str:
         return f"<FilterBuilder {self.filter_json}: {self.count} of {self.total} slices>"
@@ -436,7 +436,7 @@ class FilterBuilder(anywidget.AnyWidget):
 # live panels
 # ------------------------------------------------------------------------------------------
 
-_PANELS: weakref.WeakSet[Any] = weakref.WeakSet()
+PANELS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def notify_panels(*, force: bool = False) -> None:
@@ -445,7 +445,7 @@ def notify_panels(*, force: bool = False) -> None:
     Args:
         force: re-read even if the panel read the store a moment ago.
     """
-    for panel in list(_PANELS):
+    for panel in list(PANELS):
         try:
             panel._on_store_changed(force=force)
         except Exception:

@@ -24,7 +24,7 @@ from plotly.utils import PlotlyJSONEncoder
 from diffract import viz
 from diffract._core.csv_cells import safe_cell
 from diffract.viz import registry
-from diffract.widgets import _PANELS, _SNAP_STYLE, STATIC, _as_scope, _esm
+from diffract.widgets import PANELS, SNAP_STYLE, STATIC, as_scope, esm_module
 
 #: the figure kinds a panel draws (:data:`diffract.viz.registry.KINDS` offered to panels)
 KINDS = registry.panel_kinds()
@@ -112,7 +112,7 @@ class FieldPanel(anywidget.AnyWidget):
         UnknownModelError: a compare panel's model that is not stored.
     """
 
-    _esm = _esm("panel")
+    _esm = esm_module("panel")
     #: the figure as Plotly JSON (``{"data", "layout"}``, as :mod:`diffract.viz` builds it)
     figure_json = t.Unicode("{}").tag(sync=True)
     #: the status line (HTML): what is shown, or what to do while nothing is
@@ -166,7 +166,7 @@ class FieldPanel(anywidget.AnyWidget):
             raise ValueError(f"a {kind} panel needs a field, e.g. FieldPanel(session, 'pl_alpha')")
         if spec_kind.fields == 1 and len(fields) > 1:
             raise ValueError(f"a {kind} panel shows one field; make one panel per field")
-        scope = _as_scope(source)
+        scope = as_scope(source)
         for f in fields:
             scope.session.registry.producer(f)  # unknown field: clear error
         self.kind = kind
@@ -226,7 +226,7 @@ class FieldPanel(anywidget.AnyWidget):
         )
         self.on_msg(self._on_view_msg)
         if live:
-            _PANELS.add(self)
+            PANELS.add(self)
         if poll:
             self.watch(poll)
 
@@ -533,7 +533,7 @@ class FieldPanel(anywidget.AnyWidget):
         if stop is not None:
             stop.set()
         self._poll = 0.0
-        _PANELS.discard(self)
+        PANELS.discard(self)
 
     def close(self) -> None:
         """Stop following the store and close the widget."""
@@ -577,7 +577,7 @@ class FieldPanel(anywidget.AnyWidget):
         fig = self.figure_dict()
         div = f"diffract-panel-{uuid.uuid4().hex}"
         parts = [
-            f"<div class='diffract-snapshot' style='{_SNAP_STYLE}'>"
+            f"<div class='diffract-snapshot' style='{SNAP_STYLE}'>"
             f"<div>{html.escape(_strip(self.status_html))}</div>"
         ]
         if with_plotlyjs:

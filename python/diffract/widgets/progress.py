@@ -28,7 +28,7 @@ import anywidget
 import traitlets as t
 
 from diffract.run.eta import ETA_MIN_SHARE
-from diffract.widgets import _SNAP_STYLE, _as_scope, _esm, _snapshot_bundle, notify_panels
+from diffract.widgets import SNAP_STYLE, as_scope, esm_module, notify_panels, snapshot_bundle
 
 if TYPE_CHECKING:
     from diffract.run.report import ProgressEvent, RunReport
@@ -60,7 +60,7 @@ class ProgressWidget(anywidget.AnyWidget):
         **kwargs: passed to ``anywidget.AnyWidget``.
     """
 
-    _esm = _esm("progress")
+    _esm = esm_module("progress")
 
     fields = t.List(t.Unicode()).tag(sync=True)
     status = t.Unicode("waiting").tag(sync=True)  # waiting running cancelling cancelled done error
@@ -407,7 +407,7 @@ class ProgressWidget(anywidget.AnyWidget):
         )
         return (
             f"<div class='diffract-snapshot diffract-progress-snapshot diffract-progress'"
-            f" data-status='{esc(self.status)}' style='{_SNAP_STYLE}'>"
+            f" data-status='{esc(self.status)}' style='{SNAP_STYLE}'>"
             f"<div><b class='diffract-progress-title'>{esc(self.request_text())}</b>"
             f" · <span class='diffract-progress-status'>{esc(label)}</span></div>"
             f"{bar}{counts}{outcome}{failures}{detail}</div>"
@@ -421,7 +421,7 @@ class ProgressWidget(anywidget.AnyWidget):
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         if self.status in self.FINAL:
             return self._final_bundle()
-        return _snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
+        return snapshot_bundle(anywidget.AnyWidget, self, self.snapshot_html(), kwargs)
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         """Display with a handle, so that :meth:`finish` can replace the output (the live
@@ -648,7 +648,7 @@ def run_with_progress(
         UnknownFieldError: a field is not produced by any registered kernel.
         RuntimeError: another run is still going on this session.
     """
-    scope = _as_scope(scope)
+    scope = as_scope(scope)
     if not fields:
         raise ValueError("run_with_progress() needs at least one field name")
     for f in fields:
