@@ -1,6 +1,7 @@
 /** The selected model: its title, "Open in notebook", the field chips and the chart. */
 import type { OpenTarget } from './cellcode';
 import { renderChart, resizeChart } from './chart';
+import { layerBadges } from './diagnosis';
 import { h } from './dom';
 import { renderEsd } from './esdview';
 import { GROUP_TITLES, groupFields } from './fieldgroups';
@@ -76,7 +77,12 @@ export class DetailView {
       box.append(row);
       chips.append(box);
     }
-    this.node.append(chips, this.chart, this.esdBox);
+    this.node.append(chips, this.chart);
+    const diag = layerBadges(this.model.diagnosis(sel.store, sel.model));
+    if (diag) {
+      this.node.append(diag);
+    }
+    this.node.append(this.esdBox);
   }
 
   /** Show the model's open spectrum (or hide the box when none is open). */

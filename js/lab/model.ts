@@ -10,6 +10,8 @@ import { ISignal, Signal } from '@lumino/signaling';
 import type { EsdReply, FieldReply, FigureReply, FigureSpec, ModelEntry, StoreEntry, StoreReply, StoresReply, VersionReply } from '../shared/wire';
 import type { RequestFn } from './api';
 import { LruCache } from './cache';
+import { buildDiagnosis, diagRules } from './diagnosis';
+import type { Diagnosis } from './diagnosis';
 import { errorMessage, messageOf, mismatchMessage } from './messages';
 import type { EsdState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
 
@@ -39,6 +41,8 @@ export class RunsModel implements IDisposable {
   private readonly _client: string;
   private _stores: StoreEntry[] = [];
   private readonly _details = new Map<string, StoreReply>();
+  /** Per store, each model's diagnosis (read with the summary when it holds `diag_*` fields). */
+  private readonly _diag = new Map<string, Map<string, Diagnosis>>();
   private readonly _expanded = new Set<string>();
   private readonly _fieldCache = new LruCache<{ reply: FieldReply; figure: FigureSpec | null }>(FIELD_CACHE_SIZE);
   private _selection: Selection | null = null;
@@ -118,6 +122,10 @@ export class RunsModel implements IDisposable {
   }
   isExpanded(path: string): boolean {
     return this._expanded.has(path);
+  }
+  /** A model's diagnosis badges' data (undefined: its store holds no `diag_*` fields). */
+  diagnosis(store: string, model: string): Diagnosis | undefined {
+    return this._diag.get(store)?.get(model);
   }
   /** The selected model's entry in its store's summary. */
   selectedModel(): ModelEntry | undefined {
@@ -291,6 +299,7 @@ export class RunsModel implements IDisposable {
     for (const path of [...this._details.keys()]) {
       if (!present.has(path)) {
         this._details.delete(path);
+        this._diag.delete(path);
       }
     }
     const stale = reply.stores.filter(s => this._expanded.has(s.path) && (force || this._details.get(s.path)?.stamp !== s.stamp));
@@ -311,7 +320,32 @@ export class RunsModel implements IDisposable {
 
   private async _loadStore(path: string): Promise<void> {
     const reply = await this._request<StoreReply>('store', { path });
+    // the badges are extra: a failed read of them leaves the table without badges, not the store unread
+    const diag = await this._loadDiagnosis(path, reply).catch(() => null);
     this._details.set(path, reply);
+    if (diag) {
+      this._diag.set(path, diag);
+    } else {
+      this._diag.delete(path);
+    }
+  }
+
+  /** Each rule's flags and reasons, all models at once (the field route): two reads per rule. */
+  private async _loadDiagnosis(path: string, reply: StoreReply): Promise<Map<string, Diagnosis> | null> {
+    const rules = diagRules(reply.fields ?? []);
+    if (!rules.length) {
+      return null;
+    }
+    const has = new Set(reply.fields);
+    const read = (field: string) => this._request<FieldReply>('field', { path, field });
+    const replies = await Promise.all(
+      rules.map(async rule => ({
+        rule,
+        flags: await read(`diag_${rule}`),
+        reasons: has.has(`diag_${rule}_reason`) ? await read(`diag_${rule}_reason`) : null
+      }))
+    );
+    return buildDiagnosis(replies);
   }
 
   /** Fetch (or take from the cache) the selected field and publish it, unless the selection moved on. */

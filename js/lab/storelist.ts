@@ -1,6 +1,7 @@
 /** The store list of the sidebar: stores, their models (a table) and sampling manifests. */
 import { fmtShortTime, fmtTime } from '../shared/format';
 import type { ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
+import { modelBadges } from './diagnosis';
 import { h } from './dom';
 import type { RunsModel } from './model';
 import { changedOf, nextSort, SORT_KEYS, tableRows } from './modeltable';
@@ -188,6 +189,10 @@ export class StoreListView {
       tr.classList.add('diffract-selected');
     }
     const id = breakable(h('td', 'diffract-model-id diffract-wrap'), inRun && m.track ? `step ${m.track.step}` : m.model_id);
+    const badges = modelBadges(this.model.diagnosis(store, m.model_id));
+    if (badges) {
+      id.append(badges);
+    }
     const changed = h('td', 'diffract-muted diffract-time', fmtShortTime(changedOf(m)));
     changed.title = `fields last changed ${fmtTime(changedOf(m))} (at the latest); added ${fmtTime(m.added)}`;
     tr.append(id, h('td', 'diffract-num', String(m.slices)), h('td', 'diffract-num', String(m.fields.length)), changed);

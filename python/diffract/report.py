@@ -33,6 +33,13 @@ th { position: sticky; top: 0; background: #f6f6f6; }
 td.text, th.text { text-align: left; }
 .failures li { font-family: ui-monospace, monospace; font-size: 13px; }
 .none { color: #555; font-style: italic; }
+:root { color-scheme: light dark; }
+@media (prefers-color-scheme: dark) {
+  body { color: #e6e6e6; background: #111; }
+  .meta, .none { color: #aaa; }
+  .table-wrap, th, td { border-color: #444; }
+  th { background: #222; }
+}
 """
 
 
