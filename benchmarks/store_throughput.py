@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from diffract import ParameterType, SliceInfo
-from diffract._core.slices import make_uid
+from diffract._vocab.slices import make_uid
 from diffract.store import Batch, LRUCache, open_backend
 
 BACKENDS = ["hdf5", "sqlite", "zarr", "hybrid", "ram"]

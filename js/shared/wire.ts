@@ -1,6 +1,6 @@
 /**
  * The wire contract: synced traits of the widgets and the JSON of the server API.
- * Mirrors python/diffract/_core/wire.py (checked by tests/widgets/test_widgets_wire.py), the widgets'
+ * Mirrors python/diffract/_vocab/wire.py (checked by tests/widgets/test_widgets_wire.py), the widgets'
  * synced traitlets and the server extension's answers. The widget model itself is anywidget's
  * `AnyModel<State>` from `@anywidget/types`.
  */
