@@ -61,7 +61,8 @@ def test_columns_in_step_order_with_the_exported_values(session):
     # the title in two lines, so that a narrow panel does not cut the step span
     title = p.figure.layout.title.text
     assert title == "frob_norm across training<br><sub>run r: 3 checkpoints, steps 9..100</sub>"
-    assert p.figure.layout.margin.t == 72  # room for the second line above the heatmap
+    # room for the toolbar row (MODEBAR_ROW) and the second title line above the heatmap
+    assert p.figure.layout.margin.t == 104 and p.figure.layout.title.pad.t == 30
     np.testing.assert_allclose(
         hm.z[0][2], np.linalg.norm(_weights(100)["l0.weight"].astype(np.float64)), rtol=1e-5
     )
@@ -131,3 +132,16 @@ def test_run_choice_and_errors(session):
             FieldPanel(empty, "frob_norm", kind="evolution")
         with pytest.raises(InvalidArgumentError, match="no tracked checkpoints"):
             empty.viz.evolution("frob_norm")
+
+
+def test_header_says_layers_and_checkpoints_not_values_and_traces(session):
+    """The header names what is drawn in the user's terms (issue 29, point 5): 3 layers ×
+    3 checkpoints, not "9 values · 4 traces" (a heatmap plus 3 lines)."""
+    p = FieldPanel(session, "frob_norm", kind="evolution", live=False)
+    head = p.status.value
+    assert "3 layers × 3 checkpoints" in head
+    assert "values" not in head and "trace" not in head
+    h = FieldPanel(session, "frob_norm", kind="heatmap", live=False)
+    assert "4 models × 3 layers" in h.status.value and "trace" not in h.status.value
+    line = FieldPanel(session, "frob_norm", kind="line", live=False)
+    assert "3 layers · 4 models" in line.status.value, line.status.value

@@ -26,15 +26,30 @@ NEUTRAL_LAYOUT: dict[str, Any] = {
     "paper_bgcolor": "rgba(0,0,0,0)",
     "plot_bgcolor": "rgba(0,0,0,0)",
     "font": {"color": "#7f7f7f", "size": 12},
-    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    # t: the title sits under the row Plotly's toolbar (modebar) takes at the top right
+    # (MODEBAR_ROW px), so a 900 px panel's toolbar never covers it
+    "margin": {"l": 60, "r": 20, "t": 80, "b": 50},
     "hovermode": "closest",
-    "legend": {"orientation": "h", "y": -0.2},
+    # at the foot of the figure, under the x axis title (a legend at paper y=-0.2 sat on
+    # it); Plotly widens the bottom margin to hold it
+    "legend": {
+        "orientation": "h",
+        "x": 0,
+        "xanchor": "left",
+        "yref": "container",
+        "y": 0,
+        "yanchor": "bottom",
+    },
 }
+#: pixels at the top of a figure kept for Plotly's toolbar (its buttons are ~24 px tall)
+MODEBAR_ROW = 30
 #: grid and axis line colours of every cartesian axis
 AXIS = {
     "gridcolor": "rgba(128,128,128,0.25)",
     "zerolinecolor": "rgba(128,128,128,0.4)",
     "linecolor": "rgba(128,128,128,0.6)",
+    # long tick labels (layer names) widen the margin instead of running under the title
+    "automargin": True,
 }
 
 
@@ -66,15 +81,30 @@ def layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]
     """The neutral layout with a title and two titled axes; ``xaxis`` / ``yaxis`` in ``extra``
     update the axes, other keys are set as they are."""
     out = dict(NEUTRAL_LAYOUT)
-    out["title"] = {"text": title}
-    out["xaxis"] = {"title": {"text": xtitle}, **AXIS}
-    out["yaxis"] = {"title": {"text": ytitle}, **AXIS}
+    out["title"] = title_below_modebar(title)
+    out["xaxis"] = {"title": {"text": xtitle, "standoff": 10}, **AXIS}
+    out["yaxis"] = {"title": {"text": ytitle, "standoff": 10}, **AXIS}
     for k, v in extra.items():
         if k in ("xaxis", "yaxis"):
             out[k].update(v)
         else:
             out[k] = v
     return out
+
+
+def title_below_modebar(text: str) -> dict[str, Any]:
+    """A title left-aligned over the plot, placed under the toolbar's row (``MODEBAR_ROW``
+    px from the top): Plotly's toolbar covered a centred title in a 900 px panel."""
+    return {
+        "text": text,
+        "x": 0,
+        "xref": "paper",
+        "xanchor": "left",
+        "y": 1,
+        "yref": "container",
+        "yanchor": "top",
+        "pad": {"t": MODEBAR_ROW},
+    }
 
 
 def exponent_ticks(lo: float, hi: float) -> dict[str, Any]:

@@ -288,7 +288,7 @@ class FieldPanel(anywidget.AnyWidget):
         if src.get("title") is not None:
             layout["title"] = deepcopy(src["title"])
         for key, value in src.items():
-            if _AXIS_KEY.match(key) or key in ("barmode", "margin", "shapes"):
+            if _AXIS_KEY.match(key) or key in ("barmode", "margin", "shapes", "legend"):
                 layout[key] = deepcopy(value)
         return layout
 
@@ -439,9 +439,8 @@ class FieldPanel(anywidget.AnyWidget):
             "diff": "fine-tune diff: " + " vs ".join(reversed(self.models or [])),
         }.get(self.kind, first)
         n = self.n_values()
-        traces = len(self.spec["data"])
         if n:
-            return f"<b>{html.escape(what)}</b> · {n} values · {traces} trace{'s' * (traces != 1)} · updated {time.strftime('%H:%M:%S')}"
+            return f"<b>{html.escape(what)}</b> · {html.escape(self._shape_text(n))} · updated {time.strftime('%H:%M:%S')}"
         if self.kind != "esd" and (arrays := self._array_fields()):
             hint = (
                 "; show one parameter's spectrum with kind='esd' and slice=UID (its uid or "
@@ -470,6 +469,29 @@ class FieldPanel(anywidget.AnyWidget):
             f"(<code>session.compute.apply({', '.join(repr(f) for f in self.fields)})</code>); "
             f"runs of this kernel update it as values land, and {follows}"
         )
+
+    def _shape_text(self, n: int) -> str:
+        """What the figure shows in the user's terms ("3 layers × 16 checkpoints",
+        "12 layers · 2 models"), not Plotly's ("48 values · 4 traces")."""
+
+        def count(k: int, what: str) -> str:
+            return f"{k} {what}{'s' * (k != 1)}"
+
+        data = [d for d in self.spec["data"] if d.get("xaxis") != "x2"]
+        heat = next((d for d in data if d["type"] == "heatmap"), None)
+        if heat is not None:
+            rows, cols = len(heat.get("y", [])), len(heat.get("x", []))
+            if self.kind == "evolution":
+                return f"{count(rows, 'layer')} × {count(cols, 'checkpoint')}"
+            if self.kind == "heatmap":
+                return f"{count(rows, 'model')} × {count(cols, 'layer')}"
+            return f"{rows} × {cols} cells"
+        if self.kind in ("line", "bar", "scatter", "compare", "alpha_errorbars"):
+            series = [d for d in data if d.get("y") and d.get("mode") != "lines"]
+            layers = max((len(d["y"]) for d in series), default=0)
+            models = len({d.get("name") for d in series})
+            return count(layers, "layer") + (f" · {count(models, 'model')}" if models > 1 else "")
+        return count(n, "value")
 
     def _array_fields(self) -> list[str]:
         """The panel's fields whose stored values are arrays (not numbers): a line, bar,

@@ -89,7 +89,7 @@ def diff_figure(result: Any, title: str | None = None) -> dict[str, Any]:
         title or f"{result.tuned} vs {result.base}: what changed per layer",
         "layer (bar colour and label: the update's kind and signal rank)",
         "||W_t - W_b|| / ||W_b||",
-        margin={"l": 60, "r": 70, "t": 50, "b": 50},
+        margin={"l": 60, "r": 70, "t": 80, "b": 50},
         yaxis2={
             **AXIS,
             "title": {"text": "share (0-1)"},

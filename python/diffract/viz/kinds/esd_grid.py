@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz._common import find_slice, stored
+from diffract.viz._common import MODEBAR_ROW, find_slice, stored, title_below_modebar
 from diffract.viz.kinds.esd_full import esd_full_spec
 
 if TYPE_CHECKING:
@@ -73,11 +73,12 @@ def esd_grid_spec(
     rows = max(1, math.ceil(len(chosen) / cols))
     data: list[dict[str, Any]] = []
     layout: dict[str, Any] = {
-        "title": {"text": f"ESDs ({len(chosen)} slices)"},
+        # under the toolbar's row, left: the toolbar covered a centred title at 900 px
+        "title": title_below_modebar(f"ESDs ({len(chosen)} slices)"),
         "showlegend": True,
         # one legend for every panel, above them, under the title
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"},
-        "margin": {"t": 100},
+        "margin": {"t": 100 + MODEBAR_ROW},
         "annotations": [],
         "height": 280 * rows + 120,
         "paper_bgcolor": "rgba(0,0,0,0)",

@@ -140,16 +140,29 @@ def evolution_spec(
         f"<br><sub>run {plain(run)}: {len(order)} checkpoints, {span}</sub>",
         "",
         "layer",
-        margin={"l": 60, "r": 20, "t": 72, "b": 50},
+        # t: the toolbar's row, then the two-line title
+        margin={"l": 60, "r": 20, "t": 104, "b": 50},
         xaxis={
             "domain": [0, 1],
             "anchor": "y",
             "tickvals": list(range(len(order))),
             "ticktext": [str(s) for s in order],
-            "title": {"text": "step"},
+            "title": {"text": "step", "standoff": 10},
         },
+        # automargin (from AXIS) widens the left margin for the layer names, so the axis
+        # title stands clear of them instead of over them
         yaxis={"type": "category", "autorange": "reversed", "domain": [0.45, 1]},
     )
-    out["xaxis2"] = {"title": {"text": "step"}, "anchor": "y2", "domain": [0, 1], **AXIS}
-    out["yaxis2"] = {"title": {"text": field}, "anchor": "x2", "domain": [0, 0.33], **AXIS}
+    out["xaxis2"] = {
+        "title": {"text": "step", "standoff": 10},
+        "anchor": "y2",
+        "domain": [0, 1],
+        **AXIS,
+    }
+    out["yaxis2"] = {
+        "title": {"text": field, "standoff": 10},
+        "anchor": "x2",
+        "domain": [0, 0.33],
+        **AXIS,
+    }
     return {"data": data, "layout": out}

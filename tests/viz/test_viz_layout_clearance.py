@@ -1,0 +1,49 @@
+"""Figure layouts keep their parts apart (issue 29, point 5): the title sits under the row
+Plotly's toolbar takes, the legend under the x axis title (not on it), axes widen their
+margins for long tick labels so axis titles stand clear of them. Checked in a browser in
+docs/img/polish-*.png (bounding boxes of title / modebar / legend / axis titles)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from diffract import Session
+from diffract.viz._common import MODEBAR_ROW
+from diffract.widgets import FieldPanel
+
+LAYERS = [f"encoder.layer.{i}.attention.output.dense.weight" for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = Session("ram")
+    for step in (0, 10, 20):
+        rng = np.random.default_rng(step)
+        w = {n: rng.normal(size=(20, 12)).astype(np.float32) for n in LAYERS}
+        s.models.add(w, f"r-{step}", meta={"track": {"run": "r", "step": step}})
+    s.compute.apply("frob_norm", progress=False)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("kind", ["line", "heatmap", "evolution", "bar"])
+def test_title_under_the_toolbar_row_legend_at_the_foot(session, kind):
+    lay = FieldPanel(session, "frob_norm", kind=kind, live=False).figure.layout
+    t = lay.title
+    assert t.yref == "container" and t.y == 1 and t.yanchor == "top"
+    assert t.pad.t == MODEBAR_ROW >= 24  # Plotly's toolbar buttons are 24 px tall
+    assert t.x == 0 and t.xanchor == "left"  # away from the toolbar at the right
+    # the top margin holds the toolbar row and a title line (two for evolution)
+    assert lay.margin.t >= MODEBAR_ROW + (60 if kind == "evolution" else 40)
+    leg = lay.legend
+    assert leg.orientation == "h" and leg.yref == "container" and leg.y == 0
+    assert leg.yanchor == "bottom"  # under the x axis title, never on it
+
+
+def test_axes_make_room_for_long_layer_names(session):
+    lay = FieldPanel(session, "frob_norm", kind="evolution", live=False).figure.layout
+    assert list(lay.yaxis.ticktext or []) == [] and lay.yaxis.type == "category"
+    for ax in (lay.xaxis, lay.yaxis, lay.xaxis2, lay.yaxis2):
+        assert ax.automargin is True and ax.title.standoff == 10
+    assert lay.yaxis.title.text == "layer"
