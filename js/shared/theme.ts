@@ -22,6 +22,11 @@ export const WIDGET_CSS = `
 .diffract-w th, .diffract-w td { text-align: left; padding: 2px 8px; border-bottom: 1px solid var(--jp-border-color2, #e5e5e5); }
 .diffract-w th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
 .diffract-w .d-preview { max-height: 240px; overflow: auto; }
+.diffract-w .diffract-preview table { table-layout: fixed; }
+.diffract-w .diffract-preview th:nth-child(1) { width: 22%; }
+.diffract-w .diffract-preview th:nth-child(3) { width: 6em; }
+.diffract-w .diffract-preview th:nth-child(4) { width: 7em; }
+.diffract-w .diffract-preview td { overflow-wrap: anywhere; vertical-align: top; }
 .diffract-w th.diffract-sortable { cursor: pointer; user-select: none; white-space: nowrap; }
 .diffract-w .d-pager { display: flex; align-items: center; gap: 6px; margin-top: 4px; }
 .diffract-w .d-pager .d-msg { margin-top: 0; }

@@ -139,8 +139,7 @@ def test_header_says_layers_and_checkpoints_not_values_and_traces(session):
     3 checkpoints, not "9 values · 4 traces" (a heatmap plus 3 lines)."""
     p = FieldPanel(session, "frob_norm", kind="evolution", live=False)
     head = p.status.value
-    assert "3 layers × 3 checkpoints" in head
-    assert "values" not in head and "trace" not in head
+    assert "3 layers × 3 checkpoints (9 values)" in head and "trace" not in head
     h = FieldPanel(session, "frob_norm", kind="heatmap", live=False)
     assert "4 models × 3 layers" in h.status.value and "trace" not in h.status.value
     line = FieldPanel(session, "frob_norm", kind="line", live=False)

@@ -440,7 +440,7 @@ class FieldPanel(anywidget.AnyWidget):
         }.get(self.kind, first)
         n = self.n_values()
         if n:
-            return f"<b>{html.escape(what)}</b> · {html.escape(self._shape_text(n))} · updated {time.strftime('%H:%M:%S')}"
+            return f"<b>{html.escape(what)}</b> · {html.escape(self._shape_text(n))} ({n} value{'s' * (n != 1)}) · updated {time.strftime('%H:%M:%S')}"
         if self.kind != "esd" and (arrays := self._array_fields()):
             hint = (
                 "; show one parameter's spectrum with kind='esd' and slice=UID (its uid or "
@@ -472,7 +472,8 @@ class FieldPanel(anywidget.AnyWidget):
 
     def _shape_text(self, n: int) -> str:
         """What the figure shows in the user's terms ("3 layers × 16 checkpoints",
-        "12 layers · 2 models"), not Plotly's ("48 values · 4 traces")."""
+        "12 layers · 2 models"), not Plotly's ("48 values · 4 traces"); the header adds the
+        number of values after it."""
 
         def count(k: int, what: str) -> str:
             return f"{k} {what}{'s' * (k != 1)}"
