@@ -202,13 +202,8 @@ class Compute(OurCompute):
         KernelExecutionProtocol(execution_protocol)
 
         def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
-            k = diffract_kernel(
-                func,
-                name=name or func.__name__,
-                require_fields=require_fields,
-                produce_fields=produce_fields,
-                apply_level=level,
-            )
+            kname = name or func.__name__
+            k = diffract_kernel(func, kname, require_fields, produce_fields, level)
             binary = restrictions is not None and KernelRestrictions.BINARY in restrictions
             self._scope.session.register_kernel(k, binary=binary)
             return func

@@ -74,13 +74,7 @@ def kernel(
                 restrictions=restrictions,
             )
             return func
-        k = diffract_kernel(
-            func,
-            name=kname,
-            require_fields=require_fields,
-            produce_fields=produce_fields,
-            apply_level=apply_level,
-        )
+        k = diffract_kernel(func, kname, require_fields, produce_fields, apply_level)
         target_registry.register(k, replace=True)
         return func
 

@@ -46,7 +46,6 @@ def with_inputs(func: Callable[..., Any], inputs: Sequence[str]) -> Callable[...
 
 def diffract_kernel(
     func: Callable[..., Any],
-    *,
     name: str,
     require_fields: Iterable[str] | None,
     produce_fields: Iterable[str] | str | None,
@@ -116,13 +115,7 @@ class KernelRegistry(_Registry):
         Raises:
             KernelDefinitionError: a signature that cannot be a kernel.
         """
-        k = diffract_kernel(
-            implementation,
-            name=name,
-            require_fields=require_fields,
-            produce_fields=produce_fields,
-            apply_level=apply_level,
-        )
+        k = diffract_kernel(implementation, name, require_fields, produce_fields, apply_level)
         self.register(k, replace=True)
         if config:
             self.configure_kernel(
