@@ -114,7 +114,7 @@ export function sidebarLayout(layout: Record<string, any>, height: number, opts:
   if (opts.layerTicks && opts.data) {
     const ticks = layerTicks(opts.data, Math.max(2, Math.floor(width / 70)));
     if (ticks) {
-      axes.xaxis = { ...(axes.xaxis ?? axis(undefined)), tickmode: 'array', ...ticks, tickangle: -40, tickfont: { size: 9 } };
+      axes.xaxis = { ...(axes.xaxis ?? axis(undefined)), tickmode: 'array', ...ticks, tickfont: { size: 9 } };
     }
   }
   // a long title ("ESD of model:encoder.layer.0.attention.self.query.weight") wraps instead of
