@@ -53,10 +53,8 @@ export async function renderChart(node: HTMLElement, state: FieldState, onPick?:
     node.replaceChildren(h('div', 'diffract-empty', `${sel.field}: the server drew no figure for it.`));
     return;
   }
-  if (!node.classList.contains('js-plotly-plot')) {
-    node.replaceChildren(); // a message shown before; Plotly keeps its own children once it plots
-  }
-  await drawFigure(node, state.figure, 220);
+  clearMessages(node);
+  await drawFigure(node, state.figure, 220, { layerTicks: true });
   node.dataset.points = String(points.length);
   node.dataset.field = sel.field;
   const gd = node as HTMLElement & { on?: (event: string, fn: (e: ClickEvent) => void) => void; removeAllListeners?: (event: string) => void };
@@ -74,28 +72,155 @@ export async function renderChart(node: HTMLElement, state: FieldState, onPick?:
  * Render a figure of the server's figure route (built in Python by `diffract.viz`) into
  * `node`: only the sidebar's size, theme colours and a compact title are set here.
  */
-export async function drawFigure(node: HTMLElement, figure: FigureSpec, height: number): Promise<void> {
+export async function drawFigure(node: HTMLElement, figure: FigureSpec, height: number, opts: SidebarOptions = {}): Promise<void> {
   const Plotly = await plotly();
-  await Plotly.react(node, figure.data, sidebarLayout(figure.layout, height), { displayModeBar: false, responsive: true });
+  const width = opts.width ?? (node.clientWidth || undefined);
+  const layout = sidebarLayout(figure.layout, height, { ...opts, width, data: figure.data });
+  await Plotly.react(node, figure.data, layout, { displayModeBar: false, responsive: true });
+}
+
+/**
+ * Remove a message an earlier draw left in `node` ("esd has no per-layer numbers ..."): once
+ * Plotly has plotted into a node it keeps its own children, so a message shown in between
+ * would otherwise stay above (and over) the next figure.
+ */
+export function clearMessages(node: HTMLElement): void {
+  if (!node.classList.contains('js-plotly-plot')) {
+    node.replaceChildren();
+    return;
+  }
+  for (const child of Array.from(node.children)) {
+    if (child.classList.contains('diffract-empty')) {
+      child.remove();
+    }
+  }
+}
+
+export interface SidebarOptions {
+  /** the node's width in px (title wrapping, how many layer ticks fit) */
+  width?: number;
+  /** label the x axis "index name" from the points' layer names (the `layers` figure) */
+  layerTicks?: boolean;
+  /** the figure's traces (their customdata names the layers) */
+  data?: readonly Record<string, any>[];
 }
 
 /** The route's layout fitted to the sidebar: its height, small margins, the theme's colours. */
-export function sidebarLayout(layout: Record<string, any>, height: number): Record<string, unknown> {
+export function sidebarLayout(layout: Record<string, any>, height: number, opts: SidebarOptions = {}): Record<string, unknown> {
   const { fg, grid, accent } = themeColors();
   const axis = (a: Record<string, unknown> | undefined) => ({ ...(a ?? {}), automargin: true, gridcolor: grid, zerolinecolor: grid });
-  const axes = Object.fromEntries(Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).map(k => [k, axis(layout[k])]));
+  const axes: Record<string, any> = Object.fromEntries(Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).map(k => [k, axis(layout[k])]));
+  const width = opts.width ?? 300;
+  if (opts.layerTicks && opts.data) {
+    const ticks = layerTicks(opts.data, Math.max(2, Math.floor(width / 70)));
+    if (ticks) {
+      axes.xaxis = { ...(axes.xaxis ?? axis(undefined)), tickmode: 'array', ...ticks, tickfont: { size: 9 } };
+    }
+  }
+  // a long title ("ESD of model:encoder.layer.0.attention.self.query.weight") wraps instead of
+  // being clipped at the sidebar's edge; the top margin grows with its lines
+  const title = wrapTitle(String(layout.title?.text ?? ''), Math.max(20, Math.floor((width - 16) / 6.5)));
+  const lines = title ? title.split('<br>').length : 0;
   return {
     ...layout,
     ...axes,
-    height,
-    margin: { l: 44, r: 8, t: 24, b: 32 },
-    title: { text: layout.title?.text ?? '', font: { size: 12, color: fg } },
+    height: height + Math.max(0, lines - 1) * 14,
+    margin: { l: 44, r: 8, t: 10 + 14 * Math.max(1, lines), b: 32 },
+    title: { text: title, font: { size: 11, color: fg }, x: 0.02, xanchor: 'left' },
     font: { color: fg, size: 10 },
     colorway: [accent, '#ff7f0e', '#2ca02c', '#d62728'],
     showlegend: false,
     paper_bgcolor: 'rgba(0,0,0,0)',
     plot_bgcolor: 'rgba(0,0,0,0)'
   };
+}
+
+/**
+ * Break `text` into lines of at most `max` characters (at spaces, dots, colons or slashes;
+ * inside a longer word where it must), joined by Plotly's `<br>`.
+ */
+export function wrapTitle(text: string, max: number): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const part of text.split(/(?<=[\s.:/_])/)) {
+    let rest = part;
+    while (rest.length) {
+      if (line.length + rest.length <= max) {
+        line += rest;
+        rest = '';
+      } else if (line.trim()) {
+        lines.push(line.trimEnd());
+        line = '';
+      } else {
+        line = rest.slice(0, max);
+        rest = rest.slice(max);
+        if (rest) {
+          lines.push(line);
+          line = '';
+        }
+      }
+    }
+  }
+  if (line.trim()) {
+    lines.push(line.trimEnd());
+  }
+  return lines.join('<br>');
+}
+
+/**
+ * Short names telling layers apart on a narrow axis: the shortest dotted suffix no other name
+ * has (a suffix all names share, "weight", left out), then only its numbers and its last word
+ * ("encoder.layer.3.attention.self.query.weight" -> "3.query"; "layers.2.weight" -> "layers.2").
+ */
+export function shortNames(names: readonly string[]): string[] {
+  const parts = names.map(n => n.split('.'));
+  // drop trailing components every name ends with ("weight")
+  while (parts.length && parts.every(p => p.length > 1 && p[p.length - 1] === parts[0][parts[0].length - 1])) {
+    parts.forEach(p => p.pop());
+  }
+  const suffix = (p: string[], k: number) => p.slice(Math.max(0, p.length - k)).join('.');
+  const isNum = (c: string) => /^\d+$/.test(c);
+  const full = parts.map(p => {
+    let k = 1;
+    while (k < p.length && parts.some(q => q !== p && suffix(q, k) === suffix(p, k))) {
+      k++;
+    }
+    if (p.slice(p.length - k).every(isNum) && k < p.length) {
+      k++; // a bare number says nothing: its word too ("layers.2")
+    }
+    return p.slice(p.length - k);
+  });
+  // only the numbers and the last word, where that still tells the layers apart
+  const compact = full.map(comps => {
+    const word = comps.map((c, j) => (isNum(c) ? -1 : j)).filter(j => j >= 0).pop() ?? -1;
+    return comps.filter((c, j) => isNum(c) || j === comps.length - 1 || j === word).join('.');
+  });
+  return full.map((comps, i) => {
+    const short = compact.filter(c => c === compact[i]).length === 1 ? compact[i] : comps.join('.');
+    return short.length > 16 ? '…' + short.slice(short.length - 15) : short;
+  });
+}
+
+/**
+ * The x ticks of a `layers` figure: each shown tick reads "depth index  short name" (at most
+ * `max` of them, evenly spaced), from the first trace's customdata `[model, name, ...]`.
+ */
+export function layerTicks(data: readonly Record<string, any>[], max: number): { tickvals: number[]; ticktext: string[] } | null {
+  const trace = data.find(t => Array.isArray(t.customdata) && t.customdata.length && Array.isArray(t.x));
+  if (!trace) {
+    return null;
+  }
+  const xs = trace.x as number[];
+  const names = (trace.customdata as unknown[][]).map(c => String(c?.[1] ?? ''));
+  const short = shortNames(names);
+  const step = Math.max(1, Math.ceil(xs.length / Math.max(1, max)));
+  const tickvals: number[] = [];
+  const ticktext: string[] = [];
+  for (let i = 0; i < xs.length; i += step) {
+    tickvals.push(xs[i]);
+    ticktext.push(`${xs[i]} ${short[i]}`);
+  }
+  return { tickvals, ticktext };
 }
 
 /**

@@ -32,7 +32,9 @@ export class DetailView {
       return;
     }
     const title = h('div', 'diffract-detail-title');
-    title.append(h('b', 'diffract-wrap', m.model_id), h('span', 'diffract-muted', ` · ${m.slices} slices · ${m.framework ?? ''}`));
+    const name = h('b', 'diffract-ellipsis', m.model_id);
+    name.title = m.model_id;
+    title.append(name, h('span', 'diffract-muted', ` · ${m.slices} slices · ${m.framework ?? ''}`));
     const openBtn = h('button', 'jp-Button jp-mod-styled jp-mod-accept diffract-open', 'Open in notebook');
     openBtn.title = 'Insert a cell that opens this store read-only, this model and the chosen field';
     openBtn.addEventListener('click', () => this.onOpen({ store: sel.store, model: sel.model, field: this.model.selection?.field || undefined }));
@@ -101,6 +103,9 @@ export class DetailView {
     this.esdBox.replaceChildren(head, this.esdChart);
     if (this.esdChart.isConnected) {
       await renderEsd(this.esdChart, state);
+      // the spectrum opens under the chart, often below the sidebar's fold: bring it (its
+      // title first) into view
+      this.esdBox.scrollIntoView?.({ block: 'nearest' });
     }
   }
 

@@ -1,7 +1,7 @@
 /** The spectrum (ESD) of one slice in the sidebar: the server's `esd` figure (histogram of
  * the eigenvalues on log bins, power-law fit, xmin line, MP bulk), built in Python by
  * `diffract.viz`; Plotly, loaded lazily, only renders it. */
-import { drawFigure, plotly } from './chart';
+import { clearMessages, drawFigure, plotly } from './chart';
 import { h } from './dom';
 import type { EsdState } from './types';
 
@@ -22,9 +22,7 @@ export async function renderEsd(node: HTMLElement, state: EsdState): Promise<voi
     node.replaceChildren(h('div', 'diffract-empty', text));
     return;
   }
-  if (!node.classList.contains('js-plotly-plot')) {
-    node.replaceChildren();
-  }
+  clearMessages(node);
   await drawFigure(node, state.figure, 220);
   node.dataset.eigenvalues = String(state.values.length);
   node.dataset.xmin = state.xmin != null ? String(state.xmin) : '';

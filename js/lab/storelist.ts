@@ -33,6 +33,32 @@ export function breakable<E extends HTMLElement>(el: E, name: string): E {
   return el;
 }
 
+/** "1 model", "3 models" */
+export function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/**
+ * A store row's second line: its models once opened (the store list knows only its write
+ * batches, which say nothing to a user: they go in the tooltip) and when it last changed.
+ */
+export function storeMeta(s: StoreEntry, d: StoreReply | undefined | null): string {
+  return `${d ? plural(d.models.length, 'model') : 'click to list its models'} · ${fmtTime(s.updated)}`;
+}
+
+/** A store row's tooltip: when it changed and how many write batches (segments) it holds. */
+export function storeTitle(s: StoreEntry): string {
+  const n = s.segments;
+  return `updated ${fmtTime(s.updated)}; ${n} write batch${n === 1 ? '' : 'es'} on disk (segments: one per write)`;
+}
+
+/** A model id or run name on one line, cut with an ellipsis; the whole id in its tooltip. */
+export function idLabel(text: string): HTMLSpanElement {
+  const span = h('span', 'diffract-ellipsis diffract-id-text', text);
+  span.title = text;
+  return span;
+}
+
 export class StoreListView {
   readonly node = h('div', 'diffract-stores');
   /** The search box's text: stores, models and fields containing it (case-insensitive). */
@@ -92,8 +118,8 @@ export class StoreListView {
     const row = h('div', 'diffract-store-row');
     const open = this.model.isExpanded(s.path);
     row.append(h('span', 'diffract-caret', open ? '▾' : '▸'), breakable(h('span', 'diffract-store-name diffract-wrap'), s.path || '(server root)'));
-    row.append(h('span', 'diffract-store-meta diffract-muted', `${d ? d.models.length + ' models' : s.segments + ' segments'} · ${fmtTime(s.updated)}`));
-    row.title = `updated ${fmtTime(s.updated)}`;
+    row.append(h('span', 'diffract-store-meta diffract-muted', storeMeta(s, d)));
+    row.title = storeTitle(s);
     row.addEventListener('click', () => void this.model.toggle(s.path));
     item.append(row);
     if (open && d) {
@@ -161,9 +187,8 @@ export class StoreListView {
   private runRow(store: string, run: RunRow): HTMLTableRowElement {
     const tr = h('tr', 'diffract-run');
     tr.dataset.run = run.run;
-    const name = h('td', 'diffract-model-id diffract-wrap');
-    name.append(h('span', 'diffract-caret', run.open ? '▾' : '▸'));
-    breakable(name, run.run);
+    const name = h('td', 'diffract-model-id');
+    name.append(h('span', 'diffract-caret', run.open ? '▾' : '▸'), idLabel(run.run));
     const steps = run.first === run.last ? `step ${run.first}` : `steps ${run.first}–${run.last}`;
     // under the name, each part whole: "steps 9–100" and "(3 checkpoints)" wrap between, never inside
     const meta = h('span', 'diffract-run-meta diffract-muted');
@@ -188,7 +213,10 @@ export class StoreListView {
     if (sel && sel.store === store && sel.model === m.model_id) {
       tr.classList.add('diffract-selected');
     }
-    const id = breakable(h('td', 'diffract-model-id diffract-wrap'), inRun && m.track ? `step ${m.track.step}` : m.model_id);
+    const id = h('td', 'diffract-model-id');
+    const label = idLabel(inRun && m.track ? `step ${m.track.step}` : m.model_id);
+    label.title = m.model_id;
+    id.append(label);
     const badges = modelBadges(this.model.diagnosis(store, m.model_id));
     if (badges) {
       id.append(badges);

@@ -296,17 +296,29 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
             except UnicodeDecodeError:
                 raise BadRequest(f"?{name}= is not UTF-8") from None
 
-        async def store_call(self, method: str, *args: Any) -> None:
+        async def resolved(self, rel: str | None) -> tuple[Path, Path, str] | None:
+            """The store folder ``rel``, the real server root and the folder relative to it;
+            None once a 403 (refused path) or 404 (no store) is sent."""
             try:  # off the event loop: it walks the store's folder for links
-                path = await self.in_thread(resolve_store, self.root, self.arg("path"))
+                path = await self.in_thread(resolve_store, self.root, rel)
+            except PathRefused as exc:
+                self.fail(403, str(exc))
+                return None
+            except NotAStore as exc:
+                self.fail(404, str(exc))
+                return None
+            root_real = Path(self.root).resolve()
+            return path, root_real, path.relative_to(root_real).as_posix()
+
+        async def store_call(self, method: str, *args: Any) -> None:
+            try:
+                asked = self.arg("path")
             except BadRequest as exc:
                 return self.fail(400, str(exc))
-            except PathRefused as exc:
-                return self.fail(403, str(exc))
-            except NotAStore as exc:
-                return self.fail(404, str(exc))
-            root_real = Path(self.root).resolve()
-            rel = path.relative_to(root_real).as_posix()
+            found = await self.resolved(asked)
+            if found is None:
+                return None
+            path, root_real, rel = found
             reader = StoreReader.get(path)
             try:
                 data = await self.in_thread(getattr(reader, method), *args)
@@ -383,14 +395,10 @@ def _handlers(root: str) -> list[tuple[str, Any, dict[str, Any]]]:
                 return self.fail(400, "missing ?kind=<figure kind>")
             if not rel:
                 return self.fail(400, "missing ?store=<store folder relative to the server root>")
-            try:  # off the event loop: it walks the store's folder for links
-                path = await self.in_thread(resolve_store, self.root, rel)
-            except PathRefused as exc:
-                return self.fail(403, str(exc))
-            except NotAStore as exc:
-                return self.fail(404, str(exc))
-            root_real = Path(self.root).resolve()
-            rel = path.relative_to(root_real).as_posix()
+            found = await self.resolved(rel)
+            if found is None:
+                return None
+            path, root_real, rel = found
             if models:
                 params["models"] = models
             try:

@@ -44,6 +44,8 @@ def test_diagnosis_kind_marks_each_rule():
     assert z["heavy.weight"][trace["x"].index("trap")] is None  # not computed
     text = dict(zip(trace["y"], trace["text"], strict=True))
     assert text["heavy.weight"][0].startswith("alpha ")
+    # layer names are drawn whole: the left margin grows to them (they were cut at 60 px)
+    assert spec["layout"]["yaxis"]["automargin"] is True
 
 
 def test_diagnosis_panel_and_errorbars_panel():

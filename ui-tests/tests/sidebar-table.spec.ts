@@ -49,7 +49,7 @@ for (const width of [1400, 900]) {
     await expect(chart).toHaveAttribute('data-points', '4', { timeout: 20000 });
     // the chart is the figure route's layers figure (diffract.viz): layers in depth order, each
     // point's hover naming its model, layer, type and value (5 significant digits), its uid last
-    await expect(chart.locator('.xtick text')).toHaveText(['0', '1', '2', '3']);
+    await expect(chart.locator('.xtick text')).toHaveText(['0 layers.0', '1 layers.1', '2 layers.2', '3 layers.3']);
     const custom = await chart.evaluate((gd: any) => gd.data[0].customdata[0] as string[]);
     expect(custom.slice(0, 3)).toEqual(['m1', 'layers.0.weight', 'dense']);
     expect(custom[3]).toMatch(/^\d+(\.\d+)?(e[+-]?\d+)?$/);

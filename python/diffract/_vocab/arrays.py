@@ -90,6 +90,26 @@ def to_numpy(x: Any) -> np.ndarray:
     return arr
 
 
+#: scalar kinds by name, Python and NumPy types together (bool first: a bool is an int)
+_SCALAR_KINDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("bool", (bool, np.bool_)),
+    ("int", (int, np.integer)),
+    ("float", (float, np.floating)),
+    ("complex", (complex, np.complexfloating)),
+    ("str", (str,)),
+)
+
+
+def scalar_kind(value: Any) -> str | None:
+    """``"bool"``, ``"int"``, ``"float"``, ``"complex"`` or ``"str"`` for a Python or NumPy
+    scalar of that kind, None for anything else (the kinds the stores tag values with and
+    kernel options are checked against)."""
+    for kind, types in _SCALAR_KINDS:
+        if isinstance(value, types):
+            return kind
+    return None
+
+
 def storable_error(value: Any) -> str | None:
     """None when the store can hold ``value`` as a field value (a bool, int, float, complex
     or str, a NumPy scalar of a numeric kind or str, or an ndarray of a numeric dtype, complex

@@ -23,8 +23,7 @@ from diffract.core.compute.execution import (
     KernelExecutionProtocol,
     KernelRestrictions,
 )
-from diffract.core.compute.registry import with_inputs
-from diffract.kernels.spec import make_kernel
+from diffract.core.compute.registry import diffract_kernel
 from diffract.session.compute import Compute as OurCompute
 from diffract.session.records import record_contexts
 
@@ -199,17 +198,12 @@ class Compute(OurCompute):
         Returns:
             The function unchanged (or the decorator).
         """
-        level = KernelApplyLevel(apply_level).value
+        level = KernelApplyLevel(apply_level)  # checked here, as Diffract does
         KernelExecutionProtocol(execution_protocol)
 
         def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
-            target = with_inputs(func, list(require_fields)) if require_fields else func
-            k = make_kernel(
-                target,
-                outputs=produce_fields,
-                level=level,  # type: ignore[arg-type]
-                name=name or func.__name__,
-            )
+            kname = name or func.__name__
+            k = diffract_kernel(func, kname, require_fields, produce_fields, level)
             binary = restrictions is not None and KernelRestrictions.BINARY in restrictions
             self._scope.session.register_kernel(k, binary=binary)
             return func

@@ -35,17 +35,33 @@ def _f(v: float) -> str:
     return f"{float(v):.3g}"
 
 
+def _beyond(value: float, limit: float, *, above: bool) -> tuple[bool, str]:
+    """(fired, relation) of a one-sided limit: ``value`` above (or below) ``limit``, with the
+    operator the reason prints (its negation when the rule did not fire)."""
+    if above:
+        fired = bool(value > limit)
+        return fired, ">" if fired else "<="
+    fired = bool(value < limit)
+    return fired, "<" if fired else ">="
+
+
+def _verdict(why: list[str], within: str) -> tuple[bool, str]:
+    """(fired, reason) of a rule with several tests: fired when any failed (``why`` lists
+    them), else ``within`` says what was measured."""
+    if why:
+        return True, "; ".join(why)
+    return False, within
+
+
 def over_trained_rule(pl_alpha: float, over_trained_alpha: float = 2.0) -> tuple[bool, str]:
     """(fired, reason) of the over-trained rule on a fitted alpha."""
-    fired = bool(pl_alpha < over_trained_alpha)
-    rel = "<" if fired else ">="
+    fired, rel = _beyond(pl_alpha, over_trained_alpha, above=False)
     return fired, f"alpha {_f(pl_alpha)} {rel} {_f(over_trained_alpha)}"
 
 
 def under_trained_rule(pl_alpha: float, under_trained_alpha: float = 6.0) -> tuple[bool, str]:
     """(fired, reason) of the under-trained rule on a fitted alpha."""
-    fired = bool(pl_alpha > under_trained_alpha)
-    rel = ">" if fired else "<="
+    fired, rel = _beyond(pl_alpha, under_trained_alpha, above=True)
     return fired, f"alpha {_f(pl_alpha)} {rel} {_f(under_trained_alpha)}"
 
 
@@ -67,18 +83,16 @@ def unreliable_fit_rule(
         why.append(f"{int(pl_num_spikes)} tail eigenvalues < {int(min_tail_evals)}")
     if not pl_alpha_sigma <= max_alpha_sigma:
         why.append(f"sigma {_f(pl_alpha_sigma)} > {_f(max_alpha_sigma)}")
-    if why:
-        return True, "; ".join(why)
-    return False, (
+    return _verdict(
+        why,
         f"KS distance {_f(pl_ks)}, {int(pl_num_spikes)} tail eigenvalues, "
-        f"sigma {_f(pl_alpha_sigma)}: within limits"
+        f"sigma {_f(pl_alpha_sigma)}: within limits",
     )
 
 
 def trap_rule(num_traps: int, max_traps: int = 0) -> tuple[bool, str]:
     """(fired, reason) of the correlation-trap rule on the randomized ESD's spike count."""
-    fired = bool(num_traps > max_traps)
-    rel = ">" if fired else "<="
+    fired, rel = _beyond(num_traps, max_traps, above=True)
     return fired, f"{int(num_traps)} spikes in the randomized ESD {rel} {int(max_traps)}"
 
 
@@ -103,11 +117,10 @@ def rank_collapse_rule(
         )
     if stable_rank < limit:
         why.append(f"stable rank {_f(stable_rank)} < {_f(collapse_stable_rank_share)} x {m}")
-    if why:
-        return True, "; ".join(why)
-    return False, (
+    return _verdict(
+        why,
         f"{int(weak_rank_loss)} of {m} eigenvalues vanish, stable rank {_f(stable_rank)} "
-        f">= {_f(limit)}"
+        f">= {_f(limit)}",
     )
 
 

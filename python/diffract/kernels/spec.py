@@ -24,13 +24,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, Unpack
 
-import numpy as np
-
 from diffract._errors import (
     KernelDefinitionError,
     OptionValueError,
 )
-from diffract._vocab.arrays import storable_error
+from diffract._vocab.arrays import scalar_kind, storable_error
 
 Level = Literal["param", "model", "cross"]
 LEVELS: tuple[str, ...] = ("param", "model", "cross")
@@ -258,17 +256,12 @@ def option_kinds(k: Kernel, option: str) -> frozenset[str] | None:
 
 
 def _value_kind(value: Any) -> str | None:
+    """The kind an option value has for :func:`option_kinds` (None is ``"none"``; a complex
+    value, like any other, has none)."""
     if value is None:
         return "none"
-    if isinstance(value, (bool, np.bool_)):
-        return "bool"
-    if isinstance(value, (int, np.integer)):
-        return "int"
-    if isinstance(value, (float, np.floating)):
-        return "float"
-    if isinstance(value, str):
-        return "str"
-    return None
+    kind = scalar_kind(value)
+    return None if kind == "complex" else kind
 
 
 def check_option_value(k: Kernel, option: str, value: Any) -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from diffract._errors import DiffractError
 from diffract._vocab.jsonable import canonical_json as _canonical_json
+
+T = TypeVar("T")
 
 
 class SamplingError(DiffractError, ValueError):
@@ -117,3 +120,31 @@ def check_width(value: Any, what: str) -> int | None:
     if value is None:
         return None
     return check_int(value, what, minimum=1)
+
+
+def check_place(obj: Any, owner: str) -> None:
+    """Check where a candidate (or a record of one) sits: ``candidate_id``, ``layer_idx``,
+    ``hidden_width``; ``owner`` is the class name the errors give."""
+    check_str(obj.candidate_id, f"{owner}.candidate_id")
+    check_int(obj.layer_idx, f"{owner}.layer_idx", minimum=0)
+    check_width(obj.hidden_width, f"{owner}.hidden_width")
+
+
+def from_mapping(cls: Callable[..., T], d: dict[str, Any], what: str) -> T:
+    """``cls(**d)``, with a key the class does not take (or one it needs and lacks) raised as
+    a :class:`SamplingError` saying ``bad <what> mapping``."""
+    try:
+        return cls(**d)
+    except TypeError as exc:
+        if "unexpected keyword" in str(exc) or "missing" in str(exc):
+            raise SamplingError(f"bad {what} mapping: {exc}") from None
+        raise
+
+
+def place_dict(obj: Any) -> dict[str, Any]:
+    """``candidate_id``, ``layer_idx``, ``hidden_width`` of ``obj`` as JSON-ready keys."""
+    return {
+        "candidate_id": obj.candidate_id,
+        "layer_idx": obj.layer_idx,
+        "hidden_width": obj.hidden_width,
+    }

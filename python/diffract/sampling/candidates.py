@@ -12,9 +12,11 @@ from diffract.sampling.base import (
     SamplingError,
     canonical_json,
     check_int,
+    check_place,
     check_str,
-    check_width,
+    from_mapping,
     json_copy,
+    place_dict,
 )
 
 
@@ -84,9 +86,7 @@ class Candidate:
     changed_axes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        check_str(self.candidate_id, "Candidate.candidate_id")
-        check_int(self.layer_idx, "Candidate.layer_idx", minimum=0)
-        check_width(self.hidden_width, "Candidate.hidden_width")
+        check_place(self, "Candidate")
         check_str(self.source, "Candidate.source")
         subs = tuple(
             s if isinstance(s, SubblockConfig) else SubblockConfig(**s) for s in self.subblocks
@@ -155,9 +155,7 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; ``Candidate.from_dict`` reads it back."""
         return {
-            "candidate_id": self.candidate_id,
-            "layer_idx": self.layer_idx,
-            "hidden_width": self.hidden_width,
+            **place_dict(self),
             "source": self.source,
             "subblocks": [{"name": s.name, **s.to_dict()} for s in self.subblocks],
             "changed_axes": list(self.changed_axes),
@@ -176,12 +174,7 @@ class Candidate:
             s if isinstance(s, SubblockConfig) else SubblockConfig(**s) for s in subs or ()
         )
         d["changed_axes"] = tuple(d.get("changed_axes", ()))
-        try:
-            return cls(**d)
-        except TypeError as exc:
-            if "unexpected keyword" in str(exc) or "missing" in str(exc):
-                raise SamplingError(f"bad candidate mapping: {exc}") from None
-            raise
+        return from_mapping(cls, d, "candidate")
 
     def __hash__(self) -> int:
         return hash(canonical_json(self.to_dict()))

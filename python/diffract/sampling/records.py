@@ -29,10 +29,11 @@ from diffract.sampling.base import (
     REASON_ELIGIBLE,
     SamplingError,
     canonical_json,
-    check_int,
+    check_place,
     check_str,
-    check_width,
+    from_mapping,
     json_copy,
+    place_dict,
     stable_hash,
 )
 from diffract.sampling.candidates import SparseSamplingPolicy
@@ -63,9 +64,7 @@ class SparseSampleRecord:
 
     def __post_init__(self) -> None:
         check_str(self.sample_id, "SparseSampleRecord.sample_id")
-        check_str(self.candidate_id, "SparseSampleRecord.candidate_id")
-        check_int(self.layer_idx, "SparseSampleRecord.layer_idx", minimum=0)
-        check_width(self.hidden_width, "SparseSampleRecord.hidden_width")
+        check_place(self, "SparseSampleRecord")
         check_str(self.subblock_kind, "SparseSampleRecord.subblock_kind")
         check_str(self.subblock_name, "SparseSampleRecord.subblock_name")
         if isinstance(self.changed_axes, str):
@@ -93,9 +92,7 @@ class SparseSampleRecord:
         """Canonical JSON-ready data (fresh copies; ``changed_axes`` as a sorted list)."""
         return {
             "sample_id": self.sample_id,
-            "candidate_id": self.candidate_id,
-            "layer_idx": self.layer_idx,
-            "hidden_width": self.hidden_width,
+            **place_dict(self),
             "subblock_kind": self.subblock_kind,
             "subblock_name": self.subblock_name,
             "changed_axes": list(self.changed_axes),
@@ -122,12 +119,7 @@ def record_from_dict(data: Mapping[str, Any]) -> SparseSampleRecord:
         raise TypeError(f"a record must be a mapping, got {type(data).__name__}")
     d = dict(data)
     d["changed_axes"] = tuple(d.get("changed_axes", ()))
-    try:
-        return SparseSampleRecord(**d)
-    except TypeError as exc:
-        if "unexpected keyword" in str(exc) or "missing" in str(exc):
-            raise SamplingError(f"bad record mapping: {exc}") from None
-        raise
+    return from_mapping(SparseSampleRecord, d, "record")
 
 
 def width_key(width: int | None) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from diffract._errors import StoreCorruptError, StoreError
-from diffract._vocab.arrays import to_numpy
+from diffract._vocab.arrays import scalar_kind, to_numpy
 from diffract._vocab.slices import SliceInfo
 from diffract.store._base import (
     LAYOUT_VERSION,
@@ -928,20 +928,6 @@ def _scalar(v: Any, kind: str) -> Any:
     return float(v)
 
 
-def _kind(v: Any) -> str | None:
-    if isinstance(v, (bool, np.bool_)):
-        return "bool"
-    if isinstance(v, (int, np.integer)):
-        return "int"
-    if isinstance(v, (float, np.floating)):
-        return "float"
-    if isinstance(v, (complex, np.complexfloating)):
-        return "complex"
-    if isinstance(v, str):
-        return "str"
-    return None
-
-
 def _native(v: Any, kind: str) -> bool:
     """Whether HDF5 holds ``v`` as its kind's dataset type exactly (int64, UTF-8 text)."""
     if kind == "int":
@@ -1005,7 +991,7 @@ def _write_fields(
             continue
         if isinstance(v, np.ndarray):
             v = v.item()
-        kind = _kind(v)
+        kind = scalar_kind(v)
         if kind is None:
             raise StoreError(
                 f"field {fname!r} value of type {type(v).__name__} cannot be stored (use a number, str or ndarray)"

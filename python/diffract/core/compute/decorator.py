@@ -12,9 +12,8 @@ from diffract.core.compute.execution import (
     KernelExecutionProtocol,
     KernelRestrictions,
 )
-from diffract.core.compute.registry import KernelRegistry, with_inputs
+from diffract.core.compute.registry import KernelRegistry, diffract_kernel
 from diffract.kernels.registry import KernelRegistry as _Registry, builtin_kernels, default_registry
-from diffract.kernels.spec import make_kernel
 
 
 def kernel(
@@ -75,9 +74,7 @@ def kernel(
                 restrictions=restrictions,
             )
             return func
-        target = with_inputs(func, list(require_fields)) if require_fields else func
-        level = KernelApplyLevel(apply_level or KernelApplyLevel.PARAMETER).value
-        k = make_kernel(target, outputs=produce_fields, level=level, name=kname)  # type: ignore[arg-type]
+        k = diffract_kernel(func, kname, require_fields, produce_fields, apply_level)
         target_registry.register(k, replace=True)
         return func
 

@@ -16,7 +16,7 @@ from diffract.core.compute.execution import (
     KernelRestrictions,
 )
 from diffract.kernels.registry import KernelRegistry as _Registry
-from diffract.kernels.spec import make_kernel
+from diffract.kernels.spec import Kernel, make_kernel
 
 
 def with_inputs(func: Callable[..., Any], inputs: Sequence[str]) -> Callable[..., Any]:
@@ -42,6 +42,26 @@ def with_inputs(func: Callable[..., Any], inputs: Sequence[str]) -> Callable[...
     wrapper.__name__ = func.__name__
     wrapper.__doc__ = func.__doc__
     return wrapper
+
+
+def diffract_kernel(
+    func: Callable[..., Any],
+    name: str,
+    require_fields: Iterable[str] | None,
+    produce_fields: Iterable[str] | str | None,
+    apply_level: KernelApplyLevel | None,
+) -> Kernel:
+    """Our kernel of ``func`` from Diffract's registration keywords (what
+    ``register_kernel``, ``@kernel`` and ``session.compute.kernel`` share): inputs renamed
+    to ``require_fields`` when given, ``apply_level`` None meaning per parameter.
+
+    Raises:
+        InvalidConfigurationError: ``require_fields`` does not name one field per input.
+        KernelDefinitionError: a signature that cannot be a kernel.
+    """
+    target = with_inputs(func, list(require_fields)) if require_fields else func
+    level = KernelApplyLevel(apply_level or KernelApplyLevel.PARAMETER).value
+    return make_kernel(target, outputs=produce_fields, level=level, name=name)  # type: ignore[arg-type]
 
 
 class KernelRegistry(_Registry):
@@ -95,15 +115,7 @@ class KernelRegistry(_Registry):
         Raises:
             KernelDefinitionError: a signature that cannot be a kernel.
         """
-        target = (
-            with_inputs(implementation, list(require_fields)) if require_fields else implementation
-        )
-        k = make_kernel(
-            target,
-            outputs=produce_fields,
-            level=KernelApplyLevel(apply_level or KernelApplyLevel.PARAMETER).value,
-            name=name,
-        )
+        k = diffract_kernel(implementation, name, require_fields, produce_fields, apply_level)
         self.register(k, replace=True)
         if config:
             self.configure_kernel(
@@ -202,4 +214,4 @@ class KernelRegistry(_Registry):
         return {o for n in names for o in self.kernel(n).outputs}
 
 
-__all__ = ["KernelRegistry", "with_inputs"]
+__all__ = ["KernelRegistry", "diffract_kernel", "with_inputs"]

@@ -159,5 +159,9 @@ def diagnosis_spec(scope: Scope, *, models: list[str] | None = None) -> dict[str
     }
     flagged = sum(bool(r["findings"]) for r in rows)
     title = f"diagnosis: {flagged} of {len(rows)} layers flagged"
-    spec_layout = layout(title, "rule", "layer", yaxis={"autorange": "reversed"})
+    # automargin: the margin grows to the longest layer name, so names are whole and the
+    # axis title sits outside them
+    spec_layout = layout(
+        title, "rule", "layer", yaxis={"autorange": "reversed", "automargin": True}
+    )
     return {"data": [trace] if rows else [], "layout": spec_layout}

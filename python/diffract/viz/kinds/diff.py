@@ -34,6 +34,21 @@ def _label(r: dict[str, Any]) -> str:
     return f"{kind} r={r['signal_rank']}" if kind in ("low-rank", "full-rank") else kind
 
 
+def _share_markers(
+    rows: list[dict[str, Any]], column: str, name: str, symbol: str, colour: str
+) -> dict[str, Any]:
+    """A marker trace of the 0-1 share ``column`` per layer, on the second y axis."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": [r["name"] for r in rows],
+        "y": [r[column] for r in rows],
+        "yaxis": "y2",
+        "marker": {"symbol": symbol, "size": 8, "color": colour},
+    }
+
+
 def diff_figure(result: Any, title: str | None = None) -> dict[str, Any]:
     """The spec of a :class:`~diffract.finetune.DiffResult` (the CLI's report draws it too).
 
@@ -67,24 +82,10 @@ def diff_figure(result: Any, title: str | None = None) -> dict[str, Any]:
         ],
         "hovertemplate": _HOVER,
     }
-    share = {
-        "type": "scatter",
-        "mode": "markers",
-        "name": "signal share",
-        "x": names,
-        "y": [r["signal_share"] for r in rows],
-        "yaxis": "y2",
-        "marker": {"symbol": "diamond", "size": 8, "color": "#ff7f0e"},
-    }
-    kept = {
-        "type": "scatter",
-        "mode": "markers",
-        "name": "top-k subspace overlap",
-        "x": names,
-        "y": [r["subspace_overlap"] for r in rows],
-        "yaxis": "y2",
-        "marker": {"symbol": "circle-open", "size": 8, "color": "#2ca02c"},
-    }
+    share = _share_markers(rows, "signal_share", "signal share", "diamond", "#ff7f0e")
+    kept = _share_markers(
+        rows, "subspace_overlap", "top-k subspace overlap", "circle-open", "#2ca02c"
+    )
     lay = layout(
         title or f"{result.tuned} vs {result.base}: what changed per layer",
         "layer (bar colour and label: the update's kind and signal rank)",

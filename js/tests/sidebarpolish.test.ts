@@ -1,0 +1,106 @@
+/**
+ * Issue 29 point 5, the sidebar: layer ticks with depth index and a short name, wrapped titles,
+ * "1 model", no "segments" on the row, ids on one line with a tooltip, a stale message removed
+ * before a figure, the spectrum scrolled into view.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { setupDom } from './mock';
+setupDom();
+
+import { clearMessages, layerTicks, shortNames, sidebarLayout, wrapTitle } from '../lab/chart';
+import { DetailView } from '../lab/detail';
+import { idLabel, plural, storeMeta, storeTitle } from '../lab/storelist';
+import type { StoreEntry } from '../shared/wire';
+
+test('short layer names: the suffix all share is left out, a bare number keeps its word', () => {
+  assert.deepEqual(shortNames(['layers.0.weight', 'layers.1.weight', 'layers.2.weight']), ['layers.0', 'layers.1', 'layers.2']);
+  const bert = ['encoder.layer.0.attention.self.query.weight', 'encoder.layer.0.attention.self.key.weight', 'encoder.layer.1.attention.self.query.weight'];
+  assert.deepEqual(shortNames(bert), ['0.query', 'key', '1.query']);
+  assert.deepEqual(shortNames(['fc1.weight', 'fc1.bias', 'fc2.weight']), ['fc1.weight', 'bias', 'fc2.weight']);
+  assert.ok(shortNames(['a.' + 'x'.repeat(40)])[0].length <= 16);
+});
+
+test('layer ticks read "index name", evenly thinned to the width', () => {
+  const names = Array.from({ length: 12 }, (_, i) => `blocks.${i}.mlp.weight`);
+  const data = [{ x: names.map((_, i) => i), customdata: names.map(n => ['m', n, 'dense', '1', 'uid']) }];
+  const all = layerTicks(data, 20)!;
+  assert.deepEqual(all.tickvals, names.map((_, i) => i));
+  assert.equal(all.ticktext[3], '3 blocks.3');
+  const few = layerTicks(data, 4)!;
+  assert.deepEqual(few.tickvals, [0, 3, 6, 9]);
+  assert.equal(layerTicks([{ x: [0], y: [1] }], 4), null);
+  const layout = sidebarLayout({ xaxis: { title: { text: 'layer' } } }, 220, { layerTicks: true, data, width: 300 }) as any;
+  assert.equal(layout.xaxis.tickmode, 'array');
+  assert.equal(layout.xaxis.ticktext.length, layout.xaxis.tickvals.length);
+  assert.ok(layout.xaxis.tickvals.length <= 4);
+  assert.equal(layout.xaxis.title.text, 'layer');
+});
+
+test('a long title wraps (no line over the width), the top margin grows with it', () => {
+  const text = 'ESD of bert-base-uncased:encoder.layer.11.attention.output.dense.weight';
+  const wrapped = wrapTitle(text, 30);
+  const lines = wrapped.split('<br>');
+  assert.ok(lines.length >= 3, wrapped);
+  assert.ok(lines.every(l => l.length <= 30), wrapped);
+  assert.equal(lines.join(''), text.replace(/\s/g, ' '));
+  const narrow = sidebarLayout({ title: { text } }, 220, { width: 250 }) as any;
+  const wide = sidebarLayout({ title: { text: 'short' } }, 220, { width: 250 }) as any;
+  assert.ok(narrow.margin.t > wide.margin.t);
+  assert.ok(narrow.height > wide.height);
+  assert.equal(wrapTitle('', 20), '');
+});
+
+test('store row: "1 model", "2 models", write batches only in the tooltip', () => {
+  assert.equal(plural(1, 'model'), '1 model');
+  assert.equal(plural(0, 'model'), '0 models');
+  const s = { path: 'p', name: 'p', segments: 1, updated: 1700000000 } as unknown as StoreEntry;
+  const one = storeMeta(s, { models: [{}] } as any);
+  assert.match(one, /^1 model · /);
+  assert.doesNotMatch(storeMeta(s, null), /segment/);
+  assert.match(storeTitle(s), /1 write batch on disk/);
+  assert.match(storeTitle({ ...s, segments: 3 }), /3 write batches/);
+});
+
+test('ids: one line with an ellipsis class and the whole id as tooltip', () => {
+  const id = 'a-very-long-model-identifier-that-would-wrap-over-three-lines-000123';
+  const span = idLabel(id);
+  assert.equal(span.textContent, id);
+  assert.equal(span.title, id);
+  assert.ok(span.classList.contains('diffract-ellipsis'));
+  assert.equal(span.querySelectorAll('wbr').length, 0);
+});
+
+test('a message left by an earlier draw goes before a figure is drawn', () => {
+  const node = document.createElement('div');
+  node.classList.add('js-plotly-plot');
+  const plot = document.createElement('div');
+  plot.className = 'plot-container';
+  const msg = document.createElement('div');
+  msg.className = 'diffract-empty';
+  msg.textContent = 'esd has no per-layer numbers to plot';
+  node.append(msg, plot);
+  clearMessages(node);
+  assert.equal(node.querySelector('.diffract-empty'), null);
+  assert.ok(node.querySelector('.plot-container'), "Plotly's own children stay");
+  const fresh = document.createElement('div');
+  fresh.append(msg);
+  clearMessages(fresh);
+  assert.equal(fresh.children.length, 0);
+});
+
+test('an opened spectrum is scrolled into view', async () => {
+  const seen: unknown[] = [];
+  (HTMLElement.prototype as any).scrollIntoView = function (this: HTMLElement, arg: unknown) {
+    seen.push([this.className, arg]);
+  };
+  const model = { esd: { store: 's', model: 'm', uid: 'u', name: 'layers.0.weight', values: null, xmin: null, alpha: null, figure: null, error: 'no' }, closeEsd() {} };
+  const view = new DetailView(model as any, () => undefined);
+  document.body.replaceChildren(view.node);
+  // render() needs a selection: attach the box the way render does
+  view.node.append((view as any).esdBox);
+  await view.plotEsd();
+  assert.deepEqual(seen, [['diffract-esd-box', { block: 'nearest' }]]);
+  delete (HTMLElement.prototype as any).scrollIntoView;
+});
