@@ -74,12 +74,12 @@ def test_keras_layers():
     y = keras.layers.Bidirectional(keras.layers.LSTM(4, return_sequences=True))(x)
     y = keras.layers.GRU(4, return_sequences=True)(y)
     y = keras.layers.SimpleRNN(4)(y)
-    y = keras.layers.Dense(2)(y)
+    y = keras.layers.Dense(2, name="head")(y)  # named: Keras numbers unnamed layers per process
     types = _types(keras.Model(x, y))
     recurrent = {n for n, t in types.items() if t == "recurrent"}
     assert len(recurrent) == 8  # kernel and recurrent_kernel of 2 LSTMs, the GRU, the RNN
     assert all(n.endswith(("kernel", "recurrent_kernel")) for n in recurrent)
-    assert "dense.kernel" not in recurrent and types["dense.kernel"] == "dense"
+    assert "head.kernel" not in recurrent and types["head.kernel"] == "dense"
     assert {t for n, t in types.items() if n.endswith(".bias")} == {"bias"}
 
 

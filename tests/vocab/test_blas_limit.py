@@ -5,6 +5,7 @@ run with one BLAS thread; a forked child starts with no holds."""
 from __future__ import annotations
 
 import multiprocessing
+import threading
 
 import numpy as np
 import pytest
@@ -48,10 +49,11 @@ def test_a_hold_taken_during_a_chunk_outlives_the_chunk(two_blas_threads):
     and ends after it: the chunk's end must not restore BLAS under it, and its own end must
     restore the threads found before either (an uncounted limiter does both wrong)."""
     seen: list[list[int]] = []
+    first = threading.Lock()  # two workers start at once: only one of them takes the hold
 
     def threads_seen(weights):
         """The BLAS thread counts while the kernel runs (on a chunk's worker thread)."""
-        if not seen:
+        if first.acquire(blocking=False):
             BLAS_LIMIT.hold()  # the other holder starts mid-run
         seen.append(blas())
         return float(np.asarray(weights).sum())
