@@ -870,15 +870,14 @@ print(X.shape[0], "images,", sum(p.numel() for p in model.parameters()), "parame
         MD,
         """A `ram` session keeps nothing on disk (`profile="local"` keeps the run, and a new tracker
 for the same run then continues its step axis). The tracker analyzes the dense layers only
-(`param_types=["dense"]`); the panel follows the run (`run="digits"`) and redraws after each
-committed step (`tracker.add_callback`).""",
+(`param_types=["dense"]`); the panel follows the run (`run="digits"`) and redraws within a second of each
+committed step, with no callback or `refresh()` call (it watches the store's commits).""",
     ),
     (
         CODE,
         """session = Session(profile="ram")
 tracker = session.track("digits", ["pl_alpha"], every=EVERY, param_types=["dense"], max_pending=8)
 alpha = FieldPanel(tracker.scope, "pl_alpha", kind="evolution", run="digits")
-tracker.add_callback(lambda step, model_id: alpha.refresh())
 alpha""",
     ),
     (
@@ -900,7 +899,6 @@ for i in range(STEPS + 1):
     time.sleep(PACE)
 loop = time.perf_counter() - start
 status = tracker.close()  # waits for the snapshots still queued
-alpha.refresh()
 accuracy = float((model(X).argmax(-1) == y).float().mean())
 print(f"loss {loss.item():.3f}, train accuracy {accuracy:.1%}, loop {loop:.1f} s")
 print(status)
