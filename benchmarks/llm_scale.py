@@ -44,26 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
-FIELDS = [
-    "pl_alpha",
-    "pl_esd_xmin",
-    "pl_ks",
-    "pl_alpha_sigma",
-    "pl_num_spikes",
-    "pl_alpha_weighted",
-    "pl_log_alpha_norm",
-    "frob_norm",
-    "spectral_norm",
-    "esd_log_norm",
-    "esd_log_max",
-    "stable_rank",
-    "hard_rank",
-    "rank_loss",
-    "weak_rank_loss",
-    "matrix_entropy",
-    "max_weights_sval",
-    "min_weights_sval",
-]
+# the 18 WeightWatcher columns (this folder is sys.path[0] when the script runs)
+from fields_vs_peers import FIELDS
 
 SHAPES = {
     "tinyllama": {

@@ -7,8 +7,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
-from diffract import KernelFailureWarning, NothingToCompareWarning
+from diffract import KernelFailureWarning, NothingToCompareWarning, Session
 from diffract.kernels import default_registry, make_kernel
 
 
@@ -86,3 +87,29 @@ def apply_quietly(scope, *fields, **kw):
         warnings.simplefilter("ignore", KernelFailureWarning)
         warnings.simplefilter("ignore", NothingToCompareWarning)
         return scope.compute.apply(*fields, progress=False, **kw)
+
+
+# --- fixtures of the edge-case tests (tests/conftest.py registers this module as a plugin) ---
+
+
+@pytest.fixture
+def reg():
+    """:func:`edge_registry`, fresh per test."""
+    return edge_registry()
+
+
+@pytest.fixture
+def one_model(reg, rng):
+    """A ram session with one model "a": an 8x6 and a 4x6 slice."""
+    s = Session(profile="ram", registry=reg)
+    s.models.add({"w": rng.normal(size=(8, 6)), "v": rng.normal(size=(4, 6))}, model_id="a")
+    return s
+
+
+@pytest.fixture
+def two_models(reg, rng):
+    """A ram session with models "a" and "b", one 8x6 slice each."""
+    s = Session(profile="ram", registry=reg)
+    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="a")
+    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="b")
+    return s

@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+#: the edge-case tests' fixtures (reg, one_model, two_models), defined once
+pytest_plugins = ["_engine_kit"]
+
 TESTS = Path(__file__).resolve().parent
 
 #: the only skips a run may report: test node id (a prefix: parametrized cases included) ->

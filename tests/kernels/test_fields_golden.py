@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _child import json_from_child
 from _engine_fields import Failed
 from diffract.kernels import default_registry
 
@@ -218,8 +219,6 @@ def test_small_sample_fits_match_weightwatchers_output():
     seeded samples of 3..39 points, compared with WWFit run in a child process so that its
     import cannot change this process's logging). Where no tail of 8 points exists,
     WeightWatcher leaves sigma at -1/sqrt(n); ours is (alpha - 1)/sqrt(n), positive."""
-    import subprocess
-    import sys
 
     from diffract.kernels.fits import pl_fit
 
@@ -228,15 +227,7 @@ def test_small_sample_fits_match_weightwatchers_output():
         np.sort(rng.pareto(rng.uniform(1.0, 4.0), size=int(rng.integers(3, 40))) + 0.1).tolist()
         for _ in range(200)
     ]
-    proc = subprocess.run(
-        [sys.executable, "-c", _WWFIT_SCRIPT],
-        input=json.dumps(samples),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ww = json.loads(proc.stdout.strip().splitlines()[-1])
+    ww = json_from_child(_WWFIT_SCRIPT, samples)
     small = 0
     for x, (alpha, xmin, d, sigma) in zip(samples, ww, strict=True):
         ours = pl_fit(np.asarray(x), 1.0, "ww", 0.0)

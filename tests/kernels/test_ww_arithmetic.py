@@ -10,13 +10,11 @@ ours stays (the exact comparison, our threshold, no conv2d_norm):
 from __future__ import annotations
 
 import functools
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from _child import json_from_child
 from diffract import Session
 from diffract.kernels.conventions import CONVENTIONS
 
@@ -102,10 +100,7 @@ def weightwatcher() -> dict:
         "modules": MODULES,
         "state": {k: v.tolist() for k, v in net_state().items()},
     }
-    proc = subprocess.run([sys.executable, "-c", _WW_SCRIPT], input=json.dumps(req),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json_from_child(_WW_SCRIPT, req)
 
 
 def _model():

@@ -4,14 +4,12 @@ WeightWatcher 0.7.7 (``analyze(fix_fingers=...)``, tests/golden/ww_extras_*.json
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from _child import json_from_child
 from _engine_fields import NA, Failed
 from diffract import Session
 from diffract._errors import OptionValueError
@@ -195,15 +193,7 @@ def test_clip_rule_matches_weightwatchers_fit_clipped_powerlaw():
         body = rng.uniform(0.2, 1.0, size=n) if i % 2 else rng.pareto(2.5, size=n) + 0.5
         extra = 1.0 + rng.uniform(0, 0.05, size=int(rng.integers(0, 10)))
         samples.append(np.sort(np.concatenate([body, extra])).tolist())
-    proc = subprocess.run(
-        [sys.executable, "-c", _CLIP_SCRIPT],
-        input=json.dumps(samples),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ww = json.loads(proc.stdout.strip().splitlines()[-1])
+    ww = json_from_child(_CLIP_SCRIPT, samples)
     fingered = 0
     for x, want in zip(samples, ww, strict=True):
         x = np.asarray(x)

@@ -8,15 +8,13 @@ form."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from _child import json_from_child
 from _engine_fields import NA
 from diffract.kernels.mpfit import ww_mp_fit
 from test_ww_conventions import compare_rows, extras, model_weights, run_ww
@@ -260,10 +258,7 @@ def _weightwatcher_draws(seeds: int) -> dict:
     randomized ESD and the one-replica one."""
     rows = extras("convnet")["mp_fit"]["rows"]
     weights = {"__seeds__": seeds, **{n: model_weights("convnet")[n].tolist() for n in rows}}
-    proc = subprocess.run([sys.executable, "-c", _WW_RANDOM_SCRIPT], input=json.dumps(weights),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json_from_child(_WW_RANDOM_SCRIPT, weights)
 
 
 #: the scale-free randomized columns the recipe test compares (WW's names)

@@ -6,13 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _engine_kit import apply_quietly, edge_registry
+from _engine_kit import apply_quietly
 from diffract import Session
-
-
-@pytest.fixture
-def reg():
-    return edge_registry()
 
 
 @pytest.mark.parametrize("other", ["pl_alpha_drift", "spectral_norm_drift"])

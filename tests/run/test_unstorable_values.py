@@ -6,20 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from _engine_kit import apply_quietly, edge_registry
-from diffract import Session
-
-
-@pytest.fixture
-def reg():
-    return edge_registry()
-
-
-@pytest.fixture
-def one_model(reg, rng):
-    s = Session(profile="ram", registry=reg)
-    s.models.add({"w": rng.normal(size=(8, 6)), "v": rng.normal(size=(4, 6))}, model_id="a")
-    return s
+from _engine_kit import apply_quietly
 
 
 @pytest.mark.parametrize(

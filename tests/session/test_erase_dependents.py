@@ -5,31 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from _engine_kit import apply_quietly, edge_registry
-from diffract import Session
+from _engine_kit import apply_quietly
 from diffract._errors import (
     FieldNotComputedError,
 )
-
-
-@pytest.fixture
-def reg():
-    return edge_registry()
-
-
-@pytest.fixture
-def one_model(reg, rng):
-    s = Session(profile="ram", registry=reg)
-    s.models.add({"w": rng.normal(size=(8, 6)), "v": rng.normal(size=(4, 6))}, model_id="a")
-    return s
-
-
-@pytest.fixture
-def two_models(reg, rng):
-    s = Session(profile="ram", registry=reg)
-    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="a")
-    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="b")
-    return s
 
 
 def test_erase_also_erases_dependents(one_model):

@@ -6,31 +6,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
-from _engine_kit import apply_quietly, edge_registry
-from diffract import Session
+from _engine_kit import apply_quietly
 from diffract.session.results import to_format
-
-
-@pytest.fixture
-def reg():
-    return edge_registry()
-
-
-@pytest.fixture
-def one_model(reg, rng):
-    s = Session(profile="ram", registry=reg)
-    s.models.add({"w": rng.normal(size=(8, 6)), "v": rng.normal(size=(4, 6))}, model_id="a")
-    return s
-
-
-@pytest.fixture
-def two_models(reg, rng):
-    s = Session(profile="ram", registry=reg)
-    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="a")
-    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="b")
-    return s
 
 
 def test_list_rows_carry_every_column_in_order(two_models):

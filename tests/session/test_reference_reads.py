@@ -6,26 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from _engine_kit import apply_quietly, edge_registry
-from diffract import NothingToCompareWarning, Session
+from _engine_kit import apply_quietly
+from diffract import NothingToCompareWarning
 from diffract._errors import (
     FieldNotComputedError,
     InvalidArgumentError,
     UnknownModelError,
 )
-
-
-@pytest.fixture
-def reg():
-    return edge_registry()
-
-
-@pytest.fixture
-def two_models(reg, rng):
-    s = Session(profile="ram", registry=reg)
-    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="a")
-    s.models.add({"w": rng.normal(size=(8, 6))}, model_id="b")
-    return s
 
 
 def test_export_with_an_unknown_or_removed_reference(two_models):
