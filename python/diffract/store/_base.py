@@ -193,6 +193,11 @@ class StoreState:
         #: deferred records, oldest first: (added models, removed models, the parts' loader)
         self._pending: deque[tuple[list[str], list[str], Callable[[], Parts]]] = deque()
 
+    def content_token(self) -> tuple[int, ...]:
+        """What changes when a record lands (models, deferred records, values, slices), read
+        without applying the deferred ones: cheap enough to poll."""
+        return (len(self.models), len(self._pending), len(self._values), len(self._slices))
+
     # --- the parts a deferred record fills (applied in order on first read) ---------------------
     @property
     def slices(self) -> dict[str, SliceInfo]:
@@ -366,6 +371,16 @@ class Store:
             "readonly": self.readonly,
             "cache": self.cache.describe(),
         }
+
+    def content_token(self) -> tuple[int, ...]:
+        """A token that changes when the store's content changes: a commit here or, after
+        :meth:`refresh`, another process's (for a view that follows the store by polling).
+
+        Returns:
+            A tuple to compare with the previous one (equal: nothing new).
+        """
+        state = self._state
+        return (id(state), *state.content_token())
 
     @property
     def superseded(self) -> bool:

@@ -266,14 +266,7 @@ class FieldPanel(anywidget.AnyWidget):
         store = self._reader.session.store
         with contextlib.suppress(Exception):
             store.refresh()
-        state = store._state
-        return (
-            id(state),
-            len(state.models),
-            len(getattr(state, "_pending", ())),
-            len(getattr(state, "_values", ())),
-            len(getattr(state, "_slices", ())),
-        )
+        return store.content_token()
 
     # --- figure and export -----------------------------------------------------------------------
     def _layout(self, spec: dict[str, Any]) -> dict[str, Any]:
