@@ -182,11 +182,7 @@ _SYRK: list[Any] = []
 def _syrk_entry_point() -> Any:
     """``cblas_dsyrk`` of numpy's BLAS (the library ``_entry_point`` searches), or None."""
     names = [f"{p}cblas_dsyrk{s}" for p in ("scipy_", "") for s in ("64_", "")]
-    for path in _candidate_libraries():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for lib in _libraries():  # the candidate libraries, opened once per process
         for name in names:
             func = getattr(lib, name, None)
             if func is None:

@@ -344,7 +344,7 @@ class Compute(Namespace):
                 self._store.commit(Batch(documents=docs))
         #: Diffract's view of the run: the fields written, by level
         report.summary = summarize(  # type: ignore[attr-defined]
-            session.registry, fields, set(self._store.keys()) - before
+            session.registry, fields, written
         )
         session.last_report = report
         if report.failures and failure_mode == "raise":
