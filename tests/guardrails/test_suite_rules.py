@@ -38,7 +38,8 @@ def test_allowed_skips_are_not_stale():
 def _run(tmp_path: Path, body: str, name: str = "test_x.py") -> subprocess.CompletedProcess:
     tests = tmp_path / "tests"
     tests.mkdir()
-    shutil.copy(TESTS / "conftest.py", tests / "conftest.py")
+    for helper in ("conftest.py", "_engine_kit.py"):  # the root conftest loads _engine_kit
+        shutil.copy(TESTS / helper, tests / helper)
     (tests / name).parent.mkdir(parents=True, exist_ok=True)
     (tests / name).write_text("import pytest\n\n" + body)
     return subprocess.run(

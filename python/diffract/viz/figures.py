@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from diffract.viz import registry
 from diffract.viz._common import to_figure
@@ -21,172 +22,66 @@ from diffract.viz.kinds.scatter import scatter_spec
 if TYPE_CHECKING:
     from diffract.session import Scope
 
-
-def layers(
-    scope: Scope,
-    field: str,
-    *,
-    models: list[str] | None = None,
-    kind: str = "line",
-    reference: str | None = None,
-) -> Any:
-    """``field`` across depth for each model of the scope, as lines or bars.
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        field: a per-parameter scalar field.
-        models: the model ids to draw; default: every model of the scope but the incomplete
-            checkpoints of tracked runs (:func:`diffract.viz.field_rows`).
-        kind: ``"line"`` (one line per model) or ``"bar"`` (grouped bars).
-        reference: the reference model of cross-model fields (drift against a checkpoint).
-
-    Returns:
-        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
-
-    Raises:
-        ValueError: ``kind`` is neither ``"line"`` nor ``"bar"``.
-    """
-    return to_figure(layers_spec(scope, field, models=models, kind=kind, reference=reference))
+P = ParamSpec("P")
 
 
-def heatmap(
-    scope: Scope, field: str, *, models: list[str] | None = None, reference: str | None = None
-) -> Any:
-    """``field`` as a layer x model heatmap (models may be checkpoints of one network).
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        field: a per-parameter scalar field.
-        models: the model ids to draw; default: every model of the scope but the incomplete
-            checkpoints of tracked runs (:func:`diffract.viz.field_rows`).
-        reference: the reference model of cross-model fields (drift against a checkpoint).
-
-    Returns:
-        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
-    """
-    return to_figure(heatmap_spec(scope, field, models=models, reference=reference))
+#: Returns: of every figure function (its spec builder's Returns: describes the plain dicts)
+_RETURNS = """Returns:
+    A ``plotly.graph_objects.Figure`` of :func:`diffract.viz.{spec}`'s traces and layout
+    (empty while the fields it draws are not stored).
+"""
 
 
-def esd(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> Any:
-    """The eigenvalue spectrum of one slice on log-log axes.
+def _figure_of(spec: Callable[P, dict[str, Any]], summary: str) -> Callable[P, Any]:
+    """The figure function of a kind's spec builder: the same arguments (and their docs, read
+    from the builder's docstring, written once), a ``plotly.graph_objects.Figure`` back."""
+    name = spec.__name__.removesuffix("_spec")
 
-    With the stored power-law fit (``pl_alpha``, ``pl_esd_xmin``) when it is computed.
+    def draw(*args: P.args, **kwargs: P.kwargs) -> Any:
+        return to_figure(spec(*args, **kwargs))
 
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        slice: the slice's uid, or its name (with ``model_id`` when several models
-            have it).
-        model_id: the model of a slice given by name.
-        bins: number of histogram bins (log-spaced).
-
-    Returns:
-        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
-    """
-    return to_figure(esd_spec(scope, slice, model_id=model_id, bins=bins))
+    draw.__name__ = draw.__qualname__ = name
+    draw.__module__ = __name__
+    draw.__signature__ = inspect.signature(spec).replace(return_annotation=Any)  # type: ignore[attr-defined]
+    draw.__doc__ = _figure_doc(inspect.getdoc(spec) or "", summary, spec.__name__)
+    return draw
 
 
-def esd_full(scope: Scope, slice: str, *, model_id: str | None = None, bins: int = 60) -> Any:
-    """The ESD of one slice with its power-law fit, xmin line, Marchenko-Pastur bulk and
-    randomized ESD (each when its fields are stored).
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        slice: the slice's uid, or its name (with ``model_id`` when several models have it).
-        model_id: the model of a slice given by name.
-        bins: number of histogram bins (log-spaced).
-
-    Returns:
-        A ``plotly.graph_objects.Figure`` (empty while ``esd`` is not stored).
-    """
-    return to_figure(esd_full_spec(scope, slice, model_id=model_id, bins=bins))
+def _figure_doc(spec_doc: str, summary: str, spec: str) -> str:
+    """``summary``, then the spec builder's docstring past its first paragraph with its
+    ``Returns:`` section replaced by the figure's."""
+    _, _, body = spec_doc.partition("\n\n")
+    head, returns, rest = body.partition("Returns:\n")
+    if not returns:
+        raise ValueError(f"{spec} has no Returns: section to replace")
+    after = rest.partition("\n\n")[2]  # the builder's Returns: text ends at a blank line
+    return f"{summary}\n\n{head}{_RETURNS.format(spec=spec)}" + (f"\n{after}" if after else "")
 
 
-def esd_grid(
-    scope: Scope, slices: list[str] | None = None, *, cols: int = 3, bins: int = 40
-) -> Any:
-    """:func:`esd_full` of many slices as a grid of panels.
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        slices: uids (or names) to draw; default: every slice of the scope with a stored ESD.
-        cols: panels per row.
-        bins: histogram bins per panel.
-
-    Returns:
-        A ``plotly.graph_objects.Figure``.
-
-    Raises:
-        InvalidArgumentError: ``cols`` is not a positive int.
-    """
-    return to_figure(esd_grid_spec(scope, slices, cols=cols, bins=bins))
-
-
-def scatter(
-    scope: Scope, x: str, y: str, *, models: list[str] | None = None, reference: str | None = None
-) -> Any:
-    """Per-parameter field ``y`` against field ``x``, one colour per model.
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        x: the per-parameter field on the x axis.
-        y: the per-parameter field on the y axis.
-        models: the model ids to draw; default: every model of the scope but the incomplete
-            checkpoints of tracked runs (:func:`diffract.viz.field_rows`).
-        reference: the reference model of cross-model fields (drift against a checkpoint).
-
-    Returns:
-        A ``plotly.graph_objects.Figure`` (empty while nothing is stored).
-    """
-    return to_figure(scatter_spec(scope, x, y, models=models, reference=reference))
-
-
-def compare(
-    scope: Scope,
-    field: str,
-    *,
-    models: Any = None,
-    mode: str = "difference",
-    reference: str | None = None,
-) -> Any:
-    """``field`` of model ``b`` against model ``a``, slice by slice (matched by name).
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        field: a per-parameter scalar field.
-        models: ``(a, b)``: the baseline and the model set against it (default: the scope's
-            two models).
-        mode: ``"difference"`` (``b - a``) or ``"ratio"`` (``b / a``).
-        reference: the reference model of cross-model fields.
-
-    Returns:
-        A ``plotly.graph_objects.Figure``.
-
-    Raises:
-        InvalidArgumentError: an unknown mode, not two models, or no common slice.
-        UnknownModelError: a model that is not stored.
-    """
-    return to_figure(compare_spec(scope, field, models=models, mode=mode, reference=reference))
-
-
-def evolution(
-    scope: Scope, field: str, *, run: str | None = None, reference: str | None = None
-) -> Any:
-    """``field`` across the steps of a tracked training run: a layer x step heatmap and one
-    line per layer.
-
-    Args:
-        scope: the session or scope whose stored fields are drawn.
-        field: a per-parameter scalar field.
-        run: the tracked run (default: the scope's only one).
-        reference: the reference model of cross-model fields.
-
-    Returns:
-        A ``plotly.graph_objects.Figure``.
-
-    Raises:
-        InvalidArgumentError: no ``run`` given and not exactly one tracked run.
-    """
-    return to_figure(evolution_spec(scope, field, run=run, reference=reference))
+layers = _figure_of(
+    layers_spec, "``field`` across depth for each model of the scope, as lines or bars."
+)
+heatmap = _figure_of(
+    heatmap_spec, "``field`` as a layer x model heatmap (models may be checkpoints of one network)."
+)
+esd = _figure_of(esd_spec, "The eigenvalue spectrum of one slice on log-log axes.")
+esd_full = _figure_of(
+    esd_full_spec,
+    "The ESD of one slice with its power-law fit, xmin line, Marchenko-Pastur bulk and "
+    "randomized ESD (each when its fields are stored).",
+)
+esd_grid = _figure_of(esd_grid_spec, ":func:`esd_full` of many slices as a grid of panels.")
+scatter = _figure_of(
+    scatter_spec, "Per-parameter field ``y`` against field ``x``, one colour per model."
+)
+compare = _figure_of(
+    compare_spec, "``field`` of model ``b`` against model ``a``, slice by slice (matched by name)."
+)
+evolution = _figure_of(
+    evolution_spec,
+    "``field`` across the steps of a tracked training run: a layer x step heatmap and one "
+    "line per layer.",
+)
 
 
 def figure(
