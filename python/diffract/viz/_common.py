@@ -92,6 +92,66 @@ def layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]
     return out
 
 
+#: the most x ticks a per-layer axis labels (evenly spaced): more would overlap at 900 px
+MAX_LAYER_TICKS = 12
+#: a short layer name longer than this keeps its last characters, after an ellipsis
+SHORT_NAME_CHARS = 16
+
+
+def short_names(names: Sequence[str]) -> list[str]:
+    """Short names telling layers apart on an axis: the shortest dotted suffix no other name
+    has (a last component every name shares, ``weight``, left out), then only its numbers and
+    its last word, where that still tells them apart
+    (``encoder.layer.3.attention.self.query.weight`` -> ``3.query``; ``layers.2.weight`` ->
+    ``layers.2``)."""
+    parts = [str(n).split(".") for n in names]
+    while parts and all(len(p) > 1 and p[-1] == parts[0][-1] for p in parts):
+        for p in parts:
+            p.pop()
+    suffixes = [[".".join(p[len(p) - k :]) for k in range(len(p) + 1)] for p in parts]
+
+    def unique_from(i: int) -> list[str]:
+        p, k = parts[i], 1
+        while k < len(p) and any(
+            j != i and k < len(suffixes[j]) and suffixes[j][k] == suffixes[i][k]
+            for j in range(len(parts))
+        ):
+            k += 1
+        if k < len(p) and all(c.isdigit() for c in p[len(p) - k :]):
+            k += 1  # a bare number says nothing: its word too
+        return p[len(p) - k :]
+
+    full = [unique_from(i) for i in range(len(parts))]
+
+    def compact(comps: list[str]) -> str:
+        words = [j for j, c in enumerate(comps) if not c.isdigit()]
+        last_word = words[-1] if words else -1
+        keep = (c for j, c in enumerate(comps) if c.isdigit() or j in (len(comps) - 1, last_word))
+        return ".".join(keep)
+
+    short = [compact(c) for c in full]
+    out = []
+    for comps, name in zip(full, short, strict=True):
+        text = name if short.count(name) == 1 else ".".join(comps)
+        out.append(text if len(text) <= SHORT_NAME_CHARS else "…" + text[-(SHORT_NAME_CHARS - 1) :])
+    return out
+
+
+def layer_ticks(names: Sequence[str]) -> dict[str, Any]:
+    """The x axis of a per-layer figure whose ``x`` is the depth index: at most
+    :data:`MAX_LAYER_TICKS` evenly spaced ticks, each ``"index short-name"``
+    (:func:`short_names`), so a layer is found by name, not counted to."""
+    step = max(1, math.ceil(len(names) / MAX_LAYER_TICKS))
+    short = short_names(names)
+    vals = list(range(0, len(names), step))
+    return {
+        "tickmode": "array",
+        "tickvals": vals,
+        "ticktext": [f"{i} {plain(short[i])}" for i in vals],
+        "automargin": True,
+    }
+
+
 def title_below_modebar(text: str) -> dict[str, Any]:
     """A title left-aligned over the plot, placed under the toolbar's row (``MODEBAR_ROW``
     px from the top): Plotly's toolbar covered a centred title in a 900 px panel."""

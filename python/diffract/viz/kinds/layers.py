@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
-from diffract.viz._common import HOVER, by_model, custom, field_rows, layout, plain
+from diffract.viz._common import HOVER, by_model, custom, field_rows, layer_ticks, layout, plain
 from diffract.viz.kinds.alpha_errorbars import stored_sigmas
 
 if TYPE_CHECKING:
@@ -44,7 +43,8 @@ def layers_spec(
     # a fitted exponent (pl_alpha) with its standard error stored: error bars, alpha +- sigma
     sigmas = stored_sigmas(scope, field, reference) if rows else {}
     data = []
-    for m, rs in by_model(rows, field, models).items():
+    groups = by_model(rows, field, models)
+    for m, rs in groups.items():
         trace: dict[str, Any] = {
             "type": "scatter" if kind == "line" else "bar",
             "name": plain(m),
@@ -60,9 +60,9 @@ def layers_spec(
             errs = [sigmas.get(str(r.get("uid"))) for r in rs]
             trace["error_y"] = {"type": "data", "array": errs, "visible": True}
         data.append(trace)
-    depth = max((len(t["x"]) for t in data), default=0)
-    # integer ticks only: about a dozen labels whatever the depth (no repeated "1, 1, 2, 2")
-    ticks = {"tickformat": "d", "tick0": 0, "dtick": max(1, math.ceil(depth / 12))}
+    # the deepest model names the ticks: "index short-name", about a dozen of them
+    deepest = max(groups.values(), key=len, default=[])
+    ticks = layer_ticks([str(r["name"] or "(model)") for r in deepest])
     out = layout(f"{field} across depth", "layer (depth order)", field, xaxis=ticks)
     if kind == "bar":
         out["barmode"] = "group"
