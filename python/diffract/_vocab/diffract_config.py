@@ -98,7 +98,8 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
     "compute": (),
     "compute.executor": (_ANY,),
 }
-_EXPORT_FORMATS = ("dict", "json", "list", "pandas", "polars")
+#: the export formats of every table export (results, exports, the config's default), the one list
+EXPORT_FORMATS = ("dict", "json", "list", "pandas", "polars")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -336,9 +337,9 @@ def settings_from_file(
     if workers is not None:
         settings["workers"] = check_workers(workers, f"{where} [parallel.thread_pool] max_workers")
     fmt = get("export", "default_export_format", "dict")
-    if fmt not in _EXPORT_FORMATS:
+    if fmt not in EXPORT_FORMATS:
         raise ConfigError(
-            f"{where}: invalid [export] default_export_format={fmt!r}; valid: {list(_EXPORT_FORMATS)}"
+            f"{where}: invalid [export] default_export_format={fmt!r}; valid: {list(EXPORT_FORMATS)}"
         )
     applied = {
         "storage",

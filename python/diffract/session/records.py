@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from diffract._errors import InvalidIdentifierError, SessionError
+from diffract._vocab.diffract_config import EXPORT_FORMATS
 from diffract._vocab.jsonable import to_jsonable
 from diffract._vocab.owners import (
     contextual_field,
@@ -40,8 +41,6 @@ from diffract._vocab.steps import order_by_step
 from diffract.session.scope import Selection
 from diffract.store import Batch
 
-#: the export formats, in the order error messages list them
-FORMATS = ("dict", "json", "list", "pandas", "polars")
 #: the identity columns of a flat record, in order
 ID_COLUMNS = ("parameter_uid", "model_id", "parameter_name", "parameter_type")
 #: the columns of an aggregate record
@@ -57,8 +56,10 @@ CONTEXT_DOC = "aggregate_context"
 
 def check_format(export_format: Any) -> str:
     """``export_format`` if it is a known format, else a ValueError listing them."""
-    if export_format not in FORMATS:
-        raise ValueError(f"Unsupported format {export_format!r}; choose one of {list(FORMATS)}")
+    if export_format not in EXPORT_FORMATS:
+        raise ValueError(
+            f"Unsupported format {export_format!r}; choose one of {list(EXPORT_FORMATS)}"
+        )
     return str(export_format)
 
 

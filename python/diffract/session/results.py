@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from diffract._errors import FieldNotComputedError, InvalidArgumentError, UnknownModelError
+from diffract._vocab.diffract_config import EXPORT_FORMATS
 from diffract._vocab.jsonable import to_jsonable
 from diffract._vocab.owners import cross_owner, is_model_owner, model_owner, parse_owner
 from diffract._vocab.slices import SliceInfo
@@ -374,7 +375,6 @@ class Results(Namespace):
         return frontend("finetune_diff")(self._scope, base, tuned, **options)
 
 
-EXPORT_FORMATS = ("dict", "list", "json", "pandas", "polars")
 KEY_COLUMNS = ("model_id", "name", "uid", "type")
 
 
