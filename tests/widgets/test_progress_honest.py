@@ -159,3 +159,33 @@ def test_without_kernel_steps_the_range_waits_for_slices_and_widens():
     w.callback(ProgressEvent("chunk", 4, 40, 4, 40, "f", "m:b", 4.0, None, 0))
     assert w.eta_low == pytest.approx(0.7 * w.eta) and w.eta_high == pytest.approx(1.5 * w.eta)
     assert w.fraction == pytest.approx(0.1) and w.counter_text() == "4 of 40 slices"
+
+
+def test_a_run_that_ends_while_its_widget_is_being_shown_leaves_the_final_state(monkeypatch):
+    # the race seen under load: the run's thread finished between the cell's display (a
+    # "running" snapshot) and the handle being kept for finish() to update, so the saved
+    # output read "running" for a finished run. Here the run ends inside display() itself.
+    w = ProgressWidget(["f"])
+    w.status = "running"
+    shown = []
+
+    class Handle:
+        def update(self, data, metadata=None, raw=False):
+            shown.append(data["text/html"])
+
+    def display(data, metadata=None, raw=False, display_id=None):
+        shown.append(data["text/html"])
+        w.finish(None)  # the run's thread, in the window before the handle is kept
+        return Handle()
+
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    w._ipython_display_()
+    assert w.status == "done"
+    assert len(shown) == 2 and "data-status='running'" in shown[0]
+    assert "data-status='done'" in shown[-1]
+    # a widget shown after its run ended is final at once: nothing kept to update
+    shown.clear()
+    w._ipython_display_()
+    assert len(shown) == 1 and "data-status='done'" in shown[0] and not w._handles

@@ -119,6 +119,9 @@ class ProgressWidget(anywidget.AnyWidget):
         self._eta_at: tuple[float, float] | None = None  # (smoothed eta, elapsed when set)
         self._last_event: ProgressEvent | None = None
         self._handles: list[Any] = []  # display handles, updated with the final snapshot
+        #: a display and the run's end race (the run's thread finishes while the cell shows
+        #: the widget): the handle list and the final status change under this lock
+        self._display_lock = threading.Lock()
         self.observe(self._on_cancel, names="cancel_requested")
 
     def _on_cancel(self, change: Any) -> None:
@@ -429,14 +432,22 @@ class ProgressWidget(anywidget.AnyWidget):
         state."""
         from IPython.display import display
 
+        shown_final = self.status in self.FINAL
         bundle = self._repr_mimebundle_()
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
         handle = display(data, metadata=meta, raw=True, display_id=True)
-        if handle is not None and self.status not in self.FINAL:
-            self._handles.append(handle)
+        if handle is None or shown_final:
+            return
+        with self._display_lock:
+            if self.status not in self.FINAL:
+                self._handles.append(handle)  # finish() will update it
+                return
+        with contextlib.suppress(Exception):  # the run ended while it was being shown
+            handle.update(self._final_bundle(), raw=True)
 
     def _update_displays(self) -> None:
-        handles, self._handles = self._handles, []
+        with self._display_lock:  # the status is final: a display from now on shows the end
+            handles, self._handles = self._handles, []
         if not handles:
             return
         data = self._final_bundle()
