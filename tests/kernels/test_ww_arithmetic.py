@@ -168,9 +168,12 @@ def test_intra_cut_on_singular_values():
     for name, (alpha, _xmin) in ww_vals.items():
         row = rows[name.split(":")[2].removesuffix(".weight")]  # WW names a pair by its second
         # WW's ESD of a product is s, not s^2: alpha_WW = 2 alpha - 1
-        # (tests/test_extract_derived_ww.py); its cut is s > 1e-5 (s / sqrt(2) after a conv)
-        assert row["alpha"] == pytest.approx(2 * alpha - 1, rel=1e-6), name
-        differs += default[name][0] != pytest.approx(alpha, rel=1e-6)
+        # (tests/test_extract_derived_ww.py); its cut is s > 1e-5 (s / sqrt(2) after a conv).
+        # WW multiplies the float32 weights in float32 (sgemm), ours in float64: alpha
+        # agrees to 1e-8..1e-6 depending on the CPU's BLAS kernel (1.0e-6 on SkylakeX),
+        # while the default cut moves it by 3-21%: 1e-5 tells the two apart
+        assert row["alpha"] == pytest.approx(2 * alpha - 1, rel=1e-5), name
+        differs += default[name][0] != pytest.approx(alpha, rel=1e-5)
     assert differs == 3  # the default cut (on s^2) leaves out singular values WW fits
 
 
