@@ -28,6 +28,10 @@ export class LruCache<V> {
     }
   }
 
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
   clear(): void {
     this.entries.clear();
   }

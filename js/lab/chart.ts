@@ -14,8 +14,10 @@ export function themeColors(): { fg: string; grid: string; accent: string } {
   };
 }
 
+/** Plotly's cartesian bundle (scatter, bar, heatmap: the across-training chart is a heatmap),
+ * loaded on first use; the widgets' FieldPanel uses the same bundle. */
 export async function plotly() {
-  return (await import('plotly.js-basic-dist-min')).default;
+  return (await import('plotly.js-cartesian-dist-min')).default;
 }
 
 /** Fit a drawn chart to its container's new width (the sidebar was resized). */
@@ -103,6 +105,8 @@ export interface SidebarOptions {
   layerTicks?: boolean;
   /** the figure's traces (their customdata names the layers) */
   data?: readonly Record<string, any>[];
+  /** show the traces' legend (horizontal, under the plot) taking this many rows */
+  legendRows?: number;
 }
 
 /** The route's layout fitted to the sidebar: its height, small margins, the theme's colours. */
@@ -119,27 +123,47 @@ export function sidebarLayout(layout: Record<string, any>, height: number, opts:
   }
   // a long title ("ESD of model:encoder.layer.0.attention.self.query.weight") wraps instead of
   // being clipped at the sidebar's edge; the top margin grows with its lines
-  const title = wrapTitle(String(layout.title?.text ?? ''), Math.max(20, Math.floor((width - 16) / 6.5)));
+  const title = wrapTitle(String(layout.title?.text ?? ''), titleChars(width));
   const lines = title ? title.split('<br>').length : 0;
+  const legendRows = opts.legendRows ?? 0;
+  const legend = legendRows
+    ? { legend: { orientation: 'h', x: 0, xanchor: 'left', yref: 'container', y: 0, yanchor: 'bottom', font: { size: 9, color: fg }, bgcolor: 'rgba(0,0,0,0)' } }
+    : {};
   return {
     ...layout,
     ...axes,
-    height: height + Math.max(0, lines - 1) * 14,
-    margin: { l: 44, r: 8, t: 10 + 14 * Math.max(1, lines), b: 32 },
+    height: height + Math.max(0, lines - 1) * 14 + legendRows * 18,
+    margin: { l: 44, r: 8, t: 10 + 14 * Math.max(1, lines), b: 32 + legendRows * 18 },
     title: { text: title, font: { size: 11, color: fg }, x: 0.02, xanchor: 'left' },
     font: { color: fg, size: 10 },
-    colorway: [accent, '#ff7f0e', '#2ca02c', '#d62728'],
-    showlegend: false,
+    // the theme's accent first, then Plotly's own colours (one per line up to 10)
+    colorway: [accent, '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'],
+    showlegend: legendRows > 0,
+    ...legend,
     paper_bgcolor: 'rgba(0,0,0,0)',
     plot_bgcolor: 'rgba(0,0,0,0)'
   };
 }
 
+/** How many characters of a chart title fit on one line of a figure `width` px wide. */
+export function titleChars(width: number): number {
+  return Math.max(20, Math.floor((width - 16) / 6.5));
+}
+
 /**
  * Break `text` into lines of at most `max` characters (at spaces, dots, colons or slashes;
- * inside a longer word where it must), joined by Plotly's `<br>`.
+ * inside a longer word where it must), joined by Plotly's `<br>`; a `<br>` already in it
+ * stays a line break.
  */
 export function wrapTitle(text: string, max: number): string {
+  return text
+    .split('<br>')
+    .map(line => wrapLine(line, max))
+    .filter(line => line)
+    .join('<br>');
+}
+
+function wrapLine(text: string, max: number): string {
   const lines: string[] = [];
   let line = '';
   for (const part of text.split(/(?<=[\s.:/_])/)) {

@@ -1,9 +1,11 @@
-/** The selected model: its title, "Open in notebook", the field chips and the chart. */
+/** The selected model: its title, "Open in notebook", the field chips and the chart; for a
+ * tracked checkpoint, its run across training under the chart. */
 import type { OpenTarget } from './cellcode';
 import { renderChart, resizeChart } from './chart';
 import { layerBadges } from './diagnosis';
 import { h } from './dom';
 import { renderEsd } from './esdview';
+import { renderEvolution } from './evolutionview';
 import { GROUP_TITLES, groupFields } from './fieldgroups';
 import type { RunsModel } from './model';
 
@@ -13,6 +15,12 @@ export class DetailView {
   /** the clicked slice's spectrum (under the chart; empty until a point is clicked) */
   private readonly esdBox = h('div', 'diffract-esd-box');
   private readonly esdChart = h('div', 'diffract-esd');
+  /** a tracked checkpoint's run across training (under the chart; only for checkpoints) */
+  private readonly evolutionBox = h('div', 'diffract-evolution-box');
+  private readonly evolutionChart = h('div', 'diffract-evolution');
+  private readonly evolutionNote = h('div', 'diffract-evolution-note diffract-muted');
+  /** Bring the across-training chart into view once it is drawn (asked from a run's row). */
+  revealEvolution = false;
   /** The search box's text: only chips containing it are shown. */
   query = '';
   /** Whether the arrays and intermediates (esd, spectrum_path, ...) are shown. */
@@ -80,6 +88,11 @@ export class DetailView {
       chips.append(box);
     }
     this.node.append(chips, this.chart);
+    if (m.track) {
+      this.evolutionBox.dataset.run = m.track.run;
+      this.evolutionBox.replaceChildren(this.evolutionChart, this.evolutionNote);
+      this.node.append(this.evolutionBox);
+    }
     const diag = layerBadges(this.model.diagnosis(sel.store, sel.model));
     if (diag) {
       this.node.append(diag);
@@ -109,10 +122,25 @@ export class DetailView {
     }
   }
 
-  /** Fit the chart to the sidebar's width. */
+  /** Fit the charts to the sidebar's width (the run across training is drawn again: its
+   * step labels and title are fitted to the width). */
   async resize(): Promise<void> {
     await resizeChart(this.chart);
     await resizeChart(this.esdChart);
+    await this.plotEvolution();
+  }
+
+  /** Draw the selected checkpoint's run across training (again: after a theme change). */
+  async plotEvolution(): Promise<void> {
+    const state = this.model.evolution;
+    if (!state || state.selection !== this.model.selection || !this.evolutionChart.isConnected) {
+      return;
+    }
+    await renderEvolution(this.evolutionChart, this.evolutionNote, state, model => void this.model.select(state.selection.store, model));
+    if (this.revealEvolution) {
+      this.revealEvolution = false;
+      this.evolutionBox.scrollIntoView?.({ block: 'nearest' });
+    }
   }
 
   /** Draw the model's current field (again: after a theme change). */

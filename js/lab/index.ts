@@ -1,10 +1,11 @@
 /**
  * JupyterLab 4 plugin: the "Weight runs" sidebar. Lists the diffract stores under the server
  * root (through the diffract server extension), their models and fields, plots a field across
- * layers, and inserts a cell that opens a store into the active notebook.
+ * layers (and a tracked checkpoint's run across training), and inserts a cell that opens a
+ * store into the active notebook.
  *
  * api.ts (the server call) <- model.ts (polling, cache, signals) <- storelist.ts, detail.ts,
- * chart.ts (views) <- panel.ts (the widget) <- this file (wiring).
+ * chart.ts, esdview.ts, evolutionview.ts (views) <- panel.ts (the widget) <- this file (wiring).
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { IThemeManager } from '@jupyterlab/apputils';

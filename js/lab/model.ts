@@ -1,7 +1,8 @@
 /**
  * The sidebar's model: what the "Weight runs" panel shows, read from the diffract server
- * extension. It polls the store list, caches store summaries (by stamp) and field series (by
- * store stamp, model and field), and tells the views what changed through Lumino signals.
+ * extension. It polls the store list, caches store summaries (by stamp), field series (by
+ * store stamp, model and field) and a tracked run's across-training figure (by store stamp,
+ * run and field), and tells the views what changed through Lumino signals.
  * No DOM here: the views (storelist.ts, detail.ts, chart.ts) render from it.
  */
 import type { IDisposable } from '@lumino/disposable';
@@ -12,15 +13,19 @@ import type { RequestFn } from './api';
 import { LruCache } from './cache';
 import { buildDiagnosis, diagRules } from './diagnosis';
 import type { Diagnosis } from './diagnosis';
-import { errorMessage, messageOf, mismatchMessage } from './messages';
-import type { EsdState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
+import { fieldGroup } from './fieldgroups';
+import { errorMessage, evolutionBlocker, messageOf, mismatchMessage } from './messages';
+import { runCheckpoints } from './modeltable';
+import type { EsdState, EvolutionState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
 
-export type { EsdState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
+export type { EsdState, EvolutionState, FieldState, RunsModelOptions, Selection, VersionState } from './types';
 
 /** How often the store list is re-read while the panel is visible. */
 export const POLL_MS = 3000;
 /** Field series kept in memory (least recently used dropped first). */
 export const FIELD_CACHE_SIZE = 64;
+/** Across-training figures kept in memory (by store stamp, run and field). */
+export const EVOLUTION_CACHE_SIZE = 16;
 /** Fields a freshly selected model shows first, in this order of preference. */
 const PREFERRED_FIELDS = ['pl_alpha', 'stable_rank', 'frob_norm', 'spectral_norm'];
 
@@ -45,9 +50,12 @@ export class RunsModel implements IDisposable {
   private readonly _diag = new Map<string, Map<string, Diagnosis>>();
   private readonly _expanded = new Set<string>();
   private readonly _fieldCache = new LruCache<{ reply: FieldReply; figure: FigureSpec | null }>(FIELD_CACHE_SIZE);
+  /** the request itself, so that checkpoints of one run clicked in turn share one answer */
+  private readonly _evolutionCache = new LruCache<Promise<FigureSpec | null>>(EVOLUTION_CACHE_SIZE);
   private _selection: Selection | null = null;
   private _field: FieldState | null = null;
   private _esd: EsdState | null = null;
+  private _evolution: EvolutionState | null = null;
   private _error: string | null = null;
   private _version: VersionState | null = null;
   private _timer: ReturnType<typeof setInterval> | undefined;
@@ -60,6 +68,7 @@ export class RunsModel implements IDisposable {
   private readonly _errorChanged = new Signal<this, string | null>(this);
   private readonly _versionChanged = new Signal<this, VersionState>(this);
   private readonly _esdChanged = new Signal<this, EsdState | null>(this);
+  private readonly _evolutionChanged = new Signal<this, EvolutionState | null>(this);
 
   constructor(options: RunsModelOptions) {
     this._request = options.request;
@@ -92,6 +101,14 @@ export class RunsModel implements IDisposable {
   }
   get esd(): EsdState | null {
     return this._esd;
+  }
+  /** The selected checkpoint's run across training arrived (or why not), or was cleared (null:
+   * the selected model is not a tracked checkpoint). */
+  get evolutionChanged(): ISignal<this, EvolutionState | null> {
+    return this._evolutionChanged;
+  }
+  get evolution(): EvolutionState | null {
+    return this._evolution;
   }
 
   get stores(): readonly StoreEntry[] {
@@ -218,7 +235,15 @@ export class RunsModel implements IDisposable {
     const prev = this._selection;
     const field = prev && prev.store === store && entry.fields.includes(prev.field) ? prev.field : pickField(entry.fields);
     this._setSelection({ store, model: modelId, field });
-    await this._loadField();
+    await this._loadSelected();
+  }
+
+  /** Select the newest checkpoint of a tracked run: its chart, and the run across training. */
+  async selectRun(store: string, run: string): Promise<void> {
+    const checkpoints = runCheckpoints(this._details.get(store)?.models ?? [], run);
+    if (checkpoints.length) {
+      await this.select(store, checkpoints[checkpoints.length - 1].model_id);
+    }
   }
 
   async selectField(field: string): Promise<void> {
@@ -227,7 +252,7 @@ export class RunsModel implements IDisposable {
       return;
     }
     this._setSelection({ ...sel, field });
-    await this._loadField();
+    await this._loadSelected();
   }
 
   /** Open the spectrum of the selected model's slice `uid` (a point clicked on the chart). */
@@ -314,7 +339,7 @@ export class RunsModel implements IDisposable {
       if (!this.selectedModel()) {
         this._setSelection(null);
       }
-      await this._loadField();
+      await this._loadSelected();
     }
   }
 
@@ -346,6 +371,65 @@ export class RunsModel implements IDisposable {
       }))
     );
     return buildDiagnosis(replies);
+  }
+
+  /** The selected field's chart and, for a tracked checkpoint, its run across training. */
+  private async _loadSelected(): Promise<void> {
+    await Promise.all([this._loadField(), this._loadEvolution()]);
+  }
+
+  /**
+   * The selected checkpoint's run across training (the route's `evolution` figure of the
+   * selected field), or what stops it (one step so far, the field at fewer than two steps, no
+   * number per layer), published unless the selection moved on; cleared for a model that is
+   * not a tracked checkpoint. A new store stamp asks again: a run in training gains columns.
+   */
+  private async _loadEvolution(): Promise<void> {
+    const sel = this._selection;
+    const entry = this.selectedModel();
+    const detail = sel ? this._details.get(sel.store) : undefined;
+    if (!sel || !sel.field || !entry?.track || !detail) {
+      if (this._evolution) {
+        this._evolution = null;
+        this._evolutionChanged.emit(null);
+      }
+      return;
+    }
+    const { run, step } = entry.track;
+    const checkpoints = runCheckpoints(detail.models, run);
+    const steps = checkpoints.map(m => m.track!.step);
+    const holding = checkpoints.filter(m => m.fields.includes(sel.field)).map(m => m.track!.step);
+    const base = { selection: sel, run, step, steps };
+    const blocker = evolutionBlocker(sel.field, run, steps, holding, fieldGroup(sel.field) === 'layer');
+    let state: EvolutionState;
+    if (blocker) {
+      state = { ...base, missing: steps.filter(s => !holding.includes(s)), figure: null, message: blocker, failed: false };
+    } else {
+      const key = [sel.store, detail.stamp, run, sel.field].join('\n');
+      let pending = this._evolutionCache.get(key);
+      if (!pending) {
+        pending = this._figure({ kind: 'evolution', store: sel.store, field: sel.field, run });
+        this._evolutionCache.set(key, pending);
+      }
+      try {
+        const figure = await pending;
+        const drawn = new Set(figureSteps(figure));
+        if (figure && drawn.size) {
+          state = { ...base, missing: steps.filter(s => !drawn.has(s)), figure, message: null, failed: false };
+        } else {
+          const message = `${sel.field} has no number at any step of run ${run} to draw (its stored values are not numbers).`;
+          state = { ...base, missing: steps, figure: null, message, failed: false };
+        }
+      } catch (e) {
+        this._evolutionCache.delete(key); // a failure is asked again next time
+        state = { ...base, missing: [], figure: null, message: `Cannot draw ${sel.field} across training: ${messageOf(e)}`, failed: true };
+      }
+    }
+    if (this._selection !== sel || this._disposed) {
+      return; // a newer selection (or field) won while this one was loading
+    }
+    this._evolution = state;
+    this._evolutionChanged.emit(state);
   }
 
   /** Fetch (or take from the cache) the selected field and publish it, unless the selection moved on. */
@@ -382,4 +466,17 @@ export class RunsModel implements IDisposable {
     this._field = state;
     this._fieldChanged.emit(state);
   }
+}
+
+/**
+ * The steps an `evolution` figure has a column for: its heatmap's columns (`x` is the column
+ * index) read through the x axis' labels (the steps), as `diffract.viz` draws it.
+ */
+export function figureSteps(figure: FigureSpec | null): number[] {
+  const heat = figure?.data.find(t => t.type === 'heatmap');
+  const ticks = (figure?.layout.xaxis as { ticktext?: unknown[] } | undefined)?.ticktext;
+  if (!heat || !Array.isArray(heat.x) || !Array.isArray(ticks)) {
+    return [];
+  }
+  return (heat.x as number[]).map(i => Number(ticks[i])).filter(Number.isFinite);
 }

@@ -55,6 +55,16 @@ function compareModels(a: ModelEntry, b: ModelEntry, key: SortKey): number {
   }
 }
 
+/** Tracked checkpoints in step order (ids, numbers as numbers, between equal steps). */
+export function byStep(a: ModelEntry, b: ModelEntry): number {
+  return (a.track?.step ?? 0) - (b.track?.step ?? 0) || naturalCompare(a.model_id, b.model_id);
+}
+
+/** The checkpoints of tracked run `run` among `models`, in step order. */
+export function runCheckpoints(models: readonly ModelEntry[], run: string): ModelEntry[] {
+  return models.filter(m => m.track?.run === run).sort(byStep);
+}
+
 /** A run's stand-in for sorting: its name, total slices, most fields, newest change. */
 function runKey(run: RunRow): ModelEntry {
   const cps = run.checkpoints;
@@ -92,7 +102,7 @@ export function tableRows(models: readonly ModelEntry[], sort: SortState | null,
   }
   const items = top.map(item => {
     if ('kind' in item) {
-      item.checkpoints.sort((a, b) => a.track!.step - b.track!.step || naturalCompare(a.model_id, b.model_id));
+      item.checkpoints.sort(byStep);
       return { ...item, first: item.checkpoints[0].track!.step, last: item.checkpoints[item.checkpoints.length - 1].track!.step };
     }
     return item;

@@ -32,7 +32,10 @@ export class RunsPanel extends Widget {
     this.addClass('diffract-runs');
     this.title.icon = runsIcon;
     this.title.caption = 'Weight runs (diffract stores)';
-    this.list = new StoreListView(model);
+    this.list = new StoreListView(model, (store, run) => {
+      this.detail.revealEvolution = true;
+      void model.selectRun(store, run);
+    });
     this.detail = new DetailView(model, onOpen);
 
     const head = h('div', 'diffract-head');
@@ -58,6 +61,7 @@ export class RunsPanel extends Widget {
     model.errorChanged.connect(this.onError, this);
     model.versionChanged.connect(this.onVersion, this);
     model.esdChanged.connect(this.onEsd, this);
+    model.evolutionChanged.connect(this.onEvolution, this);
   }
 
   dispose(): void {
@@ -72,6 +76,7 @@ export class RunsPanel extends Widget {
   onThemeChanged(): void {
     void this.detail.plot();
     void this.detail.plotEsd();
+    void this.detail.plotEvolution();
   }
 
   protected onAfterAttach(): void {
@@ -103,6 +108,10 @@ export class RunsPanel extends Widget {
 
   private onEsd(): void {
     void this.detail.plotEsd();
+  }
+
+  private onEvolution(): void {
+    void this.detail.plotEvolution();
   }
 
   private onError(_: RunsModel, message: string | null): void {

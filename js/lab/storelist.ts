@@ -67,14 +67,27 @@ export class StoreListView {
   sort: SortState | null = null;
   /** Tracked runs shown open, as `store\nrun`. */
   private readonly openRuns = new Set<string>();
+  /** Tracked runs closed by a click although they hold the selected model. */
+  private readonly closedRuns = new Set<string>();
 
-  constructor(private readonly model: RunsModel) {}
+  /**
+   * @param onShowRun a run row's "across training" button: show that run across its steps
+   *   (default: select its newest checkpoint, whose chart comes with the run's).
+   */
+  constructor(
+    private readonly model: RunsModel,
+    private readonly onShowRun: (store: string, run: string) => void = (store, run) => void model.selectRun(store, run)
+  ) {}
 
-  /** Open or close a tracked run's checkpoints in a store's table. */
-  toggleRun(store: string, run: string): void {
+  /** Open or close a tracked run's checkpoints in a store's table (`open`: as it is shown). */
+  toggleRun(store: string, run: string, open = this.openRuns.has(`${store}\n${run}`)): void {
     const key = `${store}\n${run}`;
-    if (!this.openRuns.delete(key)) {
+    if (open) {
+      this.openRuns.delete(key);
+      this.closedRuns.add(key); // closed even while it holds the selected model
+    } else {
       this.openRuns.add(key);
+      this.closedRuns.delete(key);
     }
     this.render();
   }
@@ -172,9 +185,15 @@ export class StoreListView {
     const sel = this.model.selection;
     const open = new Set<string>();
     for (const m of models) {
-      // a run is open when asked, while searching, or when it holds the selected model
+      // a run is open while searching, and when asked or when it holds the selected model,
+      // unless a click closed it
       const run = m.track?.run;
-      if (run && (this.openRuns.has(`${store}\n${run}`) || this.query.trim() || (sel?.store === store && sel.model === m.model_id))) {
+      if (!run) {
+        continue;
+      }
+      const key = `${store}\n${run}`;
+      const asked = this.openRuns.has(key) || (sel?.store === store && sel.model === m.model_id);
+      if (this.query.trim() || (asked && !this.closedRuns.has(key))) {
         open.add(run);
       }
     }
@@ -192,7 +211,17 @@ export class StoreListView {
     const steps = run.first === run.last ? `step ${run.first}` : `steps ${run.first}–${run.last}`;
     // under the name, each part whole: "steps 9–100" and "(3 checkpoints)" wrap between, never inside
     const meta = h('span', 'diffract-run-meta diffract-muted');
-    meta.append(h('span', 'diffract-steps', steps), ' ', h('span', 'diffract-steps', `(${run.checkpoints.length} checkpoints)`));
+    meta.append(h('span', 'diffract-steps', steps), ' ', h('span', 'diffract-steps', `(${plural(run.checkpoints.length, 'checkpoint')})`), ' ');
+    // its own button: the row's click keeps its one meaning (show or hide the checkpoints)
+    const show = h('button', 'diffract-run-evolution', 'across training');
+    show.title = `Select the newest checkpoint (step ${run.last}) and show the chosen field across the run's steps under its chart`;
+    show.addEventListener('click', e => {
+      e.stopPropagation();
+      this.openRuns.add(`${store}\n${run.run}`);
+      this.closedRuns.delete(`${store}\n${run.run}`);
+      this.onShowRun(store, run.run);
+    });
+    meta.append(show);
     name.append(meta);
     const newest = Math.max(...run.checkpoints.map(changedOf));
     tr.append(
@@ -201,8 +230,8 @@ export class StoreListView {
       h('td', 'diffract-num', String(Math.max(...run.checkpoints.map(m => m.fields.length)))),
       h('td', 'diffract-muted diffract-time', fmtShortTime(newest))
     );
-    tr.title = `tracked run ${run.run}: ${run.checkpoints.length} checkpoints, ${steps}; click to ${run.open ? 'hide' : 'show'} them`;
-    tr.addEventListener('click', () => this.toggleRun(store, run.run));
+    tr.title = `tracked run ${run.run}: ${plural(run.checkpoints.length, 'checkpoint')}, ${steps}; click to ${run.open ? 'hide' : 'show'} them`;
+    tr.addEventListener('click', () => this.toggleRun(store, run.run, run.open));
     return tr;
   }
 

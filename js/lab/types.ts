@@ -20,6 +20,27 @@ export interface FieldState {
   readonly error: string | null;
 }
 
+/**
+ * The selected checkpoint's tracked run across its steps: the `evolution` figure of the figure
+ * route for the selected field (a layer x step heatmap and one line per layer), or why not.
+ */
+export interface EvolutionState {
+  readonly selection: Selection;
+  readonly run: string;
+  /** the selected checkpoint's step (the chart marks its column) */
+  readonly step: number;
+  /** the run's committed steps, in step order (the store summary's checkpoints of the run) */
+  readonly steps: number[];
+  /** the steps whose checkpoint does not hold the field (the figure has no column for them) */
+  readonly missing: number[];
+  /** The chart: the route's `evolution` figure (null: nothing to draw, `message` says why). */
+  readonly figure: FigureSpec | null;
+  /** Why there is no chart and what to do (null: the figure is drawn). */
+  readonly message: string | null;
+  /** The message is a failed request (not an empty state). */
+  readonly failed: boolean;
+}
+
 /** The spectrum of one slice, opened by clicking its point on the chart. */
 export interface EsdState {
   readonly store: string;

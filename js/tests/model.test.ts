@@ -8,114 +8,11 @@ import { test } from 'node:test';
 import { setupDom } from './mock';
 setupDom();
 
-import type { ISignal } from '@lumino/signaling';
-
 import { LruCache } from '../lab/cache';
 import { DetailView } from '../lab/detail';
 import { FIELD_CACHE_SIZE, pickField, POLL_MS, RunsModel } from '../lab/model';
 import { StoreListView } from '../lab/storelist';
-import type { FieldReply, ModelEntry, StoreEntry, StoreReply } from '../shared/wire';
-
-class HttpError extends Error {
-  constructor(
-    message: string,
-    readonly status: number
-  ) {
-    super(message);
-  }
-}
-
-interface Call {
-  endpoint: string;
-  query: Record<string, string>;
-}
-
-/** The diffract server extension, in memory: stores, their summaries and field series. */
-class FakeServer {
-  version = '0.1.0';
-  calls: Call[] = [];
-  stores: StoreEntry[] = [];
-  summaries = new Map<string, StoreReply>();
-  /** endpoint -> the error its next calls throw */
-  failing = new Map<string, Error>();
-  /** endpoint -> a promise its calls wait for before answering */
-  gates = new Map<string, Promise<void>>();
-
-  addStore(path: string, models: ModelEntry[], stamp = 's1'): void {
-    const entry: StoreEntry = { path, name: '.diffract', segments: 1, updated: 1700000000, stamp };
-    this.stores = [...this.stores.filter(s => s.path !== path), entry];
-    this.summaries.set(path, { ...entry, models, fields: [], levels: {}, manifests: [] });
-  }
-
-  /** The store's files changed: a new stamp (and optionally new models). */
-  touch(path: string, stamp: string, models?: ModelEntry[]): void {
-    const old = this.summaries.get(path)!;
-    this.addStore(path, models ?? old.models, stamp);
-  }
-
-  count(endpoint: string, match: Record<string, string> = {}): number {
-    return this.calls.filter(c => c.endpoint === endpoint && Object.entries(match).every(([k, v]) => c.query[k] === v)).length;
-  }
-
-  request = async <T>(endpoint: string, query: Record<string, string> = {}): Promise<T> => {
-    this.calls.push({ endpoint, query });
-    const gate = this.gates.get(endpoint);
-    if (gate) {
-      await gate;
-    }
-    await Promise.resolve();
-    const failure = this.failing.get(endpoint);
-    if (failure) {
-      throw failure;
-    }
-    return structuredClone(this.answer(endpoint, query)) as T;
-  };
-
-  private answer(endpoint: string, query: Record<string, string>): unknown {
-    if (endpoint === 'version') {
-      return { version: this.version, api: 1, package: 'diffract-lab' };
-    }
-    if (endpoint === 'stores') {
-      return { root: '', stores: this.stores };
-    }
-    if (endpoint === 'figure') {
-      // the route's figure, drawn in Python; here one trace naming what was asked
-      return { kind: query.kind, path: query.store, figure: { data: [{ type: 'scatter', name: `${query.kind}:${query.field}:${query.model}` }], layout: {} } };
-    }
-    const summary = this.summaries.get(query.path);
-    if (!summary) {
-      throw new HttpError(`no store at ${query.path}`, 404);
-    }
-    if (endpoint === 'store') {
-      return summary;
-    }
-    const reply: FieldReply = {
-      ...summary,
-      field: query.field,
-      models: summary.models.map(m => ({
-        model_id: m.model_id,
-        // stamp-dependent values, so a re-read after a change is visible in the data
-        points: [0, 1, 2].map(i => ({ name: `layers.${i}.weight`, uid: `u${i}`, type: 'dense', index: i, value: i + summary.stamp.length })),
-        value: null
-      }))
-    };
-    reply.models[0]?.points.push({ name: 'layers.3.weight', uid: 'u3', type: 'dense', index: 3, value: 'n/a' });
-    return reply;
-  }
-}
-
-function modelEntry(id: string, fields = ['frob_norm', 'pl_alpha', 'esd']): ModelEntry {
-  return { model_id: id, slices: 8, fields, framework: 'numpy', added: 1700000000, changed: 1700000100, track: null };
-}
-
-/** Record every emission of a signal. */
-function record<T>(signal: ISignal<RunsModel, T>): T[] {
-  const seen: T[] = [];
-  signal.connect((_, value) => {
-    seen.push(value);
-  });
-  return seen;
-}
+import { FakeServer, HttpError, modelEntry, record } from './fakeserver';
 
 function setup(options: { active?: () => boolean } = {}) {
   const server = new FakeServer();

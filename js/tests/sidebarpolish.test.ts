@@ -50,6 +50,9 @@ test('a long title wraps (no line over the width), the top margin grows with it'
   assert.ok(narrow.margin.t > wide.margin.t);
   assert.ok(narrow.height > wide.height);
   assert.equal(wrapTitle('', 20), '');
+  // a line break already in the title stays one; each line is wrapped on its own
+  assert.equal(wrapTitle('short title<br>second line', 30), 'short title<br>second line');
+  assert.equal(wrapTitle('one<br>two three four', 10), 'one<br>two three<br>four');
 });
 
 test('store row: "1 model", "2 models", write batches only in the tooltip', () => {
