@@ -9,7 +9,7 @@ import * as path from 'path';
 import type { Locator, Page } from '@playwright/test';
 
 import { expect, test } from './fixtures';
-import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
+import { newNotebookWithStore, openSidebarStore, outputText, runCode, shot } from './helpers';
 
 /** WCAG contrast ratio of two CSS colours (a transparent background is the page's white). */
 function contrast(a: string, b: string): number {
@@ -70,11 +70,7 @@ test('diagnosis badges in the sidebar, the diagnosis panel and the diff report, 
   await expect.poll(async () => outputText(page, d), { timeout: 120000 }).toMatch(/diagnosed [1-9]/);
 
   // the model table: a badge per firing rule with its count; the layers under the chart
-  await page.locator('.jp-SideBar [data-id="diffract-runs"]').click();
-  const panel = page.locator('#diffract-runs');
-  const store = panel.locator(`.diffract-store[data-path="${tmpPath}/.diffract"]`);
-  await expect(store).toBeVisible({ timeout: 15000 });
-  await store.locator('.diffract-store-row').click();
+  const { panel, store } = await openSidebarStore(page, tmpPath);
   const m3 = store.locator('.diffract-model[data-model="m3"]');
   await expect(m3.locator('.diffract-badge[data-rule="over_trained"]')).toHaveText('over trained 1', { timeout: 20000 });
   await expect(m3.locator('.diffract-badge[data-rule="over_trained"]')).toHaveAttribute('title', /heavy\.weight/);

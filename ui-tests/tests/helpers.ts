@@ -75,6 +75,26 @@ export async function newNotebookWithStore(page: IJupyterLabPageFixture, tmpPath
   await expect.poll(async () => outputText(page, idx), { timeout: 60000 }).toContain('ready 16');
 }
 
+/** Open the "Weight runs" sidebar and expand the test folder's store (`tmpPath/.diffract`). */
+export async function openSidebarStore(page: IJupyterLabPageFixture, tmpPath: string): Promise<{ panel: Locator; store: Locator }> {
+  await page.locator('.jp-SideBar [data-id="diffract-runs"]').click();
+  const panel = page.locator('#diffract-runs');
+  const store = panel.locator(`.diffract-store[data-path="${tmpPath}/.diffract"]`);
+  await expect(store).toBeVisible({ timeout: 15000 });
+  await store.locator('.diffract-store-row').click();
+  return { panel, store };
+}
+
+/** Drag the left sidebar's edge `dx` px (wider when positive). */
+export async function dragSidebarEdge(page: IJupyterLabPageFixture, dx: number): Promise<void> {
+  const handle = page.locator('#jp-main-split-panel > .lm-SplitPanel-handle').first();
+  const hb = (await handle.boundingBox())!;
+  await page.mouse.move(hb.x + hb.width / 2, hb.y + 200);
+  await page.mouse.down();
+  await page.mouse.move(hb.x + hb.width / 2 + dx, hb.y + 200, { steps: 8 });
+  await page.mouse.up();
+}
+
 /** One trace as the page's Plotly figure holds it (`gd.data`), arrays as plain arrays. */
 export interface PlotTrace {
   type: string;

@@ -7,7 +7,7 @@
 import type { Locator } from '@playwright/test';
 
 import { expect, test } from './fixtures';
-import { newNotebookWithStore, outputText, runCode, shot } from './helpers';
+import { dragSidebarEdge, newNotebookWithStore, outputText, runCode, shot } from './helpers';
 
 /** Tracked checkpoints, added out of step order, with ids whose string order is not the step's. */
 const CHECKPOINTS = [
@@ -102,12 +102,7 @@ for (const width of [1400, 900]) {
     await shot(page, `sidebar2-esd-${width}-light`, panel.locator('.diffract-esd-box'));
 
     // dragging the sidebar's edge wider: the panel and its charts follow
-    const handle = page.locator('#jp-main-split-panel > .lm-SplitPanel-handle').first();
-    const hb = (await handle.boundingBox())!;
-    await page.mouse.move(hb.x + hb.width / 2, hb.y + 200);
-    await page.mouse.down();
-    await page.mouse.move(hb.x + hb.width / 2 + 120, hb.y + 200, { steps: 8 });
-    await page.mouse.up();
+    await dragSidebarEdge(page, 120);
     await expect.poll(async () => (await panel.boundingBox())!.width).toBeGreaterThan(w0 + 100);
     await expect
       .poll(async () => esd.evaluate((gd: any) => gd._fullLayout.width as number))

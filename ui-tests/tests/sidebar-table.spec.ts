@@ -1,5 +1,5 @@
 import { expect, test } from './fixtures';
-import { newNotebookWithStore, runCode, shot } from './helpers';
+import { newNotebookWithStore, openSidebarStore, runCode, shot } from './helpers';
 
 /** The selected row's text and background colours as the page draws them. */
 async function rowColours(row: import('@playwright/test').Locator): Promise<{ fg: string; bg: string }> {
@@ -24,11 +24,7 @@ for (const width of [1400, 900]) {
     await page.setViewportSize({ width, height: 900 });
     await newNotebookWithStore(page, tmpPath, `side${width}.ipynb`);
     await runCode(page, 'session.compute.apply("frob_norm", "stable_rank", "esd", "pl_alpha", "model_stable_rank", progress=False); print("computed")');
-    await page.locator('.jp-SideBar [data-id="diffract-runs"]').click();
-    const panel = page.locator('#diffract-runs');
-    const store = panel.locator(`.diffract-store[data-path="${tmpPath}/.diffract"]`);
-    await expect(store).toBeVisible({ timeout: 15000 });
-    await store.locator('.diffract-store-row').click();
+    const { panel, store } = await openSidebarStore(page, tmpPath);
     const m1 = store.locator('.diffract-model[data-model="m1"]');
     await m1.click();
     // chips grouped: per layer, per model; arrays and intermediates behind a toggle
