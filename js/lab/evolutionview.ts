@@ -111,7 +111,7 @@ interface ClickEvent {
 /**
  * Draw `state` into `node` (a message instead when there is nothing to draw) and its notes into
  * `note`; a click on a column or a point calls `onPick` with that checkpoint's model id (the
- * route's customdata is `[layer, model_id, value]`).
+ * route's customdata is `[layer, model_id, value, step]`).
  */
 export async function renderEvolution(node: HTMLElement, note: HTMLElement, state: EvolutionState, onPick?: (modelId: string) => void): Promise<void> {
   node.dataset.run = state.run;

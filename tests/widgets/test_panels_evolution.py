@@ -58,6 +58,13 @@ def test_columns_in_step_order_with_the_exported_values(session):
         assert list(t.x) == [9, 10, 100] and list(t.y) == row and t.xaxis == "x2"
         assert row[0] < row[2]
     assert p.n_values() == 9 and "run r" in p.status.value
+    # hover names the step, not the column index the heatmap's x is (it read "step 2" for
+    # step 100): the step is in each point's customdata
+    for trace in (hm, *lines):
+        assert "step %{customdata[3]}" in trace.hovertemplate and "%{x}" not in trace.hovertemplate
+    assert [c[3] for c in hm.customdata[0]] == [9, 10, 100]
+    assert [c[1] for c in hm.customdata[0]] == ["r-9", "r-10", "r-100"]
+    assert [c[3] for c in lines[0].customdata] == [9, 10, 100]
     # the title in two lines, so that a narrow panel does not cut the step span
     title = p.figure.layout.title.text
     assert title == "frob_norm across training<br><sub>run r: 3 checkpoints, steps 9..100</sub>"

@@ -18,7 +18,9 @@ from diffract.viz._common import AXIS, field_rows, fmt, is_number, layout, plain
 if TYPE_CHECKING:
     from diffract.session import Scope
 
-_EVOLUTION_HOVER = "<b>%{customdata[0]}</b><br>step %{x} (%{customdata[1]})<br>%{meta}: %{customdata[2]}<extra></extra>"
+#: hover text of both plots: layer, step, checkpoint, value (the heatmap's x is a column
+#: index, not the step, so the step comes from customdata)
+_EVOLUTION_HOVER = "<b>%{customdata[0]}</b><br>step %{customdata[3]} (%{customdata[1]})<br>%{meta}: %{customdata[2]}<extra></extra>"
 
 
 def tracked_runs(scope: Scope) -> dict[str, list[tuple[int, str]]]:
@@ -99,7 +101,7 @@ def evolution_spec(
         by_step = {s: m for s, m in steps}
         z = [[cells[n].get(s) for s in order] for n in layers]
         custom = [
-            [[plain(n), plain(by_step[s]), fmt(cells[n].get(s, "-"))] for s in order]
+            [[plain(n), plain(by_step[s]), fmt(cells[n].get(s, "-")), s] for s in order]
             for n in layers
         ]
         data.append(
@@ -125,7 +127,7 @@ def evolution_spec(
                     "name": plain(n),
                     "x": pts,
                     "y": [cells[n][s] for s in pts],
-                    "customdata": [[plain(n), plain(by_step[s]), fmt(cells[n][s])] for s in pts],
+                    "customdata": [[plain(n), plain(by_step[s]), fmt(cells[n][s]), s] for s in pts],
                     "hovertemplate": _EVOLUTION_HOVER,
                     "meta": field,
                     "xaxis": "x2",
