@@ -77,7 +77,7 @@ export async function renderChart(node: HTMLElement, state: FieldState, onPick?:
 export async function drawFigure(node: HTMLElement, figure: FigureSpec, height: number, opts: SidebarOptions = {}): Promise<void> {
   const Plotly = await plotly();
   const width = opts.width ?? (node.clientWidth || undefined);
-  const layout = sidebarLayout(figure.layout, height, { ...opts, width, data: figure.data });
+  const layout = sidebarLayout(figure.layout, height, { ...opts, width });
   await Plotly.react(node, figure.data, layout, { displayModeBar: false, responsive: true });
 }
 
@@ -101,10 +101,8 @@ export function clearMessages(node: HTMLElement): void {
 export interface SidebarOptions {
   /** the node's width in px (title wrapping, how many layer ticks fit) */
   width?: number;
-  /** label the x axis "index name" from the points' layer names (the `layers` figure) */
+  /** thin the route's "index name" x ticks to the width (the `layers` figure) */
   layerTicks?: boolean;
-  /** the figure's traces (their customdata names the layers) */
-  data?: readonly Record<string, any>[];
   /** show the traces' legend (horizontal, under the plot) taking this many rows */
   legendRows?: number;
 }
@@ -115,8 +113,8 @@ export function sidebarLayout(layout: Record<string, any>, height: number, opts:
   const axis = (a: Record<string, unknown> | undefined) => ({ ...(a ?? {}), automargin: true, gridcolor: grid, zerolinecolor: grid });
   const axes: Record<string, any> = Object.fromEntries(Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).map(k => [k, axis(layout[k])]));
   const width = opts.width ?? 300;
-  if (opts.layerTicks && opts.data) {
-    const ticks = layerTicks(opts.data, Math.max(2, Math.floor(width / 70)));
+  if (opts.layerTicks) {
+    const ticks = layerTicks(layout.xaxis, Math.max(2, Math.floor(width / 70)));
     if (ticks) {
       axes.xaxis = { ...(axes.xaxis ?? axis(undefined)), tickmode: 'array', ...ticks, tickfont: { size: 9 } };
     }
@@ -192,59 +190,19 @@ function wrapLine(text: string, max: number): string {
 }
 
 /**
- * Short names telling layers apart on a narrow axis: the shortest dotted suffix no other name
- * has (a suffix all names share, "weight", left out), then only its numbers and its last word
- * ("encoder.layer.3.attention.self.query.weight" -> "3.query"; "layers.2.weight" -> "layers.2").
+ * The x ticks of a `layers` figure thinned to at most `max` (every k-th, evenly spaced): the
+ * route's own ticks, each "depth index  short name", named in Python (`diffract.viz`'s
+ * `layer_ticks`), so the sidebar, panels and report name layers alike.
  */
-export function shortNames(names: readonly string[]): string[] {
-  const parts = names.map(n => n.split('.'));
-  // drop trailing components every name ends with ("weight")
-  while (parts.length && parts.every(p => p.length > 1 && p[p.length - 1] === parts[0][parts[0].length - 1])) {
-    parts.forEach(p => p.pop());
-  }
-  const suffix = (p: string[], k: number) => p.slice(Math.max(0, p.length - k)).join('.');
-  const isNum = (c: string) => /^\d+$/.test(c);
-  const full = parts.map(p => {
-    let k = 1;
-    while (k < p.length && parts.some(q => q !== p && suffix(q, k) === suffix(p, k))) {
-      k++;
-    }
-    if (p.slice(p.length - k).every(isNum) && k < p.length) {
-      k++; // a bare number says nothing: its word too ("layers.2")
-    }
-    return p.slice(p.length - k);
-  });
-  // only the numbers and the last word, where that still tells the layers apart
-  const compact = full.map(comps => {
-    const word = comps.map((c, j) => (isNum(c) ? -1 : j)).filter(j => j >= 0).pop() ?? -1;
-    return comps.filter((c, j) => isNum(c) || j === comps.length - 1 || j === word).join('.');
-  });
-  return full.map((comps, i) => {
-    const short = compact.filter(c => c === compact[i]).length === 1 ? compact[i] : comps.join('.');
-    return short.length > 16 ? '…' + short.slice(short.length - 15) : short;
-  });
-}
-
-/**
- * The x ticks of a `layers` figure: each shown tick reads "depth index  short name" (at most
- * `max` of them, evenly spaced), from the first trace's customdata `[model, name, ...]`.
- */
-export function layerTicks(data: readonly Record<string, any>[], max: number): { tickvals: number[]; ticktext: string[] } | null {
-  const trace = data.find(t => Array.isArray(t.customdata) && t.customdata.length && Array.isArray(t.x));
-  if (!trace) {
+export function layerTicks(axis: Record<string, any> | undefined, max: number): { tickvals: number[]; ticktext: string[] } | null {
+  const vals = axis?.tickvals;
+  const text = axis?.ticktext;
+  if (!Array.isArray(vals) || !Array.isArray(text) || !vals.length || vals.length !== text.length) {
     return null;
   }
-  const xs = trace.x as number[];
-  const names = (trace.customdata as unknown[][]).map(c => String(c?.[1] ?? ''));
-  const short = shortNames(names);
-  const step = Math.max(1, Math.ceil(xs.length / Math.max(1, max)));
-  const tickvals: number[] = [];
-  const ticktext: string[] = [];
-  for (let i = 0; i < xs.length; i += step) {
-    tickvals.push(xs[i]);
-    ticktext.push(`${xs[i]} ${short[i]}`);
-  }
-  return { tickvals, ticktext };
+  const k = Math.max(1, Math.ceil(vals.length / Math.max(1, max)));
+  const keep = vals.map((_, i) => i).filter(i => i % k === 0);
+  return { tickvals: keep.map(i => Number(vals[i])), ticktext: keep.map(i => String(text[i])) };
 }
 
 /**

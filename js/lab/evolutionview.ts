@@ -3,7 +3,7 @@
  * `diffract.viz`), fitted to the sidebar: a one-line title, step and layer ticks that fit its
  * width, the selected checkpoint's column outlined. Plotly, loaded lazily, only renders it. */
 import type { FigureSpec } from '../shared/wire';
-import { clearMessages, drawFigure, plotly, shortNames, themeColors, titleChars } from './chart';
+import { clearMessages, drawFigure, plotly, themeColors, titleChars } from './chart';
 import { h } from './dom';
 import { missingStepsNote } from './messages';
 import { figureSteps } from './model';
@@ -58,7 +58,7 @@ export function sidebarEvolution(figure: FigureSpec, state: EvolutionState, draw
   layout.xaxis = { ...(layout.xaxis ?? {}), tickvals: shown, ticktext: shown.map(i => String(drawn[i])), tickangle: 0, title: { text: '' } };
   if (heat && Array.isArray(heat.y)) {
     const names = (heat.y as unknown[]).map(String);
-    const short = shortNames(names);
+    const short = rowLabels(names, layout.yaxis);
     // the lines, one per layer: named as the rows are (the whole name is in the hover)
     for (const t of data) {
       const i = t.type === 'heatmap' ? -1 : names.indexOf(String(t.name));
@@ -82,6 +82,17 @@ export function sidebarEvolution(figure: FigureSpec, state: EvolutionState, draw
       : [])
   ];
   return { data, layout };
+}
+
+/** The rows' short names as the route labels them (`diffract.viz`'s `short_names`: the
+ * y ticks' text for their values), a whole name where it has none. */
+export function rowLabels(names: readonly string[], axis: Record<string, any> | undefined): string[] {
+  const vals = Array.isArray(axis?.tickvals) ? (axis.tickvals as unknown[]).map(String) : [];
+  const text = Array.isArray(axis?.ticktext) ? (axis.ticktext as unknown[]).map(String) : [];
+  return names.map(n => {
+    const i = vals.indexOf(n);
+    return i >= 0 && i < text.length ? text[i] : n;
+  });
 }
 
 /** How many rows the lines' legend takes in a figure `width` px wide (0: no legend). */

@@ -12,7 +12,7 @@ import { setupDom } from './mock';
 setupDom();
 
 import { DetailView } from '../lab/detail';
-import { evolutionTitle, legendRows, renderEvolution, sidebarEvolution } from '../lab/evolutionview';
+import { evolutionTitle, legendRows, renderEvolution, rowLabels, sidebarEvolution } from '../lab/evolutionview';
 import { evolutionBlocker, stepList } from '../lab/messages';
 import { figureSteps, RunsModel } from '../lab/model';
 import { StoreListView } from '../lab/storelist';
@@ -299,12 +299,15 @@ test('the figure fitted to the sidebar: the title says what is drawn, ticks fit,
   const names = Array.from({ length: 12 }, (_, i) => `blocks.${i}.mlp.weight`);
   const big = {
     data: [{ type: 'heatmap', x: [0, 1], y: names, z: names.map(() => [1, 2]) }, ...names.map(n => ({ type: 'scatter', name: n, x: [0, 10], y: [1, 2] }))],
-    layout: { xaxis: { tickvals: [0, 1], ticktext: ['0', '10'] } }
+    layout: { xaxis: { tickvals: [0, 1], ticktext: ['0', '10'] }, yaxis: { tickvals: names, ticktext: names.map((_, i) => `blocks.${i}`) } }
   };
   const bigFig = sidebarEvolution(big, state, [0, 10], 300);
   assert.equal(legendRows(bigFig, 300), 0);
   const rowTicks = bigFig.layout.yaxis as { ticktext: string[] };
-  assert.equal(rowTicks.ticktext[0], 'blocks.0', 'short layer names on the rows');
+  assert.equal(rowTicks.ticktext[0], 'blocks.0', "the route's short layer names on the rows");
+  // a figure without short names keeps the whole ones
+  assert.deepEqual(rowLabels(['a.weight', 'b.weight'], undefined), ['a.weight', 'b.weight']);
+  assert.deepEqual(rowLabels(['a.weight', 'b.weight'], { tickvals: ['b.weight'], ticktext: ['b'] }), ['a.weight', 'b']);
 
   // 200 steps on a narrow sidebar: labels every few columns, none overlapping
   const many = Array.from({ length: 200 }, (_, i) => i * 1000);

@@ -116,7 +116,7 @@ export class FakeServer {
           x: steps.map((_, i) => i),
           y: layers,
           z: layers.map((_, l) => steps.map(s => s / 100 + l)),
-          customdata: layers.map(n => cps.map(m => [n, m.model_id, '1'])),
+          customdata: layers.map(n => cps.map(m => [n, m.model_id, '1', m.track!.step])),
           colorbar: { title: { text: field }, len: 0.55 }
         },
         ...layers.map(n => ({ type: 'scatter', name: n, x: steps, y: steps.map(s => s / 100), xaxis: 'x2', yaxis: 'y2' }))
@@ -124,7 +124,8 @@ export class FakeServer {
       layout: {
         title: { text: `${field} across training<br><sub>run ${run}</sub>` },
         xaxis: { tickvals: steps.map((_, i) => i), ticktext: steps.map(String), title: { text: 'step' } },
-        yaxis: { type: 'category', domain: [0.45, 1], title: { text: 'layer' } },
+        // as diffract.viz labels the rows: short names (short_names) for the whole ones
+        yaxis: { type: 'category', domain: [0.45, 1], title: { text: 'layer' }, tickmode: 'array', tickvals: layers, ticktext: ['layers.0', 'layers.1', 'layers.2'] },
         xaxis2: { anchor: 'y2' },
         yaxis2: { anchor: 'x2', domain: [0, 0.33] }
       }

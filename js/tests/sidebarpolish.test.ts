@@ -9,29 +9,22 @@ import { test } from 'node:test';
 import { setupDom } from './mock';
 setupDom();
 
-import { clearMessages, layerTicks, shortNames, sidebarLayout, wrapTitle } from '../lab/chart';
+import { clearMessages, layerTicks, sidebarLayout, wrapTitle } from '../lab/chart';
 import { DetailView } from '../lab/detail';
 import { idLabel, plural, storeMeta, storeTitle } from '../lab/storelist';
 import type { StoreEntry } from '../shared/wire';
 
-test('short layer names: the suffix all share is left out, a bare number keeps its word', () => {
-  assert.deepEqual(shortNames(['layers.0.weight', 'layers.1.weight', 'layers.2.weight']), ['layers.0', 'layers.1', 'layers.2']);
-  const bert = ['encoder.layer.0.attention.self.query.weight', 'encoder.layer.0.attention.self.key.weight', 'encoder.layer.1.attention.self.query.weight'];
-  assert.deepEqual(shortNames(bert), ['0.query', 'key', '1.query']);
-  assert.deepEqual(shortNames(['fc1.weight', 'fc1.bias', 'fc2.weight']), ['fc1.weight', 'bias', 'fc2.weight']);
-  assert.ok(shortNames(['a.' + 'x'.repeat(40)])[0].length <= 16);
-});
-
-test('layer ticks read "index name", evenly thinned to the width', () => {
-  const names = Array.from({ length: 12 }, (_, i) => `blocks.${i}.mlp.weight`);
-  const data = [{ x: names.map((_, i) => i), customdata: names.map(n => ['m', n, 'dense', '1', 'uid']) }];
-  const all = layerTicks(data, 20)!;
-  assert.deepEqual(all.tickvals, names.map((_, i) => i));
+test("layer ticks: the route's \"index name\" ticks, evenly thinned to the width", () => {
+  // as diffract.viz's layer_ticks names 12 layers (tests/viz/test_viz_layer_ticks.py)
+  const xaxis = { title: { text: 'layer' }, tickvals: [...Array(12).keys()], ticktext: [...Array(12).keys()].map(i => `${i} blocks.${i}`) };
+  const all = layerTicks(xaxis, 20)!;
+  assert.deepEqual(all.tickvals, xaxis.tickvals);
   assert.equal(all.ticktext[3], '3 blocks.3');
-  const few = layerTicks(data, 4)!;
+  const few = layerTicks(xaxis, 4)!;
   assert.deepEqual(few.tickvals, [0, 3, 6, 9]);
-  assert.equal(layerTicks([{ x: [0], y: [1] }], 4), null);
-  const layout = sidebarLayout({ xaxis: { title: { text: 'layer' } } }, 220, { layerTicks: true, data, width: 300 }) as any;
+  assert.deepEqual(few.ticktext, ['0 blocks.0', '3 blocks.3', '6 blocks.6', '9 blocks.9']);
+  assert.equal(layerTicks({ title: { text: 'layer' } }, 4), null);
+  const layout = sidebarLayout({ xaxis }, 220, { layerTicks: true, width: 300 }) as any;
   assert.equal(layout.xaxis.tickmode, 'array');
   assert.equal(layout.xaxis.ticktext.length, layout.xaxis.tickvals.length);
   assert.ok(layout.xaxis.tickvals.length <= 4);

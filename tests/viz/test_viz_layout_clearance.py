@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from diffract import Session
-from diffract.viz._common import MODEBAR_ROW
+from diffract.viz._common import MODEBAR_ROW, SHORT_NAME_CHARS
 from diffract.widgets import FieldPanel
 
 LAYERS = [f"encoder.layer.{i}.attention.output.dense.weight" for i in range(3)]
@@ -43,7 +43,10 @@ def test_title_under_the_toolbar_row_legend_at_the_foot(session, kind):
 
 def test_axes_make_room_for_long_layer_names(session):
     lay = FieldPanel(session, "frob_norm", kind="evolution", live=False).figure.layout
-    assert list(lay.yaxis.ticktext or []) == [] and lay.yaxis.type == "category"
+    # rows keyed by the whole names, labelled with the short ones (the hover has the whole)
+    assert lay.yaxis.type == "category" and lay.yaxis.tickmode == "array"
+    assert len(lay.yaxis.ticktext) == len(lay.yaxis.tickvals) == 3
+    assert all(len(t) <= SHORT_NAME_CHARS for t in lay.yaxis.ticktext)
     for ax in (lay.xaxis, lay.yaxis, lay.xaxis2, lay.yaxis2):
         assert ax.automargin is True and ax.title.standoff == 10
     assert lay.yaxis.title.text == "layer"

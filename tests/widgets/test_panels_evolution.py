@@ -49,6 +49,9 @@ def test_columns_in_step_order_with_the_exported_values(session):
     assert hm.type == "heatmap" and list(hm.x) == [0, 1, 2]
     assert list(p.figure.layout.xaxis.ticktext) == ["9", "10", "100"]  # columns in step order
     assert list(hm.y) == LAYERS
+    # the rows are labelled with short names (the whole name is in the hover)
+    assert list(p.figure.layout.yaxis.tickvals) == LAYERS
+    assert list(p.figure.layout.yaxis.ticktext) == ["l0", "l1", "l2"]
     v = _table(session)
     want = [[v[(f"r-{step}", n)] for step in (9, 10, 100)] for n in LAYERS]
     assert [list(row) for row in hm.z] == want

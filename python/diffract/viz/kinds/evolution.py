@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from diffract._errors import InvalidArgumentError
 from diffract._vocab.steps import order_by_step, track_of
 from diffract.tracking.ledger import incomplete_checkpoints
-from diffract.viz._common import AXIS, field_rows, fmt, is_number, layout, plain
+from diffract.viz._common import AXIS, field_rows, fmt, is_number, layout, plain, short_names
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -153,7 +153,16 @@ def evolution_spec(
         },
         # automargin (from AXIS) widens the left margin for the layer names, so the axis
         # title stands clear of them instead of over them
-        yaxis={"type": "category", "autorange": "reversed", "domain": [0.45, 1]},
+        yaxis={
+            "type": "category",
+            "autorange": "reversed",
+            "domain": [0.45, 1],
+            # short names tell the rows apart (a whole name is in the hover); the sidebar
+            # names its lines' legend after them
+            "tickmode": "array",
+            "tickvals": [plain(n) for n in layers],
+            "ticktext": [plain(t) for t in short_names(layers)],
+        },
     )
     out["xaxis2"] = {
         "title": {"text": "step", "standoff": 10},
