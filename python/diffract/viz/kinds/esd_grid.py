@@ -6,7 +6,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from diffract._errors import InvalidArgumentError
-from diffract.viz._common import MODEBAR_ROW, find_slice, stored, title_below_modebar
+from diffract.viz._common import (
+    MODEBAR_ROW,
+    NEUTRAL_LAYOUT,
+    find_slice,
+    stored,
+    title_below_modebar,
+)
 from diffract.viz.kinds.esd_full import esd_full_spec
 
 if TYPE_CHECKING:
@@ -83,6 +89,8 @@ def esd_grid_spec(
         "height": 280 * rows + 120,
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
+        # the grey that reads on light and dark pages (Plotly's #444 vanished on dark)
+        "font": dict(NEUTRAL_LAYOUT["font"]),
     }
     gap = 0.06
     seen: set[str] = set()
