@@ -72,7 +72,9 @@ def test_columns_in_step_order_with_the_exported_values(session):
     title = p.figure.layout.title.text
     assert title == "frob_norm across training<br><sub>run r: 3 checkpoints, steps 9..100</sub>"
     # room for the toolbar row (MODEBAR_ROW) and the second title line above the heatmap
-    assert p.figure.layout.margin.t == 104 and p.figure.layout.title.pad.t == 30
+    assert (
+        p.figure.layout.margin.t == 104 and p.figure.layout.title.pad.t == 44
+    )  # toolbar row + a second line
     np.testing.assert_allclose(
         hm.z[0][2], np.linalg.norm(_weights(100)["l0.weight"].astype(np.float64)), rtol=1e-5
     )

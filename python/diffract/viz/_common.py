@@ -152,9 +152,16 @@ def layer_ticks(names: Sequence[str]) -> dict[str, Any]:
     }
 
 
+#: pixels a title's second line (``<br><sub>...``) lifts its first: Plotly anchors a
+#: multi-line title's top at its first line's, then shifts the block up by its extra lines
+TITLE_EXTRA_LINE = 14
+
+
 def title_below_modebar(text: str) -> dict[str, Any]:
     """A title left-aligned over the plot, placed under the toolbar's row (``MODEBAR_ROW``
-    px from the top): Plotly's toolbar covered a centred title in a 900 px panel."""
+    px from the top): Plotly's toolbar covered a centred title in a 900 px panel. A title of
+    several lines is moved down by the extra lines' height, which Plotly lifts it by."""
+    extra = text.count("<br>")
     return {
         "text": text,
         "x": 0,
@@ -163,7 +170,7 @@ def title_below_modebar(text: str) -> dict[str, Any]:
         "y": 1,
         "yref": "container",
         "yanchor": "top",
-        "pad": {"t": MODEBAR_ROW},
+        "pad": {"t": MODEBAR_ROW + TITLE_EXTRA_LINE * extra},
     }
 
 
