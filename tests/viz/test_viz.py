@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly  # noqa: F401  (a test dependency: missing is a failure)
 import plotly.graph_objects as go
 import pytest
@@ -95,14 +96,31 @@ def test_ids_and_names_reach_plotly_as_text_not_markup():
 
 
 def test_the_heatmap_layer_axis_names_its_layers(session):
-    """One tick per column labelled with the layer's name (not -0.5..2.5), in depth order as
+    """Ticks on the columns labelled "index short-name" (not -0.5..2.5), in depth order as
     the exported table lists them."""
     hm = session.viz.heatmap("frob_norm")
     rows = session.results.export_table("frob_norm", export_format="list")
     names = [r["name"] for r in rows if r["model_id"] == "ckpt-000" and r["frob_norm"] is not None]
+    assert names == [f"layers.{i}.weight" for i in range(5)]
     x = hm.layout.xaxis
     assert x.tickmode == "array" and list(x.tickvals) == list(range(len(names)))
-    assert list(x.ticktext) == names == [f"layers.{i}.weight" for i in range(5)]
+    assert list(x.ticktext) == [f"{i} layers.{i}" for i in range(5)]
+    assert x.title.text == "layer (depth order)"
+
+
+def test_a_deep_heatmap_names_a_dozen_columns_not_every_one():
+    # an LLM's 48 layers: 48 slanted whole names squeezed the plot; now about a dozen
+    s = Session("ram")
+    rng = np.random.default_rng(0)
+    s.models.add(
+        {f"model.layers.{i}.mlp.down_proj.weight": rng.normal(size=(8, 6)) for i in range(48)},
+        "llm",
+    )
+    s.compute.apply("frob_norm", progress=False)
+    x = s.viz.heatmap("frob_norm").layout.xaxis
+    assert 8 <= len(x.tickvals) <= 12 and x.tickvals[0] == 0
+    assert all(t == f"{v} layers.{v}" for v, t in zip(x.tickvals, x.ticktext, strict=True))
+    s.close()
 
 
 def test_heatmap_columns_whose_layers_differ_say_so():
@@ -110,6 +128,7 @@ def test_heatmap_columns_whose_layers_differ_say_so():
     s.models.add(mlp(0, layers=3), "a")
     s.models.add({"enc.weight": mlp(1, layers=1)["layers.0.weight"]}, "b")
     s.compute.apply("frob_norm", progress=False)
-    ticks = list(s.viz.heatmap("frob_norm").layout.xaxis.ticktext)
-    assert ticks == ["#0 layers.0.weight", "layers.1.weight", "layers.2.weight"]
+    x = s.viz.heatmap("frob_norm").layout.xaxis
+    assert list(x.ticktext) == ["0 layers.0*", "1 layers.1", "2 layers.2"]
+    assert x.title.text == "layer (depth order); * differs between models"
     s.close()

@@ -4,31 +4,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from diffract.viz._common import HOVER, by_model, custom, field_rows, layout, plain
+from diffract.viz._common import HOVER, by_model, custom, field_rows, layer_ticks, layout, plain
 
 if TYPE_CHECKING:
     from diffract.session import Scope
 
 
 def column_ticks(groups: dict[str, list[dict[str, Any]]], width: int) -> dict[str, Any]:
-    """The x axis of a layer x model heatmap: one tick per column, labelled with its layer's
-    name (``x`` stays the column index, so an update never turns the axis into a numeric
-    one reading -0.5..2.5). A column whose layer differs between models is labelled
-    ``"#i name"`` with the name of the model that has the most layers."""
+    """The x axis of a layer x model heatmap: about a dozen evenly spaced ticks, each
+    ``"index short-name"`` (:func:`~diffract.viz._common.layer_ticks`: ``x`` stays the column
+    index, so an update never turns the axis into a numeric one reading -0.5..2.5; a 48-layer
+    model no longer gets 48 slanted whole names). Names come from the model with the most
+    layers; a column whose layer differs between models is marked ``*`` and the axis title
+    says so."""
     longest = max(groups.values(), key=len, default=[])
-    labels = []
-    for i in range(width):
-        names = {str(rs[i]["name"]) for rs in groups.values() if i < len(rs)}
-        name = plain(longest[i]["name"] or "(model)") if i < len(longest) else str(i)
-        labels.append(name if len(names) == 1 else f"#{i} {name}")
-    if len(set(labels)) < len(labels):  # repeated names: the column number tells them apart
-        labels = [f"#{i} {n}" for i, n in enumerate(labels)]
-    return {
-        "tickmode": "array",
-        "tickvals": list(range(width)),
-        "ticktext": labels,
-        "automargin": True,
+    names = [
+        str(longest[i]["name"] or "(model)") if i < len(longest) else str(i) for i in range(width)
+    ]
+    ticks = layer_ticks(names)
+    differs = {
+        i
+        for i in range(width)
+        if len({str(rs[i]["name"]) for rs in groups.values() if i < len(rs)}) > 1
     }
+    ticks["ticktext"] = [
+        f"{t}*" if v in differs else t
+        for v, t in zip(ticks["tickvals"], ticks["ticktext"], strict=True)
+    ]
+    title = "layer (depth order)" + ("; * differs between models" if differs else "")
+    return {**ticks, "title": {"text": title, "standoff": 10}}
 
 
 def heatmap_spec(
@@ -76,7 +80,7 @@ def heatmap_spec(
         )
     out = layout(
         f"{field}: layer x model",
-        "layer (depth order)",
+        "",
         "model",
         yaxis={"type": "category"},
         xaxis=column_ticks(groups, width),
