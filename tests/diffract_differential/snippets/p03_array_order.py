@@ -14,8 +14,27 @@ session.models.add({"w": w}, model_id="k")
 SNIPPETS = [
     {
         "id": "p03.weights_svals",
-        "what": "weights_svals of a 6x4 matrix with singular values 5, 3, 2, 1",
-        "code": KNOWN + 'session.compute.apply("weights_svals")\n' + value_of("weights_svals"),
+        "what": "weights_svals of a 6x4 matrix with singular values 5, 3, 2, 1: their order, "
+        "the values to 4 decimals (the precision is p03.weights_svals_precision)",
+        "code": KNOWN
+        + """
+session.compute.apply("weights_svals")
+r = session.results.export_metrics("weights_svals", export_format="list")[0]
+out["weights_svals"] = [round(float(x), 4) for x in r["weights_svals"]]
+""",
+    },
+    {
+        "id": "p03.weights_svals_precision",
+        "what": "weights_svals of the same matrix against the exact 1, 2, 3, 5 to 1e-9 and 1e-5",
+        "code": KNOWN
+        + """
+session.compute.apply("weights_svals")
+r = session.results.export_metrics("weights_svals", export_format="list")[0]
+got = sorted(float(x) for x in r["weights_svals"])  # the order is p03.weights_svals
+err = max(abs(x - e) / e for x, e in zip(got, [1.0, 2.0, 3.0, 5.0]))
+out["within 1e-9 of the exact values"] = bool(err <= 1e-9)
+out["within 1e-5 of the exact values"] = bool(err <= 1e-5)
+""",
     },
     {
         "id": "p03.weights_svals_first_last",
