@@ -82,3 +82,112 @@ for (const width of [1400, 900]) {
     await page.theme.setLightTheme();
   });
 }
+
+/**
+ * Issue 29 point 5 e: with a transformer's long layer names (MiniLM-length, no spaces to break
+ * at) the preview's type and shape columns stay inside the widget in a 900 px window (a ~468 px
+ * output) as at 1400 px: the names wrap, the table does not scroll sideways, and every type and
+ * shape cell shows its whole text ('384×1536'). Fails without the fixed table layout in
+ * js/shared/theme.ts (the shape column was pushed out of the preview's box). The model is a
+ * module uploaded beside the notebook (the editor would re-indent a typed function).
+ */
+const LONG_MODEL = `
+import numpy as np
+
+def minilm(seed=0, layers=12):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        out[p + "attention.self.query.weight"] = rng.normal(size=(384, 384)).astype("float32")
+        out[p + "attention.output.dense.weight"] = rng.normal(size=(384, 384)).astype("float32")
+        out[p + "intermediate.dense.weight"] = rng.normal(size=(1536, 384)).astype("float32")
+        out[p + "output.dense.weight"] = rng.normal(size=(384, 1536)).astype("float32")
+    return out
+`.trim();
+
+/** Typed into a cell: one level, nothing the notebook editor would re-indent. */
+const LONG_CELL = `from ui_minilm import minilm
+LONG_ID = "all-MiniLM-L12-v2-finetuned-squad"
+session.models.add(minilm(), LONG_ID)
+fb = FilterBuilder(session, preview_limit=12)
+fb.model_ids = [LONG_ID]
+fb.sort_by, fb.sort_desc = "name", True
+fb`;
+
+interface CellBox {
+  column: string;
+  text: string;
+  left: number;
+  right: number;
+  scrollWidth: number;
+  clientWidth: number;
+}
+
+for (const width of [1400, 900]) {
+  test(`filter preview at ${width} px: long layer names wrap, type and shape stay whole and in view, both themes`, async ({ page, tmpPath }) => {
+    test.setTimeout(240000);
+    await page.setViewportSize({ width, height: 1000 });
+    await newNotebookWithStore(page, tmpPath, `filter-preview-${width}.ipynb`);
+    await page.contents.uploadContent(LONG_MODEL + '\n', 'text', `${tmpPath}/ui_minilm.py`);
+    await runCode(page, LONG_CELL);
+    const w = page.locator('.diffract-filter');
+    await expect(w.locator('.diffract-count')).toHaveText(/^48 of \d+ slices$/, { timeout: 60000 });
+    const rows = w.locator('.diffract-preview tbody tr');
+    await expect(rows).toHaveCount(12);
+    await expect(rows.first().locator('td').nth(1)).toHaveText('encoder.layer.11.output.dense.weight'); // numbers sort as numbers
+
+    for (const theme of ['light', 'dark']) {
+      if (theme === 'dark') {
+        await page.theme.setDarkTheme();
+      }
+      const preview = w.locator('.diffract-preview');
+      await preview.scrollIntoViewIfNeeded();
+      const box = await preview.evaluate((el: Element) => {
+        const r = el.getBoundingClientRect();
+        return { left: r.left, right: r.left + (el as HTMLElement).clientWidth, scrollWidth: el.scrollWidth, clientWidth: (el as HTMLElement).clientWidth };
+      });
+      // the preview box does not scroll sideways: the whole table fits it
+      expect(box.scrollWidth, `${theme} ${width}: preview scrollWidth vs clientWidth`).toBeLessThanOrEqual(box.clientWidth);
+      // ... and the preview itself lies inside the notebook's output area
+      const area = await page.locator('.jp-OutputArea-output').filter({ has: w }).boundingBox();
+      expect(area).not.toBeNull();
+      expect(box.right).toBeLessThanOrEqual(area!.x + area!.width + 0.5);
+
+      const cells: CellBox[] = await w.locator('.diffract-preview tr').evaluateAll((trs: Element[]) =>
+        trs.flatMap(tr =>
+          Array.from(tr.children)
+            .slice(2, 4)
+            .map((c, i) => {
+              const r = c.getBoundingClientRect();
+              return {
+                column: i === 0 ? 'type' : 'shape',
+                text: (c.textContent ?? '').trim(),
+                left: r.left,
+                right: r.right,
+                scrollWidth: c.scrollWidth,
+                clientWidth: (c as HTMLElement).clientWidth
+              };
+            })
+        )
+      );
+      expect(cells.length).toBe(2 * 13); // the head row and 12 rows
+      for (const c of cells) {
+        const what = `${theme} ${width}: ${c.column} cell '${c.text}'`;
+        expect(c.left, what).toBeGreaterThanOrEqual(box.left - 0.5);
+        expect(c.right, what).toBeLessThanOrEqual(box.right + 0.5);
+        expect(c.scrollWidth, what).toBeLessThanOrEqual(c.clientWidth);
+      }
+      const shapes = cells.filter(c => c.column === 'shape').map(c => c.text);
+      expect(shapes[0]).toMatch(/^shape/);
+      expect(new Set(shapes.slice(1))).toEqual(new Set(['384×1536', '1536×384', '384×384']));
+      // each shape cell holds its text on one line (not broken into '384×' / '1536')
+      const lineBreaks = await w.locator('.diffract-preview tbody td:nth-child(4)').evaluateAll((tds: Element[]) =>
+        tds.filter(td => td.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(td).lineHeight || '16')).length
+      );
+      expect(lineBreaks, `${theme} ${width}: shape cells wrapped`).toBe(0);
+      await shot(page, `filter-preview-${theme}-${width}`, w);
+    }
+    await page.theme.setLightTheme();
+  });
+}
