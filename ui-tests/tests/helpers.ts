@@ -172,3 +172,55 @@ export function expectAllClose(actual: number[], expected: number[], rtol = 1e-6
     expect(Math.abs(a - e), `${what}[${i}]: ${a} vs ${e}`).toBeLessThanOrEqual(rtol * Math.max(1e-12, Math.abs(e)));
   });
 }
+
+/** The four looks the visual checks are taken in: light and dark, 1400 and 900 px windows. */
+export const COMBOS: { theme: 'light' | 'dark'; width: number }[] = [
+  { theme: 'light', width: 1400 },
+  { theme: 'dark', width: 1400 },
+  { theme: 'light', width: 900 },
+  { theme: 'dark', width: 900 }
+];
+
+export async function setLook(page: IJupyterLabPageFixture, theme: 'light' | 'dark', width: number): Promise<void> {
+  await page.setViewportSize({ width, height: 900 });
+  if (theme === 'dark') {
+    await page.theme.setDarkTheme();
+  } else {
+    await page.theme.setLightTheme();
+  }
+}
+
+/**
+ * Scroll the panel into view and nudge the window's width: Plotly's `responsive` listener resizes
+ * the plots that are visible when the window changes; a panel off-screen (JupyterLab does not lay
+ * out cells outside the viewport) keeps its width until a resize finds it visible.
+ */
+export async function showAndResize(page: IJupyterLabPageFixture, panel: Locator, width: number): Promise<void> {
+  await panel.scrollIntoViewIfNeeded();
+  await page.setViewportSize({ width: width - 20, height: 900 });
+  await page.setViewportSize({ width, height: 900 });
+  await page.waitForTimeout(300);
+}
+
+/**
+ * The panel's plot is no wider than its output area, the output area does not scroll, and (after
+ * `showAndResize`) the plot fills at least 80% of the width.
+ */
+export async function expectFits(panel: Locator, what: string, resized: boolean): Promise<void> {
+  const sizes = await panel.evaluate((el: Element) => {
+    const out = (el.closest('.jp-OutputArea-output') ?? el.parentElement) as HTMLElement;
+    const plot = el.querySelector('.js-plotly-plot') as HTMLElement;
+    const svg = el.querySelector('.main-svg') as SVGElement;
+    return {
+      out: out.clientWidth,
+      scroll: out.scrollWidth,
+      plot: plot.getBoundingClientRect().width,
+      svg: svg.getBoundingClientRect().width
+    };
+  });
+  expect(sizes.svg, `${what}: plot width ${sizes.svg} within output ${sizes.out}`).toBeLessThanOrEqual(sizes.out + 1);
+  expect(sizes.scroll, `${what}: no horizontal scrollbar`).toBeLessThanOrEqual(sizes.out + 1);
+  if (resized) {
+    expect(sizes.svg, `${what}: the plot uses the width`).toBeGreaterThan(sizes.out * 0.8);
+  }
+}

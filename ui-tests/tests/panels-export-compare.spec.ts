@@ -4,62 +4,9 @@
  * exponent tick labels and xmin line, in light and dark themes at 1400 and 900 px: each panel
  * fits its output (no horizontal scrollbar) and plots the values Python computed.
  */
-import type { Locator } from '@playwright/test';
 import * as fs from 'fs';
 import { expect, test } from './fixtures';
-import { expectAllClose, newNotebookWithStore, plotTraces, printedJson, runCode, shot } from './helpers';
-import type { IJupyterLabPageFixture } from '@jupyterlab/galata';
-
-const COMBOS: { theme: 'light' | 'dark'; width: number }[] = [
-  { theme: 'light', width: 1400 },
-  { theme: 'dark', width: 1400 },
-  { theme: 'light', width: 900 },
-  { theme: 'dark', width: 900 }
-];
-
-async function setLook(page: IJupyterLabPageFixture, theme: 'light' | 'dark', width: number): Promise<void> {
-  await page.setViewportSize({ width, height: 900 });
-  if (theme === 'dark') {
-    await page.theme.setDarkTheme();
-  } else {
-    await page.theme.setLightTheme();
-  }
-}
-
-/**
- * Scroll the panel into view and nudge the window's width: Plotly's `responsive` listener resizes
- * the plots that are visible when the window changes; a panel off-screen (JupyterLab does not lay
- * out cells outside the viewport) keeps its width until a resize finds it visible.
- */
-async function showAndResize(page: IJupyterLabPageFixture, panel: Locator, width: number): Promise<void> {
-  await panel.scrollIntoViewIfNeeded();
-  await page.setViewportSize({ width: width - 20, height: 900 });
-  await page.setViewportSize({ width, height: 900 });
-  await page.waitForTimeout(300);
-}
-
-/**
- * The panel's plot is no wider than its output area, the output area does not scroll, and (after
- * `showAndResize`) the plot fills at least 80% of the width.
- */
-async function expectFits(panel: Locator, what: string, resized: boolean): Promise<void> {
-  const sizes = await panel.evaluate((el: Element) => {
-    const out = (el.closest('.jp-OutputArea-output') ?? el.parentElement) as HTMLElement;
-    const plot = el.querySelector('.js-plotly-plot') as HTMLElement;
-    const svg = el.querySelector('.main-svg') as SVGElement;
-    return {
-      out: out.clientWidth,
-      scroll: out.scrollWidth,
-      plot: plot.getBoundingClientRect().width,
-      svg: svg.getBoundingClientRect().width
-    };
-  });
-  expect(sizes.svg, `${what}: plot width ${sizes.svg} within output ${sizes.out}`).toBeLessThanOrEqual(sizes.out + 1);
-  expect(sizes.scroll, `${what}: no horizontal scrollbar`).toBeLessThanOrEqual(sizes.out + 1);
-  if (resized) {
-    expect(sizes.svg, `${what}: the plot uses the width`).toBeGreaterThan(sizes.out * 0.8);
-  }
-}
+import { COMBOS, expectAllClose, expectFits, newNotebookWithStore, plotTraces, printedJson, runCode, setLook, shot, showAndResize } from './helpers';
 
 test.describe('panels: export, compare, evolution, ESD ticks', () => {
   test('export bar: PNG and SVG from the plot toolbar, CSV of the plotted values', async ({ page, tmpPath }) => {
