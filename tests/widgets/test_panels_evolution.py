@@ -156,3 +156,9 @@ def test_header_says_layers_and_checkpoints_not_values_and_traces(session):
     assert "4 models × 3 layers" in h.status.value and "trace" not in h.status.value
     line = FieldPanel(session, "frob_norm", kind="line", live=False)
     assert "3 layers · 4 models" in line.status.value, line.status.value
+    # a count alone is said once, in its own word ("24 values (24 values)" before)
+    session.compute.apply("esd", progress=False)
+    uid = session.models.slices()[0].uid
+    esd = FieldPanel(session, "esd", kind="esd", slice=uid, live=False).status.value
+    n = len(session.results.get("esd", uid))
+    assert f" · {n} eigenvalues · updated" in esd and "values (" not in esd, esd

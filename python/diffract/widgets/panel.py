@@ -433,7 +433,12 @@ class FieldPanel(anywidget.AnyWidget):
         }.get(self.kind, first)
         n = self.n_values()
         if n:
-            return f"<b>{html.escape(what)}</b> · {html.escape(self._shape_text(n))} ({n} value{'s' * (n != 1)}) · updated {time.strftime('%H:%M:%S')}"
+            shape = self._shape_text(n)
+            values = f"{n} value{'s' * (n != 1)}"
+            # a shape in other words than the count gets the count after it ("3 layers ×
+            # 16 checkpoints (48 values)"); a count alone is said once ("24 eigenvalues")
+            counted = shape if shape.startswith(f"{n} ") else f"{shape} ({values})"
+            return f"<b>{html.escape(what)}</b> · {html.escape(counted)} · updated {time.strftime('%H:%M:%S')}"
         if self.kind != "esd" and (arrays := self._array_fields()):
             hint = (
                 "; show one parameter's spectrum with kind='esd' and slice=UID (its uid or "
@@ -485,7 +490,7 @@ class FieldPanel(anywidget.AnyWidget):
             layers = max((len(d["y"]) for d in series), default=0)
             models = len({d.get("name") for d in series})
             return count(layers, "layer") + (f" · {count(models, 'model')}" if models > 1 else "")
-        return count(n, "value")
+        return count(n, "eigenvalue" if self.kind == "esd" else "value")
 
     def _array_fields(self) -> list[str]:
         """The panel's fields whose stored values are arrays (not numbers): a line, bar,
