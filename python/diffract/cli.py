@@ -278,8 +278,9 @@ def _report_rows(scope: Any, fields: Sequence[str]) -> list[dict[str, Any]]:
     """The rows ``analyze`` prints (slices where some field is stored), with their shape."""
     rows = scope.results.export_table(*fields, export_format="list")
     rows = [r for r in rows if any(r.get(f) is not None for f in fields)]
-    for r in rows:
-        r["shape"] = "x".join(str(d) for d in scope.session.store.slice(r["uid"]).shape)
+    shapes = {s.uid: "x".join(str(d) for d in s.shape) for s in scope.models.slices()}
+    for r in rows:  # a model-level value (log_norm: uid "@model") has no shape
+        r["shape"] = shapes.get(r["uid"], "")
     return rows
 
 

@@ -183,3 +183,22 @@ def test_many_checkpoints_are_one_heatmap_row_each_and_the_table_scrolls_in_view
     )
     # the table's box scrolls inside the window: both scrollbars in view, not under row 40
     assert re.search(r"\.table-wrap \{[^}]*overflow: auto;[^}]*max-height: 70vh", report._STYLE)
+
+
+def test_model_level_fields_are_a_row_without_shape(checkpoint, in_tmp, caplog):
+    # log_norm has a model-level value (uid "@model"): the report failed with "no slice with
+    # uid '@step-10' in the store" while looking up its shape
+    fields = "frob_norm,log_norm,log_spectral_norm"
+    assert main(["report", str(checkpoint), "--fields", fields, "-o", "m.html"]) == 0
+    table = _table(_read(in_tmp / "m.html"))
+    assert len(table) == 7  # six layers and the model's own row
+    shapes = {name: row["shape"][0] for name, row in table.items()}
+    assert sorted(shapes.values()).count("64x40") == 6 and "" in shapes.values()
+    # the report asks only for what is stored: no "Requested field 'model_diag_outliers' has
+    # no computed values" logged for a diagnosis the run did not make
+    with Session(path="st") as s:  # a store with one rule computed, not the outlier one
+        s.models.add(str(checkpoint), model_id="ckpt")
+        s.compute.apply(*PREFERRED_FIELDS, "diag_over_trained", progress=False)
+    caplog.clear()
+    assert main(["report", "st", "-o", "s.html"]) == 0
+    assert not [r for r in caplog.records if "has no computed values" in r.getMessage()]

@@ -43,6 +43,8 @@ def _outliers(scope: Scope) -> tuple[set[str], dict[tuple[str, str], str]]:
     """The models with a stored outlier diagnosis, and ``(model, name) -> reason``."""
     from diffract._errors import DiffractError
 
+    if "model_diag_outliers" not in scope.results.fields():
+        return set(), {}  # not computed: asking would log "no computed values" (Diffract's)
     try:
         recs = scope.results.export_aggregates("model_diag_outliers", export_format="list")
     except (DiffractError, ValueError):
