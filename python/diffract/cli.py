@@ -344,7 +344,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
     out = Path(args.output)
     atomic_write_text(out, text)
-    print(f"wrote {out} ({len(rows)} layers)", file=sys.stderr)
+    layers = sum(1 for r in rows if r["shape"])  # model-level rows have no shape
+    extra = f", {len(rows) - layers} model-level" if len(rows) > layers else ""
+    print(f"wrote {out} ({layers} layers{extra})", file=sys.stderr)
     return 0
 
 

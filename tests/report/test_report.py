@@ -185,11 +185,12 @@ def test_many_checkpoints_are_one_heatmap_row_each_and_the_table_scrolls_in_view
     assert re.search(r"\.table-wrap \{[^}]*overflow: auto;[^}]*max-height: 70vh", report._STYLE)
 
 
-def test_model_level_fields_are_a_row_without_shape(checkpoint, in_tmp, caplog):
+def test_model_level_fields_are_a_row_without_shape(checkpoint, in_tmp, caplog, capsys):
     # log_norm has a model-level value (uid "@model"): the report failed with "no slice with
     # uid '@step-10' in the store" while looking up its shape
     fields = "frob_norm,log_norm,log_spectral_norm"
     assert main(["report", str(checkpoint), "--fields", fields, "-o", "m.html"]) == 0
+    assert "(6 layers, 1 model-level)" in capsys.readouterr().err
     table = _table(_read(in_tmp / "m.html"))
     assert len(table) == 7  # six layers and the model's own row
     shapes = {name: row["shape"][0] for name, row in table.items()}
