@@ -91,14 +91,22 @@ def test_overlays_absent_until_stored():
 
 def test_grid_of_every_slice(session):
     fig = session.viz.esd_grid(cols=2)
+    # model:short name over each panel (the whole name is its hover text)
     titles = [a.text.split(" (")[0] for a in fig.layout.annotations]
-    assert titles == ["m0:a.weight", "m0:b.weight", "m1:a.weight", "m1:b.weight"]
+    assert titles == ["m0:a", "m0:b", "m1:a", "m1:b"]
+    assert [a.hovertext for a in fig.layout.annotations] == [
+        "m0:a.weight",
+        "m0:b.weight",
+        "m1:a.weight",
+        "m1:b.weight",
+    ]
     xmin = session.results.get("pl_esd_xmin", "b.weight", "m1")
     line = [t for t in fig.data if t.meta == "xmin" and t.xaxis == "x4"]
     assert len(line) == 1 and line[0].x[0] == pytest.approx(xmin)
     assert fig.layout.xaxis4.type == "log" and fig.layout.xaxis4.anchor == "y4"
     one = session.filter(model_ids="m1").viz.esd_grid()
-    assert [a.text.split(" (")[0] for a in one.layout.annotations] == ["m1:a.weight", "m1:b.weight"]
+    # one model: the short names alone
+    assert [a.text.split(" (")[0] for a in one.layout.annotations] == ["a", "b"]
     with pytest.raises(InvalidArgumentError, match="cols"):
         session.viz.esd_grid(cols=0)
 

@@ -103,6 +103,21 @@ for (const scheme of ['dark', 'light'] as const) {
       for (const f of new Set(fills)) {
         expect(contrast(f, pageBg), `ESD grid text ${f} on ${pageBg} (${tag})`).toBeGreaterThanOrEqual(3);
       }
+      // the panels' titles ("model:short-name (α=...)") stay apart (whole names ran into
+      // the next panel's title at 900 px)
+      const titles = await grid.evaluate((el: Element) =>
+        Array.from(el.querySelectorAll('.annotation-text')).map(t => {
+          const r = t.getBoundingClientRect();
+          return { text: t.textContent ?? '', left: r.left, right: r.right, top: r.top, bottom: r.bottom };
+        })
+      );
+      expect(titles.length, 'one title per ESD panel').toBeGreaterThan(1);
+      for (const [i, a] of titles.entries()) {
+        for (const b of titles.slice(i + 1)) {
+          const apart = a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top;
+          expect(apart, `"${a.text}" and "${b.text}" overlap (${tag})`).toBe(true);
+        }
+      }
       await shot(page as any, `report-esd-grid-${tag}`, grid);
 
       // 48 checkpoints: one heatmap row each, not 48 lines

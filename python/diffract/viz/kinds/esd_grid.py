@@ -10,6 +10,8 @@ from diffract.viz._common import (
     MODEBAR_ROW,
     NEUTRAL_LAYOUT,
     find_slice,
+    plain,
+    short_names,
     stored,
     title_below_modebar,
 )
@@ -94,6 +96,8 @@ def esd_grid_spec(
     }
     gap = 0.06
     seen: set[str] = set()
+    short = short_names([s.name for s in chosen])
+    several = len({s.model_id for s in chosen}) > 1
     for i, s in enumerate(chosen):
         r, c = divmod(i, cols)
         x0, x1 = c / cols + gap / 2, (c + 1) / cols - gap / 2
@@ -109,10 +113,15 @@ def esd_grid_spec(
             if not titled:
                 settings.pop("title", None)
             layout[f"{axis}axis{n}"] = {**settings, "domain": dom, "anchor": f"{other}{n}"}
-        title = panel["layout"]["title"]["text"].removeprefix("ESD of ")
+        # "model:short-name (α=...)": a whole name ran into the next panel's title at 900 px;
+        # it is the title's hover text
+        whole = f"{plain(s.model_id)}:{plain(s.name)}"
+        fit = panel["layout"]["title"]["text"].removeprefix(f"ESD of {whole}")
+        label = f"{plain(s.model_id)}:{plain(short[i])}" if several else plain(short[i])
         layout["annotations"].append(
             {
-                "text": title,
+                "text": label + fit,
+                "hovertext": whole,
                 "x": (x0 + x1) / 2,
                 "y": y1 + 0.01,
                 "xref": "paper",
