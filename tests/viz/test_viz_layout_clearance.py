@@ -27,9 +27,14 @@ def session():
     s.close()
 
 
-@pytest.mark.parametrize("kind", ["line", "heatmap", "evolution", "bar"])
+def _panel(session, kind):
+    two = {"models": ["r-0", "r-20"]} if kind == "compare" else {}
+    return FieldPanel(session, "frob_norm", kind=kind, live=False, **two)
+
+
+@pytest.mark.parametrize("kind", ["line", "heatmap", "evolution", "bar", "compare"])
 def test_title_under_the_toolbar_row_legend_at_the_foot(session, kind):
-    lay = FieldPanel(session, "frob_norm", kind=kind, live=False).figure.layout
+    lay = _panel(session, kind).figure.layout
     t = lay.title
     assert t.yref == "container" and t.y == 1 and t.yanchor == "top"
     # Plotly's toolbar buttons are 24 px tall; a two-line title (evolution) is lifted by its
@@ -38,7 +43,7 @@ def test_title_under_the_toolbar_row_legend_at_the_foot(session, kind):
     assert t.pad.t == MODEBAR_ROW + TITLE_EXTRA_LINE * (lines - 1) and MODEBAR_ROW >= 24
     assert t.x == 0 and t.xanchor == "left"  # away from the toolbar at the right
     # the top margin holds the toolbar row and a title line (two for evolution)
-    assert lay.margin.t >= MODEBAR_ROW + (60 if kind == "evolution" else 40)
+    assert lay.margin.t >= MODEBAR_ROW + (60 if lines == 2 else 40)
     leg = lay.legend
     assert leg.orientation == "h" and leg.yref == "container" and leg.y == 0
     assert leg.yanchor == "bottom"  # under the x axis title, never on it
@@ -55,7 +60,7 @@ def test_axes_make_room_for_long_layer_names(session):
     assert lay.yaxis.title.text == "layer"
 
 
-@pytest.mark.parametrize("kind", ["line", "heatmap", "evolution", "bar"])
+@pytest.mark.parametrize("kind", ["line", "heatmap", "evolution", "bar", "compare"])
 def test_rendered_title_starts_under_the_toolbar_row(session, kind):
     # drawn by Plotly itself (kaleido, Chromium) at a 900 px JupyterLab window's output width:
     # no text in the rows the toolbar takes (measured: the two-line evolution title started
@@ -64,8 +69,15 @@ def test_rendered_title_starts_under_the_toolbar_row(session, kind):
 
     from PIL import Image
 
-    fig = FieldPanel(session, "frob_norm", kind=kind, live=False).figure
+    fig = _panel(session, kind).figure
     fig.update_layout(width=468, height=500, paper_bgcolor="white")
     img = np.asarray(Image.open(io.BytesIO(fig.to_image(format="png"))).convert("L"))
     inked = [y for y in range(img.shape[0]) if (img[y] < 200).any()]
     assert inked and inked[0] >= MODEBAR_ROW - 1, (kind, inked[:3])
+
+
+def test_the_compare_axis_names_the_common_slices(session):
+    x = _panel(session, "compare").figure.layout.xaxis
+    assert x.tickmode == "array" and list(x.tickvals) == [0, 1, 2]
+    # encoder.layer.<i>.attention.output.dense.weight: a bare number keeps its word
+    assert list(x.ticktext) == ["0 layer.0", "1 layer.1", "2 layer.2"]

@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from diffract._errors import InvalidArgumentError, UnknownModelError
-from diffract.viz._common import field_rows, fmt, is_number, layout, plain
+from diffract.viz._common import (
+    NEUTRAL_LAYOUT,
+    field_rows,
+    fmt,
+    is_number,
+    layer_ticks,
+    layout,
+    plain,
+)
 
 if TYPE_CHECKING:
     from diffract.session import Scope
@@ -134,10 +142,15 @@ def compare_spec(
         )
     base = 0.0 if mode == "difference" else 1.0
     out = layout(
-        f"{plain(field)}: {plain(what)} per slice ({len(xs)} of {len(common)} common slices)",
+        # two lines: a 900 px window's panel cut the one-line title at "(4 of 8 com"
+        f"{plain(field)}: {plain(what)} per slice"
+        f"<br><sub>{len(xs)} of {len(common)} common slices</sub>",
         "slice (depth order)",
         f"{field} {mode}",
-        xaxis={"tickformat": "d", "tick0": 0, "dtick": max(1, -(-len(common) // 12))},
+        # the common slices named ("index short-name"), as the per-layer figures are
+        xaxis=layer_ticks([name for name, _ in common]),
+        # the toolbar's row, then the two-line title
+        margin={**NEUTRAL_LAYOUT["margin"], "t": 104},
     )
     out["shapes"] = [
         {
