@@ -53,6 +53,8 @@ test('Notebook 7: a FieldPanel draws its figure with the stored values', async (
   //   change). It is thrown the same with diffract-lab disabled and with EVERY federated
   //   extension disabled (labconfig/page_config.json disabledExtensions: diffract-lab,
   //   anywidget, jupyterlab-plotly, @jupyter-widgets/jupyterlab-manager, jupyterlab_pygments).
+  //   Upstream: jupyter/notebook#7862 ("can't access property "schema",
+  //   registry.plugins[shortcuts.id] is undefined", open, a race in settingregistry.load).
   // - "Command 'filebrowser:open-path' not registered": diffract never calls a filebrowser
   //   command (grep js/); the call is the bundled @jupyterlab/filebrowser-extension's
   //   restore (`t.execute(n.openPath, {path: s.file, dontShowBrowser: true})` after the
