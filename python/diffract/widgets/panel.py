@@ -435,9 +435,10 @@ class FieldPanel(anywidget.AnyWidget):
         if n:
             shape = self._shape_text(n)
             values = f"{n} value{'s' * (n != 1)}"
-            # a shape in other words than the count gets the count after it ("3 layers ×
-            # 16 checkpoints (48 values)"); a count alone is said once ("24 eigenvalues")
-            counted = shape if shape.startswith(f"{n} ") else f"{shape} ({values})"
+            # the shape, then the count ("3 layers × 16 checkpoints (48 values)"); a shape that
+            # is the count itself is said once ("24 eigenvalues", not "24 values (24 values)")
+            alone = shape in (values, f"{n} eigenvalue{'s' * (n != 1)}")
+            counted = shape if alone else f"{shape} ({values})"
             return f"<b>{html.escape(what)}</b> · {html.escape(counted)} · updated {time.strftime('%H:%M:%S')}"
         if self.kind != "esd" and (arrays := self._array_fields()):
             hint = (
