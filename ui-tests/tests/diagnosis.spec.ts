@@ -1,7 +1,7 @@
 /**
  * The diagnosis in JupyterLab: the sidebar's badges (flagged layers per rule in the model
  * table, the rules per layer under the chart, reasons in tooltips), the `diagnosis` panel kind,
- * and the fine-tune diff report's HTML page; light and dark, screenshots copied to docs/img.
+ * and the fine-tune diff report's HTML page; light and dark, screenshots for docs/img (make docs).
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -23,12 +23,10 @@ function contrast(a: string, b: string): number {
   return (hi + 0.05) / (lo + 0.05);
 }
 
-/** Screenshot `target` for the docs (docs/img/<name>.png) and the test artifacts. */
+/** Screenshot `target` into ui-tests/screenshots, as every spec does (`make docs` copies them
+ * into docs/img: a test run leaves the tracked images alone). */
 async function docShot(page: Parameters<typeof shot>[0], name: string, target: Locator | Page): Promise<void> {
   await shot(page, name, target);
-  const img = path.resolve(__dirname, '..', '..', 'docs', 'img');
-  fs.mkdirSync(img, { recursive: true });
-  fs.copyFileSync(path.resolve(__dirname, '..', 'screenshots', `${name}.png`), path.join(img, `${name}.png`));
 }
 
 /** (run with exec in the notebook: it uses SETUP's session) A model with one heavy-tailed layer (ESD exponent 1.5: over-trained) and a Gaussian one
