@@ -82,6 +82,9 @@ def layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]
     update the axes, other keys are set as they are."""
     out = dict(NEUTRAL_LAYOUT)
     out["title"] = title_below_modebar(title)
+    if extra_lines := title.count("<br>"):  # room above the plot for each extra title line
+        margin = NEUTRAL_LAYOUT["margin"]
+        out["margin"] = {**margin, "t": margin["t"] + TITLE_LINE_ROOM * extra_lines}
     out["xaxis"] = {"title": {"text": xtitle, "standoff": 10}, **AXIS}
     out["yaxis"] = {"title": {"text": ytitle, "standoff": 10}, **AXIS}
     for k, v in extra.items():
@@ -155,6 +158,8 @@ def layer_ticks(names: Sequence[str]) -> dict[str, Any]:
 #: pixels a title's second line (``<br><sub>...``) lifts its first: Plotly anchors a
 #: multi-line title's top at its first line's, then shifts the block up by its extra lines
 TITLE_EXTRA_LINE = 14
+#: pixels of top margin each extra title line takes (with the pad above, clear of the plot)
+TITLE_LINE_ROOM = 24
 
 
 def title_below_modebar(text: str) -> dict[str, Any]:

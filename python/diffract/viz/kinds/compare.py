@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from diffract._errors import InvalidArgumentError, UnknownModelError
 from diffract.viz._common import (
-    NEUTRAL_LAYOUT,
     field_rows,
     fmt,
     is_number,
@@ -149,8 +148,6 @@ def compare_spec(
         f"{field} {mode}",
         # the common slices named ("index short-name"), as the per-layer figures are
         xaxis=layer_ticks([name for name, _ in common]),
-        # the toolbar's row, then the two-line title
-        margin={**NEUTRAL_LAYOUT["margin"], "t": 104},
     )
     out["shapes"] = [
         {

@@ -142,8 +142,6 @@ def evolution_spec(
         f"<br><sub>run {plain(run)}: {len(order)} checkpoints, {span}</sub>",
         "",
         "layer",
-        # t: the toolbar's row, then the two-line title
-        margin={"l": 60, "r": 20, "t": 104, "b": 50},
         xaxis={
             "domain": [0, 1],
             "anchor": "y",
